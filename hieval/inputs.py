@@ -1,0 +1,361 @@
+"""Read gold and prediction files in long format, validate them, and normalise their codes.
+
+Every number hieval reports stands on this step, so it refuses what it cannot read exactly
+(a numeric code column that lost its leading zeros, an ambiguous undotted code, a NaN score) and
+reports what it changed (duplicates removed, codes unknown to the hierarchy, rows below the
+threshold) in a small JSON record that travels with the normalised table.
+
+Output: Parquet ``doc_id, code`` (both strings, sorted). A row with an empty code declares a
+document with no labels: it is kept with a null code, so the document still counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from hieval.atomic import atomic_path
+from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, normalize
+from hieval.errors import CodeError, InputError, preview
+from hieval.hierarchy.icd9 import icd9_nodes
+from hieval.hierarchy.sources import sha256_file
+from hieval.hierarchy.table import LevelTable
+
+UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
+UNKNOWN_DOC_POLICIES = ("error", "drop")
+CODE_FORMATS = ("auto", "dotted", "undotted")
+_READERS = {".parquet": None, ".csv": ",", ".tsv": "\t", ".txt": "\t"}
+
+
+@dataclass
+class LabelOptions:
+    """How to read one label file; the defaults suit a dotted long-format file."""
+
+    code_type: str | None = None
+    code_format: str = "auto"
+    threshold: float | None = None
+    top_k: int | None = None
+
+
+@dataclass
+class InputRecord:
+    """What normalisation saw and did, kept next to the output for traceability."""
+
+    name: str
+    path: str
+    sha256: str
+    rows: int = 0
+    documents: int = 0
+    labels: int = 0
+    code_format: str = ""
+    duplicates_removed: int = 0
+    below_threshold: int = 0
+    outside_top_k: int = 0
+    unknown_codes: dict[str, int] = field(default_factory=dict)
+    unknown_code_policy: str = ""
+    unknown_documents_dropped: int = 0
+
+    def to_json(self) -> str:
+        """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+
+def _where(path: Path, row: int) -> str:
+    return f"{path}, line {row + 1}" if path.suffix != ".parquet" else f"{path}, row {row}"
+
+
+def _scan(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> list[str]:
+    """Create the view ``src`` over the file and return its columns."""
+    if not path.exists():
+        raise InputError(f"{name}: file {path} does not exist; check the path in your config")
+    if path.is_dir():
+        raise InputError(f"{name}: {path} is a directory; point it at a label file")
+    if path.stat().st_size == 0:
+        raise InputError(f"{name}: file {path} is empty; it needs a header 'doc_id,code[,score]'")
+    if path.suffix not in _READERS:
+        raise InputError(f"{name}: cannot tell the format of {path}; use .parquet, .csv or .tsv")
+    try:
+        if path.suffix == ".parquet":
+            rel = con.read_parquet(str(path))
+        else:
+            rel = con.read_csv(str(path), sep=_READERS[path.suffix], header=True, all_varchar=True)
+        rel.create_view("src", replace=True)
+        return [c.lower() for c in rel.columns], rel.types
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0]
+        raise InputError(f"{name}: cannot read {path}: {first}") from None
+
+
+def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
+    missing = [c for c in ("doc_id", "code") if c not in columns]
+    if missing:
+        raise InputError(
+            f"{name}: {path} lacks column(s) {missing}; long format needs 'doc_id,code[,score]' "
+            f"(found {columns})"
+        )
+    code_type = str(types[columns.index("code")])
+    if code_type != "VARCHAR":
+        raise InputError(
+            f"{name}: column 'code' in {path} is {code_type}, not text; codes must be stored as "
+            "strings because leading zeros matter (001.0 is not 1.0)"
+        )
+
+
+def _map_codes(
+    raw: pl.DataFrame, fmt: str, default_type: str | None, path: Path, name: str
+) -> pl.DataFrame:
+    """Normalise each distinct (raw code, code_type) once; fail with examples on bad codes."""
+    mapped, errors = [], []
+    for code, ctype, row in raw.iter_rows():
+        try:
+            ic = normalize(code, ctype or default_type, fmt)
+            mapped.append((code, ctype, ic.code, ic.kind))
+        except CodeError as exc:
+            errors.append(f"{_where(path, row)}: {exc}")
+    if errors:
+        raise InputError(
+            f"{name}: {len(errors)} bad code(s) in {path}:\n  "
+            + "\n  ".join(errors[:10])
+            + ("\n  ..." if len(errors) > 10 else "")
+        )
+    return pl.DataFrame(mapped, schema=["raw", "raw_type", "code", "kind"], orient="row")
+
+
+def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
+    """Ancestor rows for ICD-9 codes missing from the hierarchy, placed where their syntax says.
+
+    Only possible for ICD-9 hierarchies (e1/e0 follow from the code, c/chapter from the range
+    table); for other trees the caller must ``drop`` or reject unknown codes.
+    """
+    codes = sorted(set(codes))
+    if not codes:
+        return pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
+    if table.levels != ICD9_LEVELS:
+        raise CodeError(
+            f"codes not in the hierarchy ({preview(codes)}) cannot be placed by syntax in a "
+            "non-ICD-9 hierarchy; set unknown_codes: drop or error"
+        )
+    from hieval.codes import kind_of_dotted
+
+    nodes, unplaced = icd9_nodes((IcdCode(c, kind_of_dotted(c)), None) for c in codes)
+    if unplaced:
+        raise CodeError(
+            f"codes not in the hierarchy fall in no ICD-9-CM chapter, so they cannot be placed: "
+            f"{preview(unplaced)}; set unknown_codes: drop or fix the codes"
+        )
+    frame = pl.DataFrame(list(nodes.values()), schema=dict.fromkeys(table.frame.columns, pl.String))
+    placed = LevelTable(frame=frame, levels=table.levels, root=table.root).ancestors()
+    return placed.filter(pl.col("code").is_in(codes))
+
+
+def normalize_labels(
+    path: str | Path,
+    name: str,
+    out: str | Path,
+    hierarchy_codes: set[str],
+    hierarchy: LevelTable | None = None,
+    options: LabelOptions | None = None,
+    unknown_codes: str = "place",
+    gold_docs: str | Path | None = None,
+    unknown_docs: str = "error",
+    default_threshold: float = 0.5,
+    log=print,
+) -> InputRecord:
+    """Normalise one label file to ``out`` and return what was done.
+
+    ``gold_docs`` (the normalised gold) is given for predictions: documents absent from it are
+    an error or dropped (``unknown_docs``). Scores select predictions by ``threshold`` (default
+    ``default_threshold``) and/or ``top_k`` per document; both given means both must hold.
+    """
+    options = options or LabelOptions()
+    path = Path(path)
+    if unknown_codes not in UNKNOWN_CODE_POLICIES:
+        raise InputError(
+            f"unknown_codes must be one of {UNKNOWN_CODE_POLICIES}, not {unknown_codes!r}"
+        )
+    if options.code_format not in CODE_FORMATS:
+        raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
+    if options.code_type not in (None, *CODE_TYPES):
+        raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
+    con = duckdb.connect()
+    columns, types = _scan(con, path, name)
+    _check_columns(path, name, columns, types)
+    record = InputRecord(
+        name=name, path=str(path), sha256=sha256_file(path), unknown_code_policy=unknown_codes
+    )
+
+    has_score = "score" in columns and gold_docs is not None
+    has_type = "code_type" in columns
+    con.execute(f"""
+        CREATE TEMP TABLE raw AS
+        SELECT row_number() OVER () AS row,
+               trim(CAST(doc_id AS VARCHAR)) AS doc_id,
+               nullif(trim(code), '') AS code,
+               {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
+                   AS code_type,
+               {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
+               {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
+        FROM src""")
+    record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
+    if record.rows == 0 and gold_docs is None:
+        raise InputError(f"{name}: {path} has a header but no rows; the gold needs labels")
+
+    bad_doc = con.execute(
+        "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' LIMIT 1"
+    ).fetchone()
+    if bad_doc:
+        raise InputError(f"{name}: {_where(path, bad_doc[0])}: empty doc_id")
+    if has_type:
+        bad_type = con.execute(
+            "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') LIMIT 1"
+        ).fetchone()
+        if bad_type:
+            raise InputError(
+                f"{name}: {_where(path, bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+            )
+    if has_score:
+        bad = con.execute("""
+            SELECT row, score_raw FROM raw
+            WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
+            ORDER BY row LIMIT 1""").fetchone()
+        if bad:
+            raise InputError(
+                f"{name}: {_where(path, bad[0])}: score {bad[1]!r} is not a finite number; "
+                "fix or remove the row"
+            )
+
+    raw_codes = con.execute("""
+        SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
+        GROUP BY code, code_type ORDER BY code, code_type""").pl()
+    fmt = options.code_format
+    if fmt == "auto":
+        fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
+    record.code_format = fmt
+    mapping = _map_codes(raw_codes, fmt, options.code_type, path, name)
+    con.register("mapping", mapping)
+    con.execute("""
+        CREATE TEMP TABLE labels AS
+        SELECT raw.row, raw.doc_id, m.code, raw.score
+        FROM raw LEFT JOIN mapping m
+          ON raw.code = m.raw AND raw.code_type IS NOT DISTINCT FROM m.raw_type""")
+
+    if has_score:
+        _select_by_score(con, record, options, default_threshold)
+
+    record.duplicates_removed = con.execute("""
+        SELECT count(*) - count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL
+    """).fetchone()[0]
+    if record.duplicates_removed:
+        example = con.execute("""
+            SELECT doc_id, code FROM labels WHERE code IS NOT NULL
+            GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT 1""").fetchone()
+        log(
+            f"{name}: {record.duplicates_removed} duplicate (doc_id, code) rows counted once, "
+            f"e.g. document {example[0]!r} code {example[1]!r}"
+        )
+
+    _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, unknown_codes, path, name, log)
+    if gold_docs is not None:
+        _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name, log)
+
+    result = con.execute("""
+        SELECT DISTINCT doc_id, code FROM labels
+        WHERE code IS NOT NULL
+           OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
+        ORDER BY doc_id, code NULLS FIRST""").arrow()
+    record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
+    record.labels = con.execute(
+        "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
+    ).fetchone()[0]
+    write_parquet(pl.from_arrow(result), out)
+    log(f"{name}: {record.rows} rows -> {record.labels} labels over {record.documents} documents")
+    return record
+
+
+def _select_by_score(con, record: InputRecord, options: LabelOptions, default: float) -> None:
+    """Keep predictions with score >= threshold and/or among the top_k of their document."""
+    threshold = options.threshold
+    if threshold is None and options.top_k is None:
+        threshold = default
+    if threshold is not None:
+        record.below_threshold = con.execute(
+            "SELECT count(*) FROM labels WHERE code IS NOT NULL AND score < ?", [threshold]
+        ).fetchone()[0]
+        con.execute("DELETE FROM labels WHERE code IS NOT NULL AND score < ?", [threshold])
+    if options.top_k is not None:
+        # Ties are broken by code so that the selection never depends on row order.
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE ranked AS
+            SELECT *, row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, code) AS rank
+            FROM (SELECT doc_id, code, max(score) AS score, min(row) AS row FROM labels
+                  WHERE code IS NOT NULL GROUP BY doc_id, code)""")
+        record.outside_top_k = con.execute(
+            "SELECT count(*) FROM ranked WHERE rank > ?", [options.top_k]
+        ).fetchone()[0]
+        con.execute(
+            """
+            DELETE FROM labels WHERE code IS NOT NULL AND (doc_id, code) IN
+            (SELECT (doc_id, code) FROM ranked WHERE rank > ?)""",
+            [options.top_k],
+        )
+
+
+def _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, policy, path, name, log) -> None:
+    codes = con.execute("""
+        SELECT code, count(*) FROM labels WHERE code IS NOT NULL GROUP BY code ORDER BY code
+    """).fetchall()
+    unknown = {code: n for code, n in codes if code not in hierarchy_codes}
+    record.unknown_codes = unknown
+    if not unknown:
+        return
+    listing = preview(sorted(unknown))
+    if policy == "error":
+        raise InputError(
+            f"{name}: {len(unknown)} code(s) in {path} are not in the hierarchy: {listing}; "
+            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+        )
+    if policy == "drop":
+        con.execute("DELETE FROM labels WHERE list_contains(?, code)", [list(unknown)])
+        log(
+            f"{name}: dropped {sum(unknown.values())} rows with {len(unknown)} codes "
+            f"not in the hierarchy: {listing}"
+        )
+    else:
+        if hierarchy is not None:
+            try:
+                placed_ancestors(unknown, hierarchy)
+            except CodeError as exc:
+                raise InputError(f"{name}: {exc}") from None
+        log(f"{name}: {len(unknown)} codes not in the hierarchy placed by their syntax: {listing}")
+
+
+def _apply_unknown_docs(con, record, gold_docs, policy, path, name, log) -> None:
+    con.execute(
+        "CREATE TEMP TABLE gold_docs AS SELECT DISTINCT doc_id FROM read_parquet(?)",
+        [str(gold_docs)],
+    )
+    extra = con.execute("""
+        SELECT DISTINCT doc_id FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)
+        ORDER BY doc_id""").fetchall()
+    if not extra:
+        return
+    docs = [d for (d,) in extra]
+    if policy == "error":
+        raise InputError(
+            f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
+            "check that both files use the same doc_id, or set unknown_docs: drop"
+        )
+    record.unknown_documents_dropped = len(docs)
+    con.execute("DELETE FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)")
+    log(f"{name}: dropped {len(docs)} documents that are not in the gold: {preview(docs)}")
+
+
+def write_parquet(frame: pl.DataFrame, path: str | Path) -> None:
+    """Write a Parquet file atomically (temp path, then rename)."""
+    with atomic_path(path) as tmp:
+        frame.write_parquet(tmp)

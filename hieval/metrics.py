@@ -1,0 +1,128 @@
+"""Precision, recall and F1 from the additive per-node counts, as one tidy table.
+
+Conventions (documented in the README):
+
+- ``micro``: P, R, F1 from the counts summed over the nodes of a level.
+- ``macro``: the mean over the nodes of a level that have gold support or a prediction of
+  per-node P, R and F1 (F1 macro is the mean of per-node F1s).
+- ``macro_hm``: P and R as in ``macro``; F1 is the harmonic mean of macro P and macro R (the
+  convention of CAML and much of the ICD-coding literature).
+- Zero division gives 0. The ``tp``, ``fp``, ``fn`` rows of every average are the summed counts.
+- ``overall`` (set-based and CoPHE) pools every evaluated level from the deepest up to
+  ``max_level``: counts are summed over levels; macro averages over all (level, node) pairs.
+- Flat evaluation has the single level ``leaf``.
+
+The table is long (``model, family, level, average, metric, value``) so that new metrics add
+rows, never columns.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from hieval.counts import FAMILIES
+
+AVERAGES = ("micro", "macro", "macro_hm")
+METRICS = ("tp", "fp", "fn", "precision", "recall", "f1")
+TIDY_SCHEMA = {
+    "model": pl.String,
+    "family": pl.String,
+    "level": pl.String,
+    "average": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+}
+
+
+def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+    """num / den, or 0 where den is 0 (the zero-division convention)."""
+    return pl.when(den > 0).then(num / den).otherwise(0.0)
+
+
+def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    return per_node.group_by(by).agg(
+        pl.col("tp", "fp", "fn").sum(),
+        pl.col("p").mean().alias("macro_p"),
+        pl.col("r").mean().alias("macro_r"),
+        pl.col("f").mean().alias("macro_f"),
+    )
+
+
+def metrics_table(nodes: pl.DataFrame, model: str) -> pl.DataFrame:
+    """The tidy metric rows of one model from its per-node count table."""
+    tp, fp, fn = (pl.col(c).cast(pl.Float64) for c in ("tp", "fp", "fn"))
+    per_node = nodes.with_columns(
+        ratio(tp, tp + fp).alias("p"),
+        ratio(tp, tp + fn).alias("r"),
+        ratio(2 * tp, 2 * tp + fp + fn).alias("f"),
+    )
+    per_level = _summaries(per_node, ["family", "level"])
+    overall = _summaries(per_node.filter(pl.col("family") != "flat"), ["family"]).with_columns(
+        pl.lit("overall").alias("level")
+    )
+    summary = pl.concat([per_level, overall.select(per_level.columns)])
+    micro_p, micro_r = ratio(tp, tp + fp), ratio(tp, tp + fn)
+    macro_p, macro_r = pl.col("macro_p"), pl.col("macro_r")
+    wide = pl.concat(
+        [
+            summary.select(
+                "family",
+                "level",
+                pl.lit("micro").alias("average"),
+                tp,
+                fp,
+                fn,
+                micro_p.alias("precision"),
+                micro_r.alias("recall"),
+                ratio(2 * tp, 2 * tp + fp + fn).alias("f1"),
+            ),
+            summary.select(
+                "family",
+                "level",
+                pl.lit("macro").alias("average"),
+                tp,
+                fp,
+                fn,
+                macro_p.alias("precision"),
+                macro_r.alias("recall"),
+                pl.col("macro_f").alias("f1"),
+            ),
+            summary.select(
+                "family",
+                "level",
+                pl.lit("macro_hm").alias("average"),
+                tp,
+                fp,
+                fn,
+                macro_p.alias("precision"),
+                macro_r.alias("recall"),
+                ratio(2 * macro_p * macro_r, macro_p + macro_r).alias("f1"),
+            ),
+        ]
+    )
+    return wide.unpivot(
+        index=["family", "level", "average"],
+        on=list(METRICS),
+        variable_name="metric",
+        value_name="value",
+    ).select(pl.lit(model).alias("model"), "family", "level", "average", "metric", "value")
+
+
+def sort_tidy(
+    tidy: pl.DataFrame, levels: tuple[str, ...], models: list[str] | None = None
+) -> pl.DataFrame:
+    """Order rows by model (sheet order), family, level (deep to high), average, metric."""
+    orders = {
+        "family": list(FAMILIES),
+        "level": ["leaf", *levels, "overall"],
+        "average": list(AVERAGES),
+        "metric": list(METRICS),
+    }
+    if models is not None:
+        orders["model"] = models
+    keys = []
+    for column, order in orders.items():
+        rank = {v: i for i, v in enumerate(order)}
+        keys.append(pl.col(column).replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
+    extra = [] if models is not None else [pl.col("model")]
+    return tidy.sort([*extra, *keys, pl.col("family"), pl.col("level")], maintain_order=True)
