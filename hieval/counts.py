@@ -92,7 +92,7 @@ def count(
         UNION ALL
         SELECT doc_id, 'cophe', level, node, x, y FROM xy WHERE level <> 'leaf'
     """)
-    nodes = con.execute("""
+    nodes = con.sql("""
         SELECT family, level, node,
                sum(least(x, y))::BIGINT AS tp,
                sum(greatest(x - y, 0))::BIGINT AS fp,
@@ -101,7 +101,7 @@ def count(
                sum(x)::BIGINT AS n_pred
         FROM family_counts GROUP BY ALL ORDER BY family, level, node
     """).pl()
-    docs = con.execute("""
+    docs = con.sql("""
         SELECT doc_id, family, level,
                sum(least(x, y))::BIGINT AS tp,
                sum(greatest(x - y, 0))::BIGINT AS fp,

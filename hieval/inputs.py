@@ -72,7 +72,7 @@ def _where(path: Path, row: int) -> str:
 def _scan(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> list[str]:
     """Create the view ``src`` over the file and return its columns."""
     if not path.exists():
-        raise InputError(f"{name}: file {path} does not exist; check the path in your config")
+        raise InputError(f"{name}: file {path} does not exist; check the path")
     if path.is_dir():
         raise InputError(f"{name}: {path} is a directory; point it at a label file")
     if path.stat().st_size == 0:
@@ -229,7 +229,7 @@ def normalize_labels(
                 "fix or remove the row"
             )
 
-    raw_codes = con.execute("""
+    raw_codes = con.sql("""
         SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
         GROUP BY code, code_type ORDER BY code, code_type""").pl()
     fmt = options.code_format
@@ -263,16 +263,16 @@ def normalize_labels(
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name, log)
 
-    result = con.execute("""
+    result = con.sql("""
         SELECT DISTINCT doc_id, code FROM labels
         WHERE code IS NOT NULL
            OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
-        ORDER BY doc_id, code NULLS FIRST""").arrow()
+        ORDER BY doc_id, code NULLS FIRST""").pl()
     record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
     record.labels = con.execute(
         "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
     ).fetchone()[0]
-    write_parquet(pl.from_arrow(result), out)
+    write_parquet(result, out)
     log(f"{name}: {record.rows} rows -> {record.labels} labels over {record.documents} documents")
     return record
 

@@ -18,6 +18,8 @@ rows, never columns.
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from hieval.counts import FAMILIES
@@ -39,13 +41,22 @@ def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     return pl.when(den > 0).then(num / den).otherwise(0.0)
 
 
+def exact_mean(values: pl.Series) -> float:
+    """Mean with a correctly rounded sum (``math.fsum``).
+
+    A parallel group-by sums floats in an order that varies between runs, which changes the last
+    bits of a mean; the correctly rounded sum does not depend on order, so reports regenerate
+    bit for bit.
+    """
+    return math.fsum(values) / len(values) if len(values) else 0.0
+
+
 def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    return per_node.group_by(by).agg(
-        pl.col("tp", "fp", "fn").sum(),
-        pl.col("p").mean().alias("macro_p"),
-        pl.col("r").mean().alias("macro_r"),
-        pl.col("f").mean().alias("macro_f"),
-    )
+    grouped = per_node.group_by(by).agg(pl.col("tp", "fp", "fn").sum(), pl.col("p", "r", "f"))
+    return grouped.with_columns(
+        pl.col(src).map_elements(exact_mean, return_dtype=pl.Float64).alias(dst)
+        for src, dst in (("p", "macro_p"), ("r", "macro_r"), ("f", "macro_f"))
+    ).drop("p", "r", "f")
 
 
 def metrics_table(nodes: pl.DataFrame, model: str) -> pl.DataFrame:

@@ -54,6 +54,8 @@ COPHE_DOWNLOAD = Download(
     sha256="f963e176eaf1f7cdc565a905ef023bee1adc30c0822daf5a7dcedc9361d21387",
     filename="icd9_graph_desc.json",
 )
+#: Downloads by source name, as the workflow's fetch rule uses them.
+DOWNLOADS = {"cms": CMS_DOWNLOAD, "cophe": COPHE_DOWNLOAD}
 #: sha256 of the parsed v32 code lists (``code<TAB>title`` lines, UTF-8): independent of line
 #: endings and packaging, so the package copy and the CMS download are checked by one pin.
 CMS_CONTENT_SHA256 = {

@@ -1,0 +1,29 @@
+"""hieval: evaluate a zoo of hierarchical multi-label classifiers (ICD-9 coding) with flat,
+set-based and count-preserving hierarchical (CoPHE) metrics.
+
+Run `snakemake --cores all` for the embedded demo, or
+`snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml --cores N` for your own zoo.
+"""
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/hierarchy.smk"
+include: "workflow/rules/demo.smk"
+include: "workflow/rules/inputs.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.report.output,
+        expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
+        rules.paper_table1.output,

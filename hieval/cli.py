@@ -1,0 +1,275 @@
+"""The ``hieval`` command line: single evaluations without Snakemake, same code, same tables.
+
+``hieval evaluate`` runs the workflow's stages in order (hierarchy, normalisation, counting,
+metrics, reports) into one output folder; ``hieval hierarchy`` only builds the level tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+from rich.console import Console
+
+from hieval import __version__
+from hieval.counts import evaluated_levels
+from hieval.errors import HievalError
+from hieval.hierarchy.sources import DOWNLOADS, download
+from hieval.hierarchy.table import read_level_table
+from hieval.inputs import (
+    CODE_FORMATS,
+    UNKNOWN_CODE_POLICIES,
+    UNKNOWN_DOC_POLICIES,
+    LabelOptions,
+)
+from hieval.pipeline import build_hierarchy, count_model, model_metrics, normalize, read_records
+from hieval.report import combine, node_report, write_csv, write_reports
+
+console = Console(stderr=True, highlight=False)
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-")
+
+
+def _named_path(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    if not set(name) <= NAME_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"model name {name!r} may only use letters, digits and _ . + -"
+        )
+    return name, Path(path)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"threshold must be in [0, 1], got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"top-k must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used to document every option in ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="hieval",
+        description="Flat, set-based and count-preserving hierarchical (CoPHE) evaluation of "
+        "multi-label ICD-9 coding models.",
+    )
+    parser.add_argument("--version", action="version", version=f"hieval {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="evaluate one or more prediction files against a gold file",
+        description="Writes OUT/metrics.parquet (tidy: model, family, level, average, metric, "
+        "value), OUT/metrics.csv, OUT/summary.csv, OUT/summary.md and OUT/nodes/NAME.csv. "
+        "Intermediate tables go to OUT/work/. Exit code 0 only when everything was written.",
+    )
+    ev.add_argument(
+        "--gold",
+        required=True,
+        type=Path,
+        help="gold labels, long format doc_id,code (Parquet, CSV or TSV)",
+    )
+    ev.add_argument(
+        "--pred",
+        required=True,
+        action="append",
+        type=_named_path,
+        metavar="NAME=PATH",
+        help="a model's predictions doc_id,code[,score]; repeat for several models",
+    )
+    ev.add_argument("--out", required=True, type=Path, help="output folder")
+    _hierarchy_options(ev)
+    ev.add_argument(
+        "--max-level",
+        default="c",
+        help="highest level evaluated; `overall` pools the levels up to it "
+        "(default: c, as in the CoPHE paper)",
+    )
+    ev.add_argument(
+        "--unknown-codes",
+        choices=UNKNOWN_CODE_POLICIES,
+        default="place",
+        help="codes not in the hierarchy: error, place by syntax (default), or drop",
+    )
+    ev.add_argument(
+        "--unknown-docs",
+        choices=UNKNOWN_DOC_POLICIES,
+        default="error",
+        help="predicted documents absent from the gold: error (default) or drop",
+    )
+    ev.add_argument(
+        "--threshold",
+        type=_fraction,
+        default=None,
+        help="predict a scored code when score >= THRESHOLD (default 0.5 when a "
+        "score column exists and --top-k is not given)",
+    )
+    ev.add_argument(
+        "--top-k",
+        type=_positive,
+        default=None,
+        help="keep the K highest-scored codes per document (with --threshold, both must hold)",
+    )
+    ev.add_argument(
+        "--code-format",
+        choices=CODE_FORMATS,
+        default="auto",
+        help="how files write codes: auto (dotted if any code has a dot), dotted, undotted",
+    )
+    ev.add_argument(
+        "--code-type",
+        choices=("dx", "proc"),
+        default=None,
+        help="kind of undotted codes in files without a code_type column",
+    )
+
+    hi = sub.add_parser(
+        "hierarchy",
+        help="build the level tables of a hierarchy",
+        description="Writes OUT/levels.parquet and OUT/ancestors.parquet.",
+    )
+    hi.add_argument("--out", required=True, type=Path, help="output folder")
+    _hierarchy_options(hi)
+    return parser
+
+
+def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hierarchy",
+        default="package",
+        metavar="SOURCE_OR_FILE",
+        help="package (ICD-9-CM v32, offline; default), cms or cophe (pinned downloads), or the "
+        "path of your own tree: a child,parent edge list (.csv/.tsv/.parquet) or a CoPHE-style "
+        ".json",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path("resources"),
+        help="folder for downloaded hierarchy sources (default: resources)",
+    )
+
+
+def _hierarchy(args: argparse.Namespace, out: Path) -> tuple[Path, Path]:
+    source, path = args.hierarchy, None
+    if source in DOWNLOADS:
+        spec = DOWNLOADS[source]
+        path = args.cache / "hierarchy" / source / spec.filename
+        if not path.exists():
+            console.print(f"downloading {spec.url}")
+            download(spec, path)
+    elif source != "package":
+        source, path = "file", Path(args.hierarchy)
+    levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
+    build_hierarchy(source, path, levels, ancestors, log=console.print)
+    return levels, ancestors
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    """Run every stage for the given gold and prediction files."""
+    names = [name for name, _ in args.pred]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
+    work = args.out / "work"
+    levels, ancestors = _hierarchy(args, work / "hierarchy")
+    table = read_level_table(levels)
+    try:
+        evaluated = evaluated_levels(table.levels, args.max_level)
+    except ValueError as exc:
+        raise HievalError(str(exc)) from None
+
+    log = console.print
+    gold_options = LabelOptions(code_type=args.code_type, code_format=args.code_format)
+    gold = work / "inputs" / "gold.parquet"
+    records = [work / "inputs" / "gold.json"]
+    normalize(
+        args.gold, "gold", gold, records[0], levels, gold_options, args.unknown_codes, log=log
+    )
+    options = LabelOptions(
+        code_type=args.code_type,
+        code_format=args.code_format,
+        threshold=args.threshold,
+        top_k=args.top_k,
+    )
+    tidy, reports = [], {}
+    for number, (name, path) in enumerate(args.pred, start=1):
+        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)})")
+        labels = work / "inputs" / "predictions" / f"{name}.parquet"
+        records.append(labels.with_suffix(".json"))
+        normalize(
+            path,
+            name,
+            labels,
+            records[-1],
+            levels,
+            options,
+            args.unknown_codes,
+            gold,
+            args.unknown_docs,
+            0.5,
+            log,
+        )
+        nodes_path = work / "counts" / name / "nodes.parquet"
+        count_model(
+            gold,
+            labels,
+            levels,
+            ancestors,
+            args.max_level,
+            nodes_path,
+            work / "counts" / name / "docs.parquet",
+            log=log,
+        )
+        tidy.append(model_metrics(nodes_path, name, work / "metrics" / f"{name}.parquet"))
+        reports[name] = node_report(pl.read_parquet(nodes_path), table.frame, table.levels)
+    # Reports are written last, each atomically, so a failure above leaves none of them new.
+    for name, frame in reports.items():
+        write_csv(frame, args.out / "nodes" / f"{name}.csv")
+    hierarchy = args.hierarchy if args.hierarchy in ("package", *DOWNLOADS) else "your tree"
+    write_reports(
+        combine(tidy, evaluated, names),
+        args.out,
+        evaluated,
+        names,
+        read_records(records),
+        f"{hierarchy} ({table.source})",
+    )
+    console.print(
+        f"[green]wrote[/green] {args.out}/metrics.parquet, summary.csv, summary.md "
+        f"and nodes/ for {len(names)} model(s)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 only when every output was written)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "evaluate":
+            evaluate(args)
+        else:
+            _hierarchy(args, args.out)
+    except HievalError as exc:
+        console.print(f"[red]hieval: error:[/red] {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

