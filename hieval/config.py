@@ -69,6 +69,17 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
         header = [h.strip() for h in header]
         if len(set(header)) != len(header):
             raise InputError(f"model sheet {path}: duplicated column in header {header}")
+        allowed = list(schema["properties"])
+        missing = [c for c in schema.get("required", []) if c not in header]
+        unknown = [c for c in header if c not in allowed]
+        if missing or unknown:
+            raise InputError(
+                f"model sheet {path}, line 1: "
+                + (f"missing column(s) {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown column(s) {unknown}" if unknown else "")
+                + f"; the columns are {allowed} (model and predictions required)"
+            )
         specs, seen = [], {}
         for line, cells in enumerate(reader, start=2):
             if not any(c.strip() for c in cells):

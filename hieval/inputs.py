@@ -330,7 +330,7 @@ def _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, policy, path, 
             try:
                 placed_ancestors(unknown, hierarchy)
             except CodeError as exc:
-                raise InputError(f"{name}: {exc}") from None
+                raise InputError(f"{name}: {path}: {exc}") from None
         log(f"{name}: {len(unknown)} codes not in the hierarchy placed by their syntax: {listing}")
 
 

@@ -300,8 +300,14 @@ def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[
             parent_of[parent] = None
     tops = sorted(c for c, p in parent_of.items() if p is None)
     if not tops:
+        trail, node = [], min(parent_of)
+        while node not in trail:
+            trail.append(node)
+            node = parent_of[node]
+        cycle = [*trail[trail.index(node) :], node]
         raise HierarchyError(
-            f"{source}: every node has a parent, so the tree has no root (a cycle)"
+            f"{source}: every node has a parent, so the tree has no root; "
+            f"cycle through {' -> '.join(cycle)}"
         )
     root = tops[0] if len(tops) == 1 else ROOT
     if len(tops) > 1:

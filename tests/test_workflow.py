@@ -1,0 +1,227 @@
+"""Integration tests: the Snakemake workflow run for real, in temporary directories."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+REFERENCE = REPO.parent / "shared" / "reference" / "cophe_icd9_graph_desc.json"
+
+
+def snakemake(workdir: Path, *args: str, quiet: bool = True) -> subprocess.CompletedProcess:
+    """Run the repository's Snakefile in ``workdir`` (never in the checkout)."""
+    return subprocess.run(
+        # --quiet takes several values, so it goes last, after any target in ``args``.
+        [
+            str(SNAKEMAKE),
+            *args,
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(workdir),
+            "--cores",
+            "2",
+            *(["--quiet", "progress", "rules", "host"] if quiet else []),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=300,
+    )
+
+
+def write_zoo(workdir: Path) -> Path:
+    """A small user zoo: gold, two models (one scored), a sheet and a config."""
+    gold = pl.DataFrame(
+        {
+            "doc_id": ["a", "a", "a", "b", "b", "c"],
+            "code": ["364.11", "364.24", "364.9", "401.9", "96.04", ""],
+        }
+    )
+    gold.write_csv(workdir / "gold.csv")
+    pl.DataFrame(
+        {
+            "doc_id": ["a", "a", "a", "a", "b"],
+            "code": ["364.11", "364.21", "364.3", "364.41", "401.9"],
+        }
+    ).write_csv(workdir / "exact.csv")
+    pl.DataFrame(
+        {
+            "doc_id": ["a", "a", "b", "b", "c"],
+            "code": ["364.11", "364.9", "401.9", "96.04", "250.00"],
+            "score": [0.9, 0.2, 0.8, 0.7, 0.6],
+        }
+    ).write_parquet(workdir / "scored.parquet")
+    (workdir / "models.tsv").write_text(
+        "model\tpredictions\tthreshold\tdescription\n"
+        "exact\texact.csv\t\tthe paper's example plus one document\n"
+        "scored\tscored.parquet\t0.5\tscored predictions\n"
+    )
+    config = workdir / "my.yaml"
+    config.write_text("gold: gold.csv\nmodels: models.tsv\nmax_level: e0\n")
+    return config
+
+
+def test_user_zoo_in_workdir(tmp_path):
+    """`snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml` evaluates a user's zoo."""
+    config = write_zoo(tmp_path)
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    tidy = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    assert tidy.columns == ["model", "family", "level", "average", "metric", "value"]
+    assert set(tidy["model"]) == {"exact", "scored"}
+    assert set(tidy["level"]) == {"leaf", "e2", "e1", "e0", "overall"}
+
+    def value(model, family, level, metric):
+        return tidy.filter(
+            (pl.col("model") == model)
+            & (pl.col("family") == family)
+            & (pl.col("level") == level)
+            & (pl.col("average") == "micro")
+            & (pl.col("metric") == metric)
+        )["value"].item()
+
+    # Document a is the paper's example (CoPHE overall 6/5/2); document b adds 401.9 (TP at
+    # e1 and e0) and misses 96.04 (FN at e2, e1 and e0). Hand-counted.
+    assert [value("exact", "cophe", "overall", m) for m in ("tp", "fp", "fn")] == [8, 5, 5]
+    assert [value("exact", "flat", "leaf", m) for m in ("tp", "fp", "fn")] == [2, 3, 3]
+    # The scored model keeps score >= 0.5: a: 364.11; b: 401.9, 96.04; c (no gold): 250.00.
+    assert [value("scored", "flat", "leaf", m) for m in ("tp", "fp", "fn")] == [3, 1, 2]
+    assert not (tmp_path / "results/demo").exists(), "the demo must not run for a user's zoo"
+    assert (tmp_path / "results/report/nodes/exact.csv").exists()
+    assert (tmp_path / "logs/counts/exact.log").read_text().strip()
+    summary = (tmp_path / "results/report/summary.md").read_text()
+    assert "| exact |" in summary and "| scored |" in summary
+
+
+def test_demo_runs_and_regenerates_bit_for_bit(tmp_path):
+    """The default target runs the embedded demo; a second clean run writes identical bytes."""
+    runs = []
+    for name in ("first", "second"):
+        work = tmp_path / name
+        shutil.copytree(REPO / "config", work / "config")
+        config = yaml.safe_load((work / "config/config.yaml").read_text())
+        config["demo"]["documents"] = 300
+        (work / "config/config.yaml").write_text(yaml.safe_dump(config))
+        result = snakemake(work)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append(work)
+    for output in (
+        "results/report/metrics.parquet",
+        "results/report/summary.csv",
+        "results/report/summary.md",
+        "results/paper/table1.md",
+        "results/report/nodes/over_predictor.csv",
+    ):
+        first, second = ((run / output).read_bytes() for run in runs)
+        assert first == second, f"{output} differs between two clean runs"
+    table1 = (runs[0] / "results/paper/table1.md").read_text()
+    assert "| CoPHE | overall | 6 | 5 | 2 |" in table1
+    assert "28.4" in table1 and "63.1" in table1
+    tidy = pl.read_parquet(runs[0] / "results/report/metrics.parquet")
+    assert tidy["model"].unique().len() == 4
+
+
+def test_rerun_does_only_new_work(tmp_path):
+    """Adding a model to the sheet reruns only that model's jobs and the report."""
+    config = write_zoo(tmp_path)
+    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    shutil.copy(tmp_path / "exact.csv", tmp_path / "copy.csv")
+    with (tmp_path / "models.tsv").open("a") as sheet:
+        sheet.write("copy\tcopy.csv\t\ta copy\n")
+    dry = snakemake(tmp_path, "--configfile", str(config), "-n", quiet=False)
+    assert dry.returncode == 0, dry.stderr
+    planned = dry.stdout + dry.stderr
+    assert "normalize_predictions" in planned and "report" in planned
+    assert "build_levels" not in planned and "normalize_gold" not in planned
+
+
+@pytest.mark.parametrize(
+    ("sheet", "message"),
+    [
+        ("model\tpredictions\nm1\texact.csv\nm1\texact.csv\n", "model 'm1' is already defined"),
+        ("model\tpredictions\tthreshold\nm1\texact.csv\t1.5\n", "column 'threshold'"),
+        ("model\tpredictions\tthreshold\nm1\texact.csv\thigh\n", "must be a number"),
+        ("model\tpredictions\nm1\t.\n", "is a directory"),
+        ("model\tpath\nm1\texact.csv\n", "missing column(s) ['predictions']"),
+        ("model\tpredictions\ttreshold\nm1\texact.csv\t0.5\n", "unknown column(s) ['treshold']"),
+    ],
+)
+def test_bad_model_sheet_fails_before_work(tmp_path, sheet, message):
+    config = write_zoo(tmp_path)
+    (tmp_path / "models.tsv").write_text(sheet)
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "line" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_config_key_is_named(tmp_path):
+    config = write_zoo(tmp_path)
+    config.write_text("gold: gold.csv\nmodels: models.tsv\nunknown_codes: ignore\n")
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode != 0
+    assert "unknown_codes" in result.stderr and "ignore" in result.stderr
+
+
+def test_bad_gold_fails_cleanly_without_outputs(tmp_path):
+    """A malformed code stops the run with the file, line and value, and no report appears."""
+    config = write_zoo(tmp_path)
+    (tmp_path / "gold.csv").write_text("doc_id,code\na,364.11\nb,4O1.9\n")
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode != 0
+    log = (tmp_path / "logs/inputs/gold.log").read_text()
+    assert "gold.csv, line 3" in log and "'4O1.9'" in log
+    assert not (tmp_path / "results/inputs/gold.parquet").exists()
+    assert not (tmp_path / "results/report").exists()
+
+
+def test_hierarchy_target_offline(tmp_path):
+    """`snakemake hierarchy` builds the level tables from the installed package, offline."""
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    result = snakemake(tmp_path, "hierarchy")
+    assert result.returncode == 0, result.stderr[-3000:]
+    levels = pl.read_parquet(tmp_path / "results/hierarchy/levels.parquet")
+    assert levels.columns == ["code", "kind", "depth", "e1", "e0", "c", "chapter", "title"]
+    ancestors = pl.read_parquet(tmp_path / "results/hierarchy/ancestors.parquet")
+    assert ancestors.columns == ["code", "level", "ancestor"]
+    assert not (tmp_path / "results/demo").exists()
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="../shared/reference is absent")
+def test_cophe_source_from_cache(tmp_path):
+    """The cophe source uses a cached download after checking its pinned sha256."""
+    cached = tmp_path / "resources/hierarchy/cophe/icd9_graph_desc.json"
+    cached.parent.mkdir(parents=True)
+    shutil.copy(REFERENCE, cached)
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    result = snakemake(tmp_path, "hierarchy", "--config", "hierarchy={'source': 'cophe'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    levels = pl.read_parquet(tmp_path / "results/hierarchy/levels.parquet")
+    row = levels.filter(pl.col("code") == "364.11").row(0, named=True)
+    assert (row["e1"], row["e0"], row["c"], row["chapter"]) == (
+        "364.1",
+        "364",
+        "360-379",
+        "320-389",
+    )
+
+
+def test_cophe_cache_with_wrong_checksum_is_refused(tmp_path):
+    cached = tmp_path / "resources/hierarchy/cophe/icd9_graph_desc.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("{}")
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    result = snakemake(tmp_path, "hierarchy", "--config", "hierarchy={'source': 'cophe'}")
+    assert result.returncode != 0
+    log = (tmp_path / "logs/hierarchy/build_levels.log").read_text()
+    assert "expected f963e176" in log and "delete it to download it again" in log
