@@ -27,7 +27,7 @@ from hieval.inputs import (
 from hieval.pipeline import build_hierarchy, count_model, model_metrics, normalize, read_records
 from hieval.report import combine, node_report, write_csv, write_reports
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-")
 
 
