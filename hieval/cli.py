@@ -16,6 +16,7 @@ from rich.console import Console
 from hieval import __version__
 from hieval.counts import evaluated_levels
 from hieval.errors import HievalError
+from hieval.formats import FORMATS
 from hieval.hierarchy.sources import DOWNLOADS, download
 from hieval.hierarchy.table import read_level_table
 from hieval.inputs import (
@@ -40,6 +41,15 @@ def _named_path(text: str) -> tuple[str, Path]:
             f"model name {name!r} may only use letters, digits and _ . + -"
         )
     return name, Path(path)
+
+
+def _named_format(text: str) -> tuple[str, str]:
+    name, sep, fmt = text.partition("=")
+    if not sep or not name or fmt not in FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got {text!r}"
+        )
+    return name, fmt
 
 
 def _fraction(text: str) -> float:
@@ -138,6 +148,32 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="kind of undotted codes in files without a code_type column",
     )
+    ev.add_argument(
+        "--format",
+        action="append",
+        default=[],
+        type=_named_format,
+        metavar="NAME=FORMAT",
+        help="the format of a file, NAME being a model name or `gold`: "
+        + "; ".join(f"{n} = {f.summary}" for n, f in FORMATS.items())
+        + ". By default detected where the file says so unambiguously",
+    )
+    ev.add_argument(
+        "--code-list",
+        action="append",
+        default=[],
+        type=_named_path,
+        metavar="NAME=PATH",
+        help="dense arrays: the code of each column (default: NAME.codes.txt beside the matrix)",
+    )
+    ev.add_argument(
+        "--doc-list",
+        action="append",
+        default=[],
+        type=_named_path,
+        metavar="NAME=PATH",
+        help="dense arrays: the document of each row (default: NAME.docs.txt beside the matrix)",
+    )
 
     hi = sub.add_parser(
         "hierarchy",
@@ -181,6 +217,23 @@ def _hierarchy(args: argparse.Namespace, out: Path) -> tuple[Path, Path]:
     return levels, ancestors
 
 
+def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, dict]:
+    """--format / --code-list / --doc-list as per-file option overrides, checked by name."""
+    per_file: dict[str, dict] = {}
+    for flag, key, pairs in (
+        ("--format", "format", args.format),
+        ("--code-list", "code_list", args.code_list),
+        ("--doc-list", "doc_list", args.doc_list),
+    ):
+        for name, value in pairs:
+            if name != "gold" and name not in names:
+                raise HievalError(
+                    f"{flag} {name}=...: no model {name!r} (models: {', '.join(names)}; or `gold`)"
+                )
+            per_file.setdefault(name, {})[key] = str(value)
+    return per_file
+
+
 def evaluate(args: argparse.Namespace) -> None:
     """Run every stage for the given gold and prediction files."""
     names = [name for name, _ in args.pred]
@@ -196,17 +249,21 @@ def evaluate(args: argparse.Namespace) -> None:
         raise HievalError(str(exc)) from None
 
     log = console.print
-    gold_options = LabelOptions(code_type=args.code_type, code_format=args.code_format)
+    per_file = _per_file_options(args, names)
+
+    def options_for(name: str, **scoring) -> LabelOptions:
+        return LabelOptions(
+            code_type=args.code_type,
+            code_format=args.code_format,
+            **scoring,
+            **per_file.get(name, {}),
+        )
+
+    gold_options = options_for("gold")
     gold = work / "inputs" / "gold.parquet"
     records = [work / "inputs" / "gold.json"]
     normalize(
         args.gold, "gold", gold, records[0], levels, gold_options, args.unknown_codes, log=log
-    )
-    options = LabelOptions(
-        code_type=args.code_type,
-        code_format=args.code_format,
-        threshold=args.threshold,
-        top_k=args.top_k,
     )
     tidy, reports = [], {}
     for number, (name, path) in enumerate(args.pred, start=1):
@@ -219,7 +276,7 @@ def evaluate(args: argparse.Namespace) -> None:
             labels,
             records[-1],
             levels,
-            options,
+            options_for(name, threshold=args.threshold, top_k=args.top_k),
             args.unknown_codes,
             gold,
             args.unknown_docs,
@@ -237,7 +294,7 @@ def evaluate(args: argparse.Namespace) -> None:
             work / "counts" / name / "docs.parquet",
             log=log,
         )
-        tidy.append(model_metrics(nodes_path, name, work / "metrics" / f"{name}.parquet"))
+        tidy.append(model_metrics(nodes_path, name, work / "metrics" / f"{name}.parquet", levels))
         reports[name] = node_report(pl.read_parquet(nodes_path), table.frame, table.levels)
     # Reports are written last, each atomically, so a failure above leaves none of them new.
     for name, frame in reports.items():

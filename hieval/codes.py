@@ -77,6 +77,16 @@ def kind_of_dotted(code: str) -> str | None:
     return None
 
 
+_PROC_RANGE = re.compile(r"^\d{2}-\d{2}$")
+
+
+def icd9_branch(node: str) -> str | None:
+    """``dx`` or ``proc`` for an ICD-9 node (a code or a range such as 360-379 or 87-99)."""
+    if "-" in node:
+        return PROC if _PROC_RANGE.match(node) else DX
+    return kind_of_dotted(node)
+
+
 def normalize(raw: str, code_type: str | None = None, code_format: str = "dotted") -> IcdCode:
     """Convert one raw code to canonical dotted form.
 

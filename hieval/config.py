@@ -27,6 +27,9 @@ class ModelSpec:
     predictions: str
     threshold: float | None = None
     top_k: int | None = None
+    format: str | None = None
+    code_list: str | None = None
+    doc_list: str | None = None
     code_format: str | None = None
     code_type: str | None = None
     description: str | None = None
@@ -38,7 +41,15 @@ class ModelSpec:
             code_format=self.code_format or "auto",
             threshold=self.threshold,
             top_k=self.top_k,
+            format=self.format or "auto",
+            code_list=self.code_list,
+            doc_list=self.doc_list,
         )
+
+    def files(self) -> dict[str, str]:
+        """Every file this model's evaluation reads, for the workflow to track."""
+        named = {"labels": self.predictions, "code_list": self.code_list, "doc_list": self.doc_list}
+        return {k: v for k, v in named.items() if v}
 
 
 def _convert(value: str, column: str, where: str):

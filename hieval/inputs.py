@@ -22,6 +22,7 @@ import polars as pl
 from hieval.atomic import atomic_path
 from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, normalize
 from hieval.errors import CodeError, InputError, preview
+from hieval.formats import GOLD, PREDICTIONS, Extras, open_source
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
@@ -29,7 +30,6 @@ from hieval.hierarchy.table import LevelTable
 UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
 UNKNOWN_DOC_POLICIES = ("error", "drop")
 CODE_FORMATS = ("auto", "dotted", "undotted")
-_READERS = {".parquet": None, ".csv": ",", ".tsv": "\t", ".txt": "\t"}
 
 
 @dataclass
@@ -40,6 +40,9 @@ class LabelOptions:
     code_format: str = "auto"
     threshold: float | None = None
     top_k: int | None = None
+    format: str = "auto"
+    code_list: str | None = None
+    doc_list: str | None = None
 
 
 @dataclass
@@ -49,6 +52,7 @@ class InputRecord:
     name: str
     path: str
     sha256: str
+    format: str = ""
     rows: int = 0
     documents: int = 0
     labels: int = 0
@@ -65,30 +69,11 @@ class InputRecord:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
-def _where(path: Path, row: int) -> str:
-    return f"{path}, line {row + 1}" if path.suffix != ".parquet" else f"{path}, row {row}"
-
-
-def _scan(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> list[str]:
-    """Create the view ``src`` over the file and return its columns."""
-    if not path.exists():
-        raise InputError(f"{name}: file {path} does not exist; check the path")
-    if path.is_dir():
-        raise InputError(f"{name}: {path} is a directory; point it at a label file")
-    if path.stat().st_size == 0:
-        raise InputError(f"{name}: file {path} is empty; it needs a header 'doc_id,code[,score]'")
-    if path.suffix not in _READERS:
-        raise InputError(f"{name}: cannot tell the format of {path}; use .parquet, .csv or .tsv")
-    try:
-        if path.suffix == ".parquet":
-            rel = con.read_parquet(str(path))
-        else:
-            rel = con.read_csv(str(path), sep=_READERS[path.suffix], header=True, all_varchar=True)
-        rel.create_view("src", replace=True)
-        return [c.lower() for c in rel.columns], rel.types
-    except duckdb.Error as exc:
-        first = str(exc).splitlines()[0]
-        raise InputError(f"{name}: cannot read {path}: {first}") from None
+def _where(path: Path, fmt: str, row: int) -> str:
+    """Where a row came from, in the file's own terms (line, row or record)."""
+    if fmt == "caml_psv" or (fmt == "long" and path.suffix.lower() != ".parquet"):
+        return f"{path}, line {row}"
+    return f"{path}, {'row' if fmt == 'long' else 'record'} {row}"
 
 
 def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
@@ -107,7 +92,7 @@ def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
 
 
 def _map_codes(
-    raw: pl.DataFrame, fmt: str, default_type: str | None, path: Path, name: str
+    raw: pl.DataFrame, fmt: str, default_type: str | None, where, path: Path, name: str
 ) -> pl.DataFrame:
     """Normalise each distinct (raw code, code_type) once; fail with examples on bad codes."""
     mapped, errors = [], []
@@ -116,7 +101,7 @@ def _map_codes(
             ic = normalize(code, ctype or default_type, fmt)
             mapped.append((code, ctype, ic.code, ic.kind))
         except CodeError as exc:
-            errors.append(f"{_where(path, row)}: {exc}")
+            errors.append(f"{where(row)}: {exc}")
     if errors:
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
@@ -183,17 +168,28 @@ def normalize_labels(
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
     con = duckdb.connect()
-    columns, types = _scan(con, path, name)
-    _check_columns(path, name, columns, types)
+    role = GOLD if gold_docs is None else PREDICTIONS
+    extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
+    file_format = open_source(con, path, name, role, options.format, extras)
+    src = con.sql("SELECT * FROM src LIMIT 0")
+    columns = [c.lower() for c in src.columns]
+    _check_columns(path, name, columns, src.types)
     record = InputRecord(
-        name=name, path=str(path), sha256=sha256_file(path), unknown_code_policy=unknown_codes
+        name=name,
+        path=str(path),
+        sha256=sha256_file(path),
+        format=file_format,
+        unknown_code_policy=unknown_codes,
     )
+
+    def where(row: int) -> str:
+        return _where(path, file_format, row)
 
     has_score = "score" in columns and gold_docs is not None
     has_type = "code_type" in columns
     con.execute(f"""
         CREATE TEMP TABLE raw AS
-        SELECT row_number() OVER () AS row,
+        SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
                trim(CAST(doc_id AS VARCHAR)) AS doc_id,
                nullif(trim(code), '') AS code,
                {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
@@ -203,20 +199,20 @@ def normalize_labels(
         FROM src""")
     record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
     if record.rows == 0 and gold_docs is None:
-        raise InputError(f"{name}: {path} has a header but no rows; the gold needs labels")
+        raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
 
     bad_doc = con.execute(
         "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' LIMIT 1"
     ).fetchone()
     if bad_doc:
-        raise InputError(f"{name}: {_where(path, bad_doc[0])}: empty doc_id")
+        raise InputError(f"{name}: {where(bad_doc[0])}: empty doc_id")
     if has_type:
         bad_type = con.execute(
             "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') LIMIT 1"
         ).fetchone()
         if bad_type:
             raise InputError(
-                f"{name}: {_where(path, bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+                f"{name}: {where(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
             )
     if has_score:
         bad = con.execute("""
@@ -225,7 +221,7 @@ def normalize_labels(
             ORDER BY row LIMIT 1""").fetchone()
         if bad:
             raise InputError(
-                f"{name}: {_where(path, bad[0])}: score {bad[1]!r} is not a finite number; "
+                f"{name}: {where(bad[0])}: score {bad[1]!r} is not a finite number; "
                 "fix or remove the row"
             )
 
@@ -236,7 +232,7 @@ def normalize_labels(
     if fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
     record.code_format = fmt
-    mapping = _map_codes(raw_codes, fmt, options.code_type, path, name)
+    mapping = _map_codes(raw_codes, fmt, options.code_type, where, path, name)
     con.register("mapping", mapping)
     con.execute("""
         CREATE TEMP TABLE labels AS

@@ -22,6 +22,7 @@ import math
 
 import polars as pl
 
+from hieval.codes import CODE_TYPES, icd9_branch
 from hieval.counts import FAMILIES
 
 AVERAGES = ("micro", "macro", "macro_hm")
@@ -59,8 +60,34 @@ def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     ).drop("p", "r", "f")
 
 
-def metrics_table(nodes: pl.DataFrame, model: str) -> pl.DataFrame:
-    """The tidy metric rows of one model from its per-node count table."""
+def metrics_table(nodes: pl.DataFrame, model: str, split_kinds: bool = False) -> pl.DataFrame:
+    """The tidy metric rows of one model from its per-node count table.
+
+    With ``split_kinds`` (ICD-9 hierarchies), micro rows are added for diagnoses and procedures
+    separately, as the field reports them: families ``flat_dx``, ``flat_proc``, ``set_dx``, ...
+    Diagnosis and procedure subtrees only meet at the root, so every node belongs to one.
+    """
+    rows = _metric_rows(nodes)
+    if split_kinds:
+        branch = pl.col("node").map_elements(icd9_branch, return_dtype=pl.String)
+        tagged = nodes.with_columns(branch.alias("_kind"))
+        for kind in CODE_TYPES:
+            part = _metric_rows(tagged.filter(pl.col("_kind") == kind).drop("_kind"))
+            rows = pl.concat(
+                [
+                    rows,
+                    part.filter(pl.col("average") == "micro").with_columns(
+                        (pl.col("family") + f"_{kind}").alias("family")
+                    ),
+                ]
+            )
+    return rows.select(
+        pl.lit(model).alias("model"), "family", "level", "average", "metric", "value"
+    )
+
+
+def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``family, level, average, metric, value`` rows from a per-node count table."""
     tp, fp, fn = (pl.col(c).cast(pl.Float64) for c in ("tp", "fp", "fn"))
     per_node = nodes.with_columns(
         ratio(tp, tp + fp).alias("p"),
@@ -116,7 +143,7 @@ def metrics_table(nodes: pl.DataFrame, model: str) -> pl.DataFrame:
         on=list(METRICS),
         variable_name="metric",
         value_name="value",
-    ).select(pl.lit(model).alias("model"), "family", "level", "average", "metric", "value")
+    )
 
 
 def sort_tidy(
@@ -124,7 +151,7 @@ def sort_tidy(
 ) -> pl.DataFrame:
     """Order rows by model (sheet order), family, level (deep to high), average, metric."""
     orders = {
-        "family": list(FAMILIES),
+        "family": [*FAMILIES, *(f"{f}_{k}" for k in CODE_TYPES for f in FAMILIES)],
         "level": ["leaf", *levels, "overall"],
         "average": list(AVERAGES),
         "metric": list(METRICS),

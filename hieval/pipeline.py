@@ -12,10 +12,12 @@ import polars as pl
 
 from hieval import counts as counting
 from hieval.atomic import write_text
+from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import (
     LevelTable,
+    level_order,
     read_level_table,
     validate,
     write_level_table,
@@ -117,9 +119,13 @@ def count_model(
     return nodes
 
 
-def model_metrics(nodes: str | Path, model: str, out: str | Path) -> pl.DataFrame:
-    """Tidy metric rows of one model, written to ``out``."""
-    tidy = metrics_table(pl.read_parquet(nodes), model)
+def model_metrics(
+    nodes: str | Path, model: str, out: str | Path, levels: str | Path
+) -> pl.DataFrame:
+    """Tidy metric rows of one model, written to ``out`` (diagnoses and procedures apart too,
+    for ICD-9 hierarchies)."""
+    split = level_order(levels) == ICD9_LEVELS
+    tidy = metrics_table(pl.read_parquet(nodes), model, split_kinds=split)
     write_parquet(tidy, out)
     return tidy
 

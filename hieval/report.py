@@ -88,6 +88,27 @@ def summary_markdown(
                     " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
                 )
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    if any(family.endswith("_dx") for family in micro["family"].unique()):
+        lines += [
+            "",
+            "## Diagnoses and procedures (overall, P / R / F1, micro)",
+            "",
+            "| Model | Flat dx | Flat proc | CoPHE dx | CoPHE proc |",
+            "|---|" + "---:|" * 4,
+        ]
+        for model in models:
+            cells = []
+            for family, level in (
+                ("flat_dx", "leaf"),
+                ("flat_proc", "leaf"),
+                ("cophe_dx", "overall"),
+                ("cophe_proc", "overall"),
+            ):
+                row = lookup.get((model, family, level))
+                cells.append(
+                    " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
+                )
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
     notes = [_record_note(r) for r in records]
     notes = [n for n in notes if n]
     if notes:

@@ -9,7 +9,7 @@ from hieval.workflow_script import run_rule
 
 
 def main(smk, log):
-    model_metrics(smk.input.nodes, smk.wildcards.model, smk.output.metrics)
+    model_metrics(smk.input.nodes, smk.wildcards.model, smk.output.metrics, smk.input.levels)
     table = read_level_table(smk.input.levels)
     write_csv(
         node_report(pl.read_parquet(smk.input.nodes), table.frame, table.levels),

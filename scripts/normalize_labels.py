@@ -1,5 +1,8 @@
 """Snakemake script: validate and normalise the gold or one model's predictions."""
 
+import json
+
+from hieval.inputs import LabelOptions
 from hieval.pipeline import normalize
 from hieval.workflow_script import run_rule
 
@@ -12,7 +15,7 @@ def main(smk, log):
         smk.output.labels,
         smk.output.record,
         smk.input.levels,
-        smk.params.options,
+        LabelOptions(**json.loads(smk.params.options)),
         smk.params.unknown_codes,
         gold,
         smk.params.unknown_docs,

@@ -292,4 +292,8 @@ def test_empty_doc_id(refuses, tmp_path):
 
 
 def test_unknown_format(refuses, tmp_path):
-    refuses(write(tmp_path / "gold.json", "{}"), ".parquet")
+    refuses(write(tmp_path / "gold.xlsx", "{}"), "cannot tell the format", "--format")
+
+
+def test_prediction_only_format_as_gold(refuses, tmp_path):
+    refuses(write(tmp_path / "gold.json", "{}"), "caml_scores", "predictions only")

@@ -144,6 +144,18 @@ def test_rerun_does_only_new_work(tmp_path):
     assert "build_levels" not in planned and "normalize_gold" not in planned
 
 
+def test_changed_threshold_reruns_only_that_model(tmp_path):
+    config = write_zoo(tmp_path)
+    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    sheet = tmp_path / "models.tsv"
+    sheet.write_text(sheet.read_text().replace("scored.parquet\t0.5", "scored.parquet\t0.8"))
+    dry = snakemake(tmp_path, "--configfile", str(config), "-n", quiet=False)
+    planned = dry.stdout + dry.stderr
+    assert "Params have changed" in planned and '"threshold": 0.8' in planned
+    assert "results/inputs/predictions/scored.parquet" in planned
+    assert "results/inputs/predictions/exact.parquet" not in planned
+
+
 @pytest.mark.parametrize(
     ("sheet", "message"),
     [
@@ -225,3 +237,34 @@ def test_cophe_cache_with_wrong_checksum_is_refused(tmp_path):
     assert result.returncode != 0
     log = (tmp_path / "logs/hierarchy/build_levels.log").read_text()
     assert "expected f963e176" in log and "delete it to download it again" in log
+
+
+def test_adapters_through_the_model_sheet(tmp_path):
+    """CAML gold and predictions (detected) and a dense matrix with named lists (sheet columns)."""
+    import numpy as np
+
+    (tmp_path / "test_full.csv").write_text(
+        'SUBJECT_ID,HADM_ID,TEXT,LABELS\n1,100,"a note, with commas",401.9;96.04\n'
+        "2,200,another note,364.11\n"
+    )
+    (tmp_path / "preds_test.psv").write_text("100|401.9|96.04\n200|364.1\n")
+    np.save(tmp_path / "m.npy", np.array([[1, 0], [0, 1]], np.int8))
+    (tmp_path / "cols.txt").write_text("401.9\n364.11\n")
+    (tmp_path / "rows.txt").write_text("100\n200\n")
+    (tmp_path / "models.tsv").write_text(
+        "model\tpredictions\tformat\tcode_list\tdoc_list\n"
+        "caml\tpreds_test.psv\t\t\t\n"
+        "dense\tm.npy\tdense\tcols.txt\trows.txt\n"
+    )
+    config = tmp_path / "my.yaml"
+    config.write_text("gold: test_full.csv\nmodels: models.tsv\n")
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    tidy = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    flat = tidy.filter((pl.col("family") == "flat") & (pl.col("average") == "micro"))
+    counts = {(m, k): v for m, k, v in flat.select("model", "metric", "value").iter_rows()}
+    # caml: 401.9 and 96.04 right, 364.1 for 364.11 wrong; dense: 401.9 and 364.11 right.
+    assert [counts["caml", k] for k in ("tp", "fp", "fn")] == [2, 1, 1]
+    assert [counts["dense", k] for k in ("tp", "fp", "fn")] == [2, 0, 1]
+    record = (tmp_path / "results/inputs/predictions/caml.json").read_text()
+    assert '"format": "caml_psv"' in record

@@ -1,6 +1,8 @@
 """Config and model-sheet validation, and every input function of the workflow."""
 
+import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -58,20 +60,43 @@ def download_pin(wildcards):
     return HIERARCHY["sha256"] if wildcards.source == "cms" else None
 
 
-def model_predictions(wildcards):
-    """The prediction file of one model, from the sheet."""
-    return MODELS[wildcards.model].predictions
+def model_files(wildcards):
+    """The files of one model, from the sheet: predictions and any code/document lists."""
+    return MODELS[wildcards.model].files()
+
+
+def gold_files(wildcards):
+    """The gold file and any code/document lists it needs."""
+    named = {
+        "labels": config["gold"],
+        "code_list": config["gold_code_list"],
+        "doc_list": config["gold_doc_list"],
+    }
+    return {k: v for k, v in named.items() if v}
 
 
 def model_options(wildcards):
-    """How to read one model's prediction file (code format, threshold, top-k)."""
-    return MODELS[wildcards.model].options()
+    """How to read one model's prediction file (format, code format, threshold, top-k).
+
+    A JSON string, not the dataclass or a dict: Snakemake records only string and number
+    parameters, and a recorded change (a new threshold) is what makes it rerun the model.
+    """
+    return json.dumps(asdict(MODELS[wildcards.model].options()), sort_keys=True)
 
 
 def gold_options():
-    """How to read the gold file."""
-    return LabelOptions(
-        code_type=config["gold_code_type"], code_format=config["gold_code_format"]
+    """How to read the gold file (a JSON string, see model_options)."""
+    return json.dumps(
+        asdict(
+            LabelOptions(
+                code_type=config["gold_code_type"],
+                code_format=config["gold_code_format"],
+                format=config["gold_format"],
+                code_list=config["gold_code_list"],
+                doc_list=config["gold_doc_list"],
+            )
+        ),
+        sort_keys=True,
     )
 
 

@@ -3,7 +3,7 @@
 
 rule normalize_gold:
     input:
-        labels=config["gold"],
+        unpack(gold_files),
         levels=LEVELS,
     output:
         labels="results/inputs/gold.parquet",
@@ -24,7 +24,7 @@ rule normalize_gold:
 
 rule normalize_predictions:
     input:
-        labels=model_predictions,
+        unpack(model_files),
         levels=LEVELS,
         gold="results/inputs/gold.parquet",
     output:

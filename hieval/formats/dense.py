@@ -1,0 +1,82 @@
+"""Dense arrays: a documents x codes matrix in ``.npy``/``.npz`` (scores, or 0/1 decisions),
+with the code list and the document list as text files (one entry per line).
+
+The lists are named in the model sheet (``code_list``, ``doc_list``) or sit beside the matrix as
+``NAME.codes.txt`` and ``NAME.docs.txt``. Arrays are loaded with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from hieval.errors import InputError
+
+
+def _read_list(path: Path, name: str, what: str) -> list[str]:
+    if not path.is_file():
+        raise InputError(
+            f"{name}: the {what} list {path} does not exist; give it in the model sheet "
+            f"({'code_list' if what == 'code' else 'doc_list'}) or place it beside the matrix"
+        )
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _matrix(path: Path, name: str) -> np.ndarray:
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise InputError(
+            f"{name}: {path} holds Python objects or is not a NumPy file ({exc}); hieval never "
+            "unpickles: save a numeric array"
+        ) from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        keys = list(loaded.keys())
+        key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
+        if key is None:
+            raise InputError(f"{name}: {path} holds arrays {keys}; name the matrix 'scores'")
+        loaded = loaded[key]
+    if loaded.ndim != 2 or not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
+        raise InputError(
+            f"{name}: {path} must be a 2-D numeric matrix (documents x codes), got shape "
+            f"{loaded.shape} of {loaded.dtype}"
+        )
+    return loaded
+
+
+def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
+    """Register ``src``: one row per non-zero decision, or per score, plus each document."""
+    matrix = _matrix(path, name)
+    stem = path.with_suffix("")
+    codes = _read_list(Path(extras.code_list or f"{stem}.codes.txt"), name, "code")
+    docs = _read_list(Path(extras.doc_list or f"{stem}.docs.txt"), name, "document")
+    if matrix.shape != (len(docs), len(codes)):
+        raise InputError(
+            f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} but the lists hold "
+            f"{len(docs)} documents and {len(codes)} codes"
+        )
+    binary = matrix.dtype == bool or (
+        np.issubdtype(matrix.dtype, np.integer) and np.isin(matrix, (0, 1)).all()
+    )
+    con.register("dense_docs", pa.table({"di": np.arange(len(docs)), "doc_id": docs}))
+    con.register("dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes}))
+    if binary:
+        di, ci = np.nonzero(matrix)
+        cells = pa.table({"di": di, "ci": ci})
+        score = "NULL::VARCHAR"
+    else:
+        di, ci = np.indices(matrix.shape).reshape(2, -1)
+        cells = pa.table({"di": di, "ci": ci, "value": matrix.reshape(-1).astype(np.float64)})
+        score = "CAST(value AS VARCHAR)"
+    con.register("dense_cells", cells)
+    extra = "" if binary else ", score"
+    con.sql(f"""
+        SELECT d.doc_id, c.code{extra}, d.di + 1 AS _line
+        FROM (SELECT di, ci, {score} AS score FROM dense_cells) x
+        JOIN dense_docs d USING (di) JOIN dense_codes c USING (ci)
+        UNION ALL
+        SELECT doc_id, NULL{", NULL" if not binary else ""}, di + 1 FROM dense_docs
+    """).create_view("src", replace=True)

@@ -1,0 +1,59 @@
+"""Wide probability tables as written by the medical-coding reproducibility study (Edin et al.,
+2023): one Feather or Parquet file with an ``_id`` column, a ``target`` list column of gold
+codes, and one score column per code. The same file is the gold (``target``) and a model's
+predictions (the score columns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
+from hieval.errors import InputError
+
+ID, TARGET = "_id", "target"
+
+
+def looks_wide(path: Path) -> bool:
+    """True for a Parquet file with the ``_id`` and ``target`` columns of a wide table."""
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:
+        return False
+    return {ID, TARGET} <= names
+
+
+def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
+    """Register ``src``: the ``target`` lists for the gold, the score columns otherwise."""
+    try:
+        if path.suffix.lower() == ".parquet":
+            con.read_parquet(str(path)).create_view("wide_in", replace=True)
+        else:
+            con.register("wide_in", feather.read_table(path))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{name}: {path} is not a readable Feather file ({exc})") from None
+    columns = con.sql("SELECT * FROM wide_in LIMIT 0").columns
+    missing = [c for c in (ID, TARGET) if c not in columns]
+    if missing:
+        raise InputError(
+            f"{name}: {path} lacks column(s) {missing}; a wide table needs `_id`, `target` and "
+            "one score column per code"
+        )
+    if role == "gold":
+        con.sql(f"""
+            SELECT row_number() OVER () AS _line, CAST("{ID}" AS VARCHAR) AS doc_id,
+                   unnest(CASE WHEN len("{TARGET}") = 0 OR "{TARGET}" IS NULL THEN [NULL]
+                               ELSE CAST("{TARGET}" AS VARCHAR[]) END) AS code
+            FROM wide_in""").create_view("src", replace=True)
+        return
+    if len(columns) == 2:
+        raise InputError(f"{name}: {path} has no score columns besides `_id` and `target`")
+    con.sql(f"""
+        SELECT CAST("{ID}" AS VARCHAR) AS doc_id, code, CAST(score AS VARCHAR) AS score
+        FROM (UNPIVOT (SELECT * EXCLUDE ("{TARGET}") FROM wide_in)
+              ON COLUMNS(* EXCLUDE ("{ID}")) INTO NAME code VALUE score)
+        UNION ALL
+        SELECT CAST("{ID}" AS VARCHAR), NULL, NULL FROM wide_in
+    """).create_view("src", replace=True)
