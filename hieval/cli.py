@@ -19,6 +19,7 @@ from hieval.errors import HievalError
 from hieval.formats import FORMATS
 from hieval.hierarchy.sources import DOWNLOADS, download
 from hieval.hierarchy.table import read_level_table
+from hieval.icm import EMPTY_GOLD, IcmParams
 from hieval.inputs import (
     CODE_FORMATS,
     UNKNOWN_CODE_POLICIES,
@@ -27,6 +28,7 @@ from hieval.inputs import (
 )
 from hieval.pipeline import build_hierarchy, count_model, model_metrics, normalize, read_records
 from hieval.report import combine, node_report, write_csv, write_reports
+from hieval.suite import LABEL_SETS
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-")
@@ -149,6 +151,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="kind of undotted codes in files without a code_type column",
     )
     ev.add_argument(
+        "--icm-empty-gold",
+        choices=EMPTY_GOLD,
+        default="keep",
+        help="ICM: gold documents without labels count and score -IC(P) (keep, default) or "
+        "are left out (drop, as the pyevall package does)",
+    )
+    for name, default in (("alpha1", 2.0), ("alpha2", 2.0), ("beta", 3.0)):
+        ev.add_argument(
+            f"--icm-{name}",
+            type=float,
+            default=default,
+            help=f"ICM weight {name} (default {default:g}): "
+            "ICM_i = alpha1 IC(P_i) + alpha2 IC(G_i) - beta IC(P_i u G_i)",
+        )
+    ev.add_argument(
+        "--label-set",
+        choices=LABEL_SETS,
+        default="observed",
+        help="labels of LB-ACC, LB-F and EB-HAMM: observed in gold or predictions (default) or "
+        "every leaf of the hierarchy",
+    )
+    ev.add_argument(
         "--format",
         action="append",
         default=[],
@@ -265,6 +289,10 @@ def evaluate(args: argparse.Namespace) -> None:
     normalize(
         args.gold, "gold", gold, records[0], levels, gold_options, args.unknown_codes, log=log
     )
+    try:
+        icm_params = IcmParams(args.icm_alpha1, args.icm_alpha2, args.icm_beta, args.icm_empty_gold)
+    except ValueError as exc:
+        raise HievalError(str(exc)) from None
     tidy, reports = [], {}
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)})")
@@ -292,9 +320,20 @@ def evaluate(args: argparse.Namespace) -> None:
             args.max_level,
             nodes_path,
             work / "counts" / name / "docs.parquet",
+            work / "counts" / name / "items.parquet",
+            icm_params,
             log=log,
         )
-        tidy.append(model_metrics(nodes_path, name, work / "metrics" / f"{name}.parquet", levels))
+        tidy.append(
+            model_metrics(
+                nodes_path.parent,
+                name,
+                work / "metrics" / f"{name}.parquet",
+                levels,
+                icm_params,
+                args.label_set,
+            )
+        )
         reports[name] = node_report(pl.read_parquet(nodes_path), table.frame, table.levels)
     # Reports are written last, each atomically, so a failure above leaves none of them new.
     for name, frame in reports.items():

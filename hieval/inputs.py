@@ -135,7 +135,9 @@ def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
         )
     frame = pl.DataFrame(list(nodes.values()), schema=dict.fromkeys(table.frame.columns, pl.String))
     placed = LevelTable(frame=frame, levels=table.levels, root=table.root).ancestors()
-    return placed.filter(pl.col("code").is_in(codes))
+    # Keep the codes and any ancestor they imply that the hierarchy lacks (so that ICM finds
+    # each placed node's parent); rows of nodes already in the hierarchy would double-count.
+    return placed.filter(~pl.col("code").is_in(table.frame["code"].implode()))
 
 
 def normalize_labels(

@@ -25,8 +25,11 @@ import polars as pl
 from hieval.codes import CODE_TYPES, icd9_branch
 from hieval.counts import FAMILIES
 
-AVERAGES = ("micro", "macro", "macro_hm")
+AVERAGES = ("micro", "macro", "macro_hm", "mean")
 METRICS = ("tp", "fp", "fn", "precision", "recall", "f1")
+#: Families and metrics of hieval.suite (ICM and the comparison metrics), for ordering reports.
+SUITE_FAMILIES = ("icm", "label", "example", "propensity", "hierarchical")
+SUITE_METRICS = ("icm", "icm_norm", "accuracy", "hamming_loss", "jaccard", "subset_accuracy")
 TIDY_SCHEMA = {
     "model": pl.String,
     "family": pl.String,
@@ -151,10 +154,10 @@ def sort_tidy(
 ) -> pl.DataFrame:
     """Order rows by model (sheet order), family, level (deep to high), average, metric."""
     orders = {
-        "family": [*FAMILIES, *(f"{f}_{k}" for k in CODE_TYPES for f in FAMILIES)],
+        "family": [*FAMILIES, *(f"{f}_{k}" for k in CODE_TYPES for f in FAMILIES), *SUITE_FAMILIES],
         "level": ["leaf", *levels, "overall"],
         "average": list(AVERAGES),
-        "metric": list(METRICS),
+        "metric": [*METRICS, *SUITE_METRICS],
     }
     if models is not None:
         orders["model"] = models

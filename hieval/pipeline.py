@@ -11,17 +11,18 @@ from pathlib import Path
 import polars as pl
 
 from hieval import counts as counting
+from hieval import icm
 from hieval.atomic import write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import (
     LevelTable,
-    level_order,
     read_level_table,
     validate,
     write_level_table,
 )
+from hieval.icm import IcmParams
 from hieval.inputs import (
     InputRecord,
     LabelOptions,
@@ -30,6 +31,7 @@ from hieval.inputs import (
     write_parquet,
 )
 from hieval.metrics import metrics_table
+from hieval.suite import suite_rows
 
 Log = Callable[[str], None]
 
@@ -94,10 +96,16 @@ def count_model(
     max_level: str,
     nodes_out: str | Path,
     docs_out: str | Path,
+    items_out: str | Path,
+    icm_params: IcmParams | None = None,
     threads: int | None = None,
     log: Log = print,
 ) -> pl.DataFrame:
-    """Count one model; write the additive per-node and per-document tables."""
+    """Count one model; write the additive per-node, per-document and per-item tables.
+
+    Per-item sums (ICM, HF, PROP-F) use the whole hierarchy up to the root; the node weights
+    come from the gold, with codes outside the hierarchy placed first so that they weigh too.
+    """
     table = read_level_table(levels)
     try:
         evaluated = counting.evaluated_levels(table.levels, max_level)
@@ -110,24 +118,53 @@ def count_model(
     unknown = {c for c in codes.drop_nulls().unique().to_list() if c not in known}
     extra = placed_ancestors(unknown, table) if unknown else None
     nodes, docs = counting.count(gold, predictions, ancestors, evaluated, extra, threads)
+    params = icm_params or IcmParams()
+    weights = icm.node_weights(gold, ancestors, table.levels, params, extra)
+    items = icm.item_sums(gold, predictions, ancestors, table.levels, weights, params, extra)
     write_parquet(nodes, nodes_out)
     write_parquet(docs, docs_out)
+    write_parquet(items, items_out)
     log(
         f"{nodes.height} (family, level, node) rows over levels {evaluated}; "
-        f"{docs['doc_id'].n_unique()} documents"
+        f"{docs['doc_id'].n_unique()} documents; {items.height} ICM items"
     )
     return nodes
 
 
 def model_metrics(
-    nodes: str | Path, model: str, out: str | Path, levels: str | Path
+    counts_dir: str | Path,
+    model: str,
+    out: str | Path,
+    levels: str | Path,
+    icm_params: IcmParams | None = None,
+    label_set: str = "observed",
 ) -> pl.DataFrame:
-    """Tidy metric rows of one model, written to ``out`` (diagnoses and procedures apart too,
-    for ICD-9 hierarchies)."""
-    split = level_order(levels) == ICD9_LEVELS
-    tidy = metrics_table(pl.read_parquet(nodes), model, split_kinds=split)
+    """Tidy metric rows of one model from its count tables in ``counts_dir``, written to
+    ``out``: flat/set/CoPHE (diagnoses and procedures apart too, for ICD-9 hierarchies), ICM
+    and the comparison metrics."""
+    table = read_level_table(levels)
+    counts_dir = Path(counts_dir)
+    nodes = pl.read_parquet(counts_dir / "nodes.parquet")
+    split = table.levels == ICD9_LEVELS
+    n_labels = leaf_count(table) if label_set == "hierarchy" else None
+    extra = suite_rows(
+        nodes,
+        pl.read_parquet(counts_dir / "docs.parquet"),
+        pl.read_parquet(counts_dir / "items.parquet"),
+        icm_params or IcmParams(),
+        label_set,
+        n_labels,
+    ).select(pl.lit(model).alias("model"), pl.all())
+    tidy = pl.concat([metrics_table(nodes, model, split_kinds=split), extra])
     write_parquet(tidy, out)
     return tidy
+
+
+def leaf_count(table: LevelTable) -> int:
+    """The number of leaves: nodes that are no other node's ancestor."""
+    anc = table.ancestors()
+    internal = anc.filter(pl.col("ancestor") != pl.col("code"))["ancestor"].unique()
+    return table.frame.filter(~pl.col("code").is_in(internal.implode())).height
 
 
 def read_records(paths: list[str | Path]) -> list[dict]:

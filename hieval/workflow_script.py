@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,10 @@ def run_rule(smk: Any, main: Callable[[Any, Callable[[str], None]], None]) -> No
     except HievalError as exc:
         log(f"error: {exc}")
         sys.exit(1)
+    except Exception:
+        # A bug, not a user error: keep the whole traceback in the rule's log, then fail.
+        log("unexpected error (please report it):\n" + traceback.format_exc())
+        raise
     finally:
         if handle:
             handle.close()

@@ -1,5 +1,8 @@
-"""Snakemake script: per-node and per-document TP/FP/FN of one model (DuckDB)."""
+"""Snakemake script: per-node, per-document and per-item (ICM) counts of one model (DuckDB)."""
 
+import json
+
+from hieval.icm import IcmParams
 from hieval.pipeline import count_model
 from hieval.workflow_script import run_rule
 
@@ -13,6 +16,8 @@ def main(smk, log):
         smk.params.max_level,
         smk.output.nodes,
         smk.output.docs,
+        smk.output.icm_items,
+        IcmParams(**json.loads(smk.params.icm)),
         smk.threads,
         log,
     )

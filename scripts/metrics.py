@@ -1,15 +1,26 @@
 """Snakemake script: tidy metrics and the per-node over/under-prediction report of one model."""
 
+import json
+from pathlib import Path
+
 import polars as pl
 
 from hieval.hierarchy.table import read_level_table
+from hieval.icm import IcmParams
 from hieval.pipeline import model_metrics
 from hieval.report import node_report, write_csv
 from hieval.workflow_script import run_rule
 
 
 def main(smk, log):
-    model_metrics(smk.input.nodes, smk.wildcards.model, smk.output.metrics, smk.input.levels)
+    model_metrics(
+        Path(smk.input.nodes).parent,
+        smk.wildcards.model,
+        smk.output.metrics,
+        smk.input.levels,
+        IcmParams(**json.loads(smk.params.icm)),
+        smk.params.label_set,
+    )
     table = read_level_table(smk.input.levels)
     write_csv(
         node_report(pl.read_parquet(smk.input.nodes), table.frame, table.levels),

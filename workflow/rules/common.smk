@@ -100,6 +100,18 @@ def gold_options():
     )
 
 
+def icm_params():
+    """ICM and propensity parameters as a JSON string (recorded, so changes rerun the jobs)."""
+    return json.dumps(
+        {
+            **config["icm"],
+            "propensity_a": config["comparison"]["propensity_a"],
+            "propensity_b": config["comparison"]["propensity_b"],
+        },
+        sort_keys=True,
+    )
+
+
 def hierarchy_label():
     """A human-readable name of the hierarchy for reports."""
     source = HIERARCHY["source"]

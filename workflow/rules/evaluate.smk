@@ -1,4 +1,4 @@
-"""Count TP/FP/FN per node and document (DuckDB), then metrics per model."""
+"""Count TP/FP/FN per node and document and ICM sums per item (DuckDB), then metrics."""
 
 
 rule count:
@@ -10,6 +10,7 @@ rule count:
     output:
         nodes="results/counts/{model}/nodes.parquet",
         docs="results/counts/{model}/docs.parquet",
+        icm_items="results/counts/{model}/items.parquet",
     log:
         "logs/counts/{model}.log",
     conda:
@@ -17,6 +18,7 @@ rule count:
     threads: 2
     params:
         max_level=config["max_level"],
+        icm=icm_params(),
     script:
         "../../scripts/count.py"
 
@@ -24,6 +26,8 @@ rule count:
 rule metrics:
     input:
         nodes="results/counts/{model}/nodes.parquet",
+        docs="results/counts/{model}/docs.parquet",
+        icm_items="results/counts/{model}/items.parquet",
         levels=LEVELS,
     output:
         metrics="results/metrics/{model}.parquet",
@@ -32,5 +36,8 @@ rule metrics:
         "logs/metrics/{model}.log",
     conda:
         "../envs/hieval.yaml"
+    params:
+        icm=icm_params(),
+        label_set=config["comparison"]["label_set"],
     script:
         "../../scripts/metrics.py"
