@@ -7,6 +7,7 @@ not an hour later inside a cluster job.
 from __future__ import annotations
 
 import csv
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,17 @@ class ModelSpec:
         """Every file this model's evaluation reads, for the workflow to track."""
         named = {"labels": self.predictions, "code_list": self.code_list, "doc_list": self.doc_list}
         return {k: v for k, v in named.items() if v}
+
+
+def code_fingerprint() -> str:
+    """sha256 over hieval's own source and data files, so results can name the code behind them."""
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".tsv") and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _convert(value: str, column: str, where: str):

@@ -12,6 +12,20 @@ from hieval.inputs import write_parquet
 from hieval.metrics import METRICS, TIDY_SCHEMA, sort_tidy
 
 FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
+#: The paper's names of the hieval.suite rows (family, metric), in report order.
+SUITE_COLUMNS = (
+    ("ICM", ("icm", "icm")),
+    ("ICM-Norm", ("icm", "icm_norm")),
+    ("LB-ACC", ("label", "accuracy")),
+    ("LB-F", ("label", "f1")),
+    ("EB-HAMM", ("example", "hamming_loss")),
+    ("EB-JACC", ("example", "jaccard")),
+    ("EB-SUBACC", ("example", "subset_accuracy")),
+    ("EB-F", ("example", "f1")),
+    ("PROP-F", ("propensity", "f1")),
+    ("HF", ("hierarchical", "f1")),
+)
+SUITE_COLUMNS_BY_FAMILY = {key[0] for _, key in SUITE_COLUMNS}
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
@@ -108,6 +122,27 @@ def summary_markdown(
                 cells.append(
                     " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
                 )
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    suite = tidy.filter(pl.col("family").is_in(list(SUITE_COLUMNS_BY_FAMILY)))
+    if suite.height:
+        values = {
+            (r["model"], r["family"], r["metric"]): r["value"] for r in suite.iter_rows(named=True)
+        }
+        header = " | ".join(name for name, _ in SUITE_COLUMNS)
+        lines += [
+            "",
+            "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
+            "",
+            "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
+            "",
+            f"| Model | {header} |",
+            "|---|" + "---:|" * len(SUITE_COLUMNS),
+        ]
+        for model in models:
+            cells = [
+                f"{values[(model, *key)]:.4g}" if (model, *key) in values else "-"
+                for _, key in SUITE_COLUMNS
+            ]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
     notes = [_record_note(r) for r in records]
     notes = [n for n in notes if n]

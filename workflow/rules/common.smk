@@ -7,7 +7,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from hieval.config import load_model_sheet
+from hieval.config import code_fingerprint, load_model_sheet
 from hieval.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS
@@ -27,6 +27,10 @@ MODEL_NAMES = list(MODELS)
 HIERARCHY = config["hierarchy"]
 if HIERARCHY["source"] == "file" and not HIERARCHY["path"]:
     raise WorkflowError("hierarchy.source is 'file' but hierarchy.path is not set")
+
+# Snakemake tracks a rule's own script, not the library it imports: a fingerprint of the hieval
+# sources, passed as a param to every rule that computes numbers, reruns them when it changes.
+HIEVAL_CODE = code_fingerprint()
 
 LEVELS = "results/hierarchy/levels.parquet"
 ANCESTORS = "results/hierarchy/ancestors.parquet"

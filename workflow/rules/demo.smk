@@ -14,6 +14,7 @@ rule demo_data:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         seed=config["demo"]["seed"],
         documents=config["demo"]["documents"],
     script:

@@ -17,6 +17,7 @@ rule count:
         "../envs/hieval.yaml"
     threads: 2
     params:
+        hieval=HIEVAL_CODE,
         max_level=config["max_level"],
         icm=icm_params(),
     script:
@@ -37,6 +38,7 @@ rule metrics:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         icm=icm_params(),
         label_set=config["comparison"]["label_set"],
     script:

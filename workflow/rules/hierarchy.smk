@@ -29,6 +29,7 @@ rule build_levels:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         source=HIERARCHY["source"],
         sha256=hierarchy_pin,
     script:

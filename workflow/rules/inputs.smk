@@ -13,6 +13,7 @@ rule normalize_gold:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         name="gold",
         options=gold_options(),
         unknown_codes=config["unknown_codes"],
@@ -35,6 +36,7 @@ rule normalize_predictions:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         name="{model}",
         options=model_options,
         unknown_codes=config["unknown_codes"],

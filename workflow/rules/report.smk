@@ -24,6 +24,7 @@ rule report:
     conda:
         "../envs/hieval.yaml"
     params:
+        hieval=HIEVAL_CODE,
         models=MODEL_NAMES,
         max_level=config["max_level"],
         hierarchy=hierarchy_label(),
@@ -40,5 +41,7 @@ rule paper_table1:
         "logs/paper/table1.log",
     conda:
         "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
     script:
         "../../scripts/paper_table1.py"
