@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import polars as pl
+
+from hieval.counts import Source, register_source
 
 EMPTY_GOLD = ("keep", "drop")
 
@@ -51,16 +52,6 @@ class IcmParams:
             raise ValueError(f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}")
 
 
-Source = str | Path | pl.DataFrame
-
-
-def _relation(con: duckdb.DuckDBPyConnection, name: str, source: Source) -> None:
-    if isinstance(source, pl.DataFrame):
-        con.register(name, source)
-    else:
-        con.read_parquet(str(source)).create_view(name)
-
-
 def _connect(
     gold: Source,
     ancestors: Source,
@@ -71,10 +62,10 @@ def _connect(
 ) -> duckdb.DuckDBPyConnection:
     """A connection with ``gold_in``, ``pred_in``, ``anc`` (ranked levels) and ``items``."""
     con = duckdb.connect()
-    _relation(con, "gold_in", gold)
+    register_source(con, "gold_in", gold)
     if predictions is not None:
-        _relation(con, "pred_in", predictions)
-    _relation(con, "anc_base", ancestors)
+        register_source(con, "pred_in", predictions)
+    register_source(con, "anc_base", ancestors)
     union = ""
     if extra is not None and extra.height:
         con.register("anc_extra", extra)

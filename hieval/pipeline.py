@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from hieval import counts as counting
@@ -30,7 +32,7 @@ from hieval.inputs import (
     placed_ancestors,
     write_parquet,
 )
-from hieval.metrics import metrics_table
+from hieval.metrics import metrics_table, sort_tidy
 from hieval.suite import suite_rows
 
 Log = Callable[[str], None]
@@ -88,6 +90,47 @@ def normalize(
     return record
 
 
+@dataclass(frozen=True)
+class Engine:
+    """Machine settings for DuckDB: threads, memory limit and spill folder."""
+
+    threads: int | None = None
+    memory_limit: str | None = None
+    temp_directory: str | None = None
+
+
+def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
+    """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
+    known = set(table.frame["code"].to_list())
+    codes = pl.concat(
+        [pl.read_parquet(gold, columns=["code"]), pl.read_parquet(predictions, columns=["code"])]
+    )["code"]
+    unknown = {c for c in codes.drop_nulls().unique().to_list() if c not in known}
+    return placed_ancestors(unknown, table) if unknown else None
+
+
+def icm_weights(
+    gold: str | Path,
+    predictions: str | Path,
+    levels: str | Path,
+    ancestors: str | Path,
+    out: str | Path,
+    icm_params: IcmParams | None = None,
+) -> pl.DataFrame:
+    """Node weights (IC, Δ, inverse propensity) from the whole gold, written to ``out``.
+
+    They depend on every gold document, so a sharded run computes them once per model (the
+    model's own codes outside the hierarchy are placed first, so that they weigh too) and
+    every shard reads them.
+    """
+    table = read_level_table(levels)
+    weights = icm.node_weights(
+        gold, ancestors, table.levels, icm_params or IcmParams(), _placed(gold, predictions, table)
+    )
+    write_parquet(weights, out)
+    return weights
+
+
 def count_model(
     gold: str | Path,
     predictions: str | Path,
@@ -98,29 +141,41 @@ def count_model(
     docs_out: str | Path,
     items_out: str | Path,
     icm_params: IcmParams | None = None,
-    threads: int | None = None,
+    weights: str | Path | None = None,
+    engine: Engine | None = None,
     log: Log = print,
 ) -> pl.DataFrame:
-    """Count one model; write the additive per-node, per-document and per-item tables.
+    """Count one model (or one shard of its documents); write the additive per-node,
+    per-document and per-item tables.
 
-    Per-item sums (ICM, HF, PROP-F) use the whole hierarchy up to the root; the node weights
-    come from the gold, with codes outside the hierarchy placed first so that they weigh too.
+    Per-item sums (ICM, HF, PROP-F) use the whole hierarchy up to the root and the node
+    ``weights`` of :func:`icm_weights` (computed here from this gold when not given: right for
+    an unsharded run only).
     """
     table = read_level_table(levels)
+    engine = engine or Engine()
     try:
         evaluated = counting.evaluated_levels(table.levels, max_level)
     except ValueError as exc:
         raise HievalError(str(exc)) from None
-    known = set(table.frame["code"].to_list())
-    codes = pl.concat(
-        [pl.read_parquet(gold, columns=["code"]), pl.read_parquet(predictions, columns=["code"])]
-    )["code"]
-    unknown = {c for c in codes.drop_nulls().unique().to_list() if c not in known}
-    extra = placed_ancestors(unknown, table) if unknown else None
-    nodes, docs = counting.count(gold, predictions, ancestors, evaluated, extra, threads)
+    extra = _placed(gold, predictions, table)
+    nodes, docs = counting.count(
+        gold,
+        predictions,
+        ancestors,
+        evaluated,
+        extra,
+        engine.threads,
+        engine.memory_limit,
+        engine.temp_directory,
+    )
     params = icm_params or IcmParams()
-    weights = icm.node_weights(gold, ancestors, table.levels, params, extra)
-    items = icm.item_sums(gold, predictions, ancestors, table.levels, weights, params, extra)
+    node_weights = (
+        pl.read_parquet(weights)
+        if weights is not None
+        else icm.node_weights(gold, ancestors, table.levels, params, extra)
+    )
+    items = icm.item_sums(gold, predictions, ancestors, table.levels, node_weights, params, extra)
     write_parquet(nodes, nodes_out)
     write_parquet(docs, docs_out)
     write_parquet(items, items_out)
@@ -129,6 +184,49 @@ def count_model(
         f"{docs['doc_id'].n_unique()} documents; {items.height} ICM items"
     )
     return nodes
+
+
+def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int]:
+    """Split a label table into ``len(outputs)`` shards by a stable hash of ``doc_id``.
+
+    md5 is fixed forever (unlike a library's internal hash), so a document lands in the same
+    shard on every machine and version; all of a document's rows land together, which is what
+    makes per-document counts add up exactly. Returns the rows per shard.
+    """
+    con = duckdb.connect()
+    con.read_parquet(str(source)).create_view("src")
+    sizes = []
+    for index, out in enumerate(outputs):
+        shard = con.sql(
+            "SELECT * FROM src WHERE md5_number(doc_id) % $n = $i ORDER BY ALL",
+            params={"n": len(outputs), "i": index},
+        ).pl()
+        write_parquet(shard, out)
+        sizes.append(shard.height)
+    return sizes
+
+
+def gather_counts(
+    nodes: list[str | Path],
+    docs: list[str | Path],
+    items: list[str | Path],
+    nodes_out: str | Path,
+    docs_out: str | Path,
+    items_out: str | Path,
+) -> None:
+    """Reduce shard count tables exactly: node counts are summed, document and item rows
+    (disjoint across shards) concatenated, all sorted as an unsharded run sorts them."""
+    node_table = (
+        pl.concat([pl.read_parquet(p) for p in nodes])
+        .group_by("family", "level", "node")
+        .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
+        .sort("family", "level", "node")
+    )
+    doc_table = pl.concat([pl.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
+    item_table = pl.concat([pl.read_parquet(p) for p in items]).sort("doc_id")
+    write_parquet(node_table, nodes_out)
+    write_parquet(doc_table, docs_out)
+    write_parquet(item_table, items_out)
 
 
 def model_metrics(
@@ -155,7 +253,12 @@ def model_metrics(
         label_set,
         n_labels,
     ).select(pl.lit(model).alias("model"), pl.all())
-    tidy = pl.concat([metrics_table(nodes, model, split_kinds=split), extra])
+    # A stable row order: the intermediate file is reproducible bit for bit, like the reports.
+    tidy = sort_tidy(
+        pl.concat([metrics_table(nodes, model, split_kinds=split), extra]),
+        table.levels[:-1],
+        [model],
+    )
     write_parquet(tidy, out)
     return tidy
 

@@ -1,9 +1,9 @@
-"""Snakemake script: per-node, per-document and per-item (ICM) counts of one model (DuckDB)."""
+"""Snakemake script: per-node, per-document and per-item counts of one shard of one model."""
 
 import json
 
 from hieval.icm import IcmParams
-from hieval.pipeline import count_model
+from hieval.pipeline import Engine, count_model
 from hieval.workflow_script import run_rule
 
 
@@ -17,9 +17,10 @@ def main(smk, log):
         smk.output.nodes,
         smk.output.docs,
         smk.output.icm_items,
-        IcmParams(**json.loads(smk.params.icm)),
-        smk.threads,
-        log,
+        icm_params=IcmParams(**json.loads(smk.params.icm)),
+        weights=smk.input.weights,
+        engine=Engine(threads=smk.threads, **json.loads(smk.params.engine)),
+        log=log,
     )
 
 

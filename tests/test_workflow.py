@@ -97,7 +97,7 @@ def test_user_zoo_in_workdir(tmp_path):
     assert [value("scored", "flat", "leaf", m) for m in ("tp", "fp", "fn")] == [3, 1, 2]
     assert not (tmp_path / "results/demo").exists(), "the demo must not run for a user's zoo"
     assert (tmp_path / "results/report/nodes/exact.csv").exists()
-    assert (tmp_path / "logs/counts/exact.log").read_text().strip()
+    assert (tmp_path / "logs/counts/exact/1-of-1.log").read_text().strip()
     summary = (tmp_path / "results/report/summary.md").read_text()
     assert "| exact |" in summary and "| scored |" in summary
 
@@ -268,3 +268,55 @@ def test_adapters_through_the_model_sheet(tmp_path):
     assert [counts["dense", k] for k in ("tp", "fp", "fn")] == [2, 0, 1]
     record = (tmp_path / "results/inputs/predictions/caml.json").read_text()
     assert '"format": "caml_psv"' in record
+
+
+def test_sharded_equals_unsharded(tmp_path):
+    """Every number of the report, ICM included, is identical with 1 and 3 document shards
+    (through Snakemake's scatter/gather; tests/test_sharding.py covers more cases fast)."""
+    empty_gold = "keep"
+    outputs = {}
+    for shards in (1, 3):
+        work = tmp_path / f"shards{shards}"
+        work.mkdir()
+        config = write_zoo(work)
+        config.write_text(
+            config.read_text() + f"shards: {shards}\nicm:\n  empty_gold: {empty_gold}\n"
+        )
+        result = snakemake(work, "--configfile", str(config))
+        assert result.returncode == 0, result.stderr[-3000:]
+        outputs[shards] = work
+    assert len(list((tmp_path / "shards3/results/counts/exact/shards").iterdir())) == 3
+    for name in ("metrics.parquet", "summary.csv", "summary.md"):
+        first, second = ((outputs[s] / "results/report" / name).read_bytes() for s in (1, 3))
+        assert first == second, f"{name} differs between 1 and 3 shards"
+    tidy = pl.read_parquet(outputs[3] / "results/report/metrics.parquet")
+    assert {"icm", "example", "propensity", "hierarchical"} <= set(tidy["family"])
+
+
+def test_slurm_profile_dry_run(tmp_path):
+    """The SLURM profile plans every job with the plugin installed (no cluster needed)."""
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    result = subprocess.run(
+        [
+            str(SNAKEMAKE),
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--profile",
+            str(REPO / "profiles/slurm"),
+            "--config",
+            "shards=2",
+            "-n",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    plan = result.stdout + result.stderr
+    assert "This was a dry-run" in plan
+    assert "scatteritem=2-of-2" in plan
+    assert "mem_mb=6000" in plan and "runtime=60" in plan  # the count rule's resources
+    assert "Group job per_model" in plan

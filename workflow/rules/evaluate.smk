@@ -1,27 +1,106 @@
-"""Count TP/FP/FN per node and document and ICM sums per item (DuckDB), then metrics."""
+"""Split documents into shards, count each shard (DuckDB), gather the additive counts exactly,
+then compute metrics. With `shards: 1` (the default) there is one shard per model."""
 
 
-rule count:
+scattergather:
+    split=config["shards"],
+
+
+rule split_gold:
+    input:
+        "results/inputs/gold.parquet",
+    output:
+        scatter.split("results/shards/gold/{scatteritem}.parquet"),
+    log:
+        "logs/shards/gold.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/split_shards.py"
+
+
+rule split_predictions:
+    input:
+        "results/inputs/predictions/{model}.parquet",
+    output:
+        scatter.split("results/shards/predictions/{{model}}/{scatteritem}.parquet"),
+    log:
+        "logs/shards/{model}.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/split_shards.py"
+
+
+rule icm_weights:
     input:
         gold="results/inputs/gold.parquet",
         predictions="results/inputs/predictions/{model}.parquet",
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
-        nodes="results/counts/{model}/nodes.parquet",
-        docs="results/counts/{model}/docs.parquet",
-        icm_items="results/counts/{model}/items.parquet",
+        "results/counts/{model}/icm_weights.parquet",
     log:
-        "logs/counts/{model}.log",
+        "logs/counts/{model}/icm_weights.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        icm=icm_params(),
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/icm_weights.py"
+
+
+rule count:
+    input:
+        gold="results/shards/gold/{scatteritem}.parquet",
+        predictions="results/shards/predictions/{model}/{scatteritem}.parquet",
+        weights="results/counts/{model}/icm_weights.parquet",
+        levels=LEVELS,
+        ancestors=ANCESTORS,
+    output:
+        nodes="results/counts/{model}/shards/{scatteritem}/nodes.parquet",
+        docs="results/counts/{model}/shards/{scatteritem}/docs.parquet",
+        icm_items="results/counts/{model}/shards/{scatteritem}/items.parquet",
+    log:
+        "logs/counts/{model}/{scatteritem}.log",
     conda:
         "../envs/hieval.yaml"
     threads: 2
     params:
-        hieval=HIEVAL_CODE,
         max_level=config["max_level"],
         icm=icm_params(),
+        engine=engine_settings(),
+        hieval=HIEVAL_CODE,
     script:
         "../../scripts/count.py"
+
+
+rule gather_counts:
+    input:
+        nodes=gather.split(
+            "results/counts/{{model}}/shards/{scatteritem}/nodes.parquet"
+        ),
+        docs=gather.split("results/counts/{{model}}/shards/{scatteritem}/docs.parquet"),
+        icm_items=gather.split(
+            "results/counts/{{model}}/shards/{scatteritem}/items.parquet"
+        ),
+    output:
+        nodes="results/counts/{model}/nodes.parquet",
+        docs="results/counts/{model}/docs.parquet",
+        icm_items="results/counts/{model}/items.parquet",
+    log:
+        "logs/counts/{model}/gather.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/gather_counts.py"
 
 
 rule metrics:
@@ -38,8 +117,8 @@ rule metrics:
     conda:
         "../envs/hieval.yaml"
     params:
-        hieval=HIEVAL_CODE,
         icm=icm_params(),
         label_set=config["comparison"]["label_set"],
+        hieval=HIEVAL_CODE,
     script:
         "../../scripts/metrics.py"
