@@ -127,8 +127,20 @@ def count(
              JOIN code_nodes cn USING (ci)
         GROUP BY key
     """
+    if len(all_levels) > 1 << _LEVEL_BITS:
+        raise ValueError(f"at most {(1 << _LEVEL_BITS) - 1} levels can be evaluated at once")
     for statement in script.split(";"):
         con.execute(statement, {"levels": all_levels} if "$levels" in statement else None)
+        if "level_nodes AS" in statement:
+            widest = con.execute(
+                "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM level_nodes "
+                "GROUP BY level)"
+            ).fetchall()[0][0]
+            if widest >= 1 << _NODE_BITS:  # the packed key would collide: refuse, never guess
+                raise ValueError(
+                    f"a level holds {widest} nodes; at most {(1 << _NODE_BITS) - 1}"
+                    " nodes per level can be counted"
+                )
     # Six sums give every count: CoPHE FP = Σx − TP and FN = Σy − TP; set-based likewise with
     # x and y clipped. One pass computes the per-node and the per-document sums together.
     con.execute(f"""

@@ -159,16 +159,19 @@ def count_model(
     except ValueError as exc:
         raise HievalError(str(exc)) from None
     extra = _placed(gold, predictions, table)
-    nodes, docs = counting.count(
-        gold,
-        predictions,
-        ancestors,
-        evaluated,
-        extra,
-        engine.threads,
-        engine.memory_limit,
-        engine.temp_directory,
-    )
+    try:
+        nodes, docs = counting.count(
+            gold,
+            predictions,
+            ancestors,
+            evaluated,
+            extra,
+            engine.threads,
+            engine.memory_limit,
+            engine.temp_directory,
+        )
+    except ValueError as exc:
+        raise HievalError(str(exc)) from None
     params = icm_params or IcmParams()
     node_weights = (
         pl.read_parquet(weights)
