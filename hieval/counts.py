@@ -58,7 +58,9 @@ def connect(
         config["memory_limit"] = memory_limit
     if temp_directory:
         config["temp_directory"] = str(temp_directory)
-    return duckdb.connect(config=config)
+    con = duckdb.connect(config=config)
+    con.execute("SET enable_progress_bar = false")  # logs are no place for a progress bar
+    return con
 
 
 def register_source(con: duckdb.DuckDBPyConnection, name: str, source: Source) -> None:
@@ -78,6 +80,7 @@ def count(
     threads: int | None = None,
     memory_limit: str | None = None,
     temp_directory: str | None = None,
+    documents_per_chunk: int = 50_000,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Count one model against the gold; return the per-node and per-document tables.
 
@@ -96,11 +99,9 @@ def count(
     all_levels = [LEAF, *levels]
     script = f"""
         CREATE TEMP TABLE labels AS
-        SELECT doc_id, code, 1 AS w FROM (SELECT DISTINCT doc_id, code FROM gold_in
-                                          WHERE code IS NOT NULL)
+        SELECT doc_id, code, 1 AS w FROM gold_in WHERE code IS NOT NULL
         UNION ALL
-        SELECT doc_id, code, {_PRED} FROM (SELECT DISTINCT doc_id, code FROM pred_in
-                                          WHERE code IS NOT NULL);
+        SELECT doc_id, code, {_PRED} FROM pred_in WHERE code IS NOT NULL;
         CREATE TEMP TABLE doc_ids AS
         SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1)::BIGINT AS di
         FROM (SELECT DISTINCT doc_id FROM labels);
@@ -121,11 +122,9 @@ def count(
               UNION ALL SELECT code, 'leaf', code FROM code_ids) a
         JOIN code_ids c USING (code)
         JOIN level_nodes n ON n.level = a.level AND n.node = a.ancestor;
-        CREATE TEMP TABLE xy AS
-        SELECT (d.di << {_NODE_BITS + _LEVEL_BITS}) | cn.lk AS key, sum(l.w) AS s
+        CREATE TEMP TABLE labels_i AS
+        SELECT DISTINCT d.di, c.ci, l.w
         FROM labels l JOIN doc_ids d USING (doc_id) JOIN code_ids c USING (code)
-             JOIN code_nodes cn USING (ci)
-        GROUP BY key
     """
     if len(all_levels) > 1 << _LEVEL_BITS:
         raise ValueError(f"at most {(1 << _LEVEL_BITS) - 1} levels can be evaluated at once")
@@ -141,33 +140,64 @@ def count(
                     f"a level holds {widest} nodes; at most {(1 << _NODE_BITS) - 1}"
                     " nodes per level can be counted"
                 )
+    # Documents are counted in chunks: each chunk's hash table stays small (cache-friendly,
+    # and memory stays bounded whatever the input size); counts add up exactly across chunks.
     # Six sums give every count: CoPHE FP = Σx − TP and FN = Σy − TP; set-based likewise with
-    # x and y clipped. One pass computes the per-node and the per-document sums together.
-    con.execute(f"""
-        CREATE TEMP TABLE sums AS
-        SELECT key & {(1 << (_NODE_BITS + _LEVEL_BITS)) - 1} AS lk,
-               key >> {_NODE_BITS} AS dk,
-               sum(least(s // {_PRED}, s % {_PRED})) AS c_tp,
-               sum(s // {_PRED}) AS c_pred, sum(s % {_PRED}) AS c_gold,
-               count_if(s >= {_PRED} AND s % {_PRED} > 0) AS s_tp,
-               count_if(s >= {_PRED}) AS s_pred, count_if(s % {_PRED} > 0) AS s_gold
-        FROM xy GROUP BY GROUPING SETS ((lk), (dk))
-    """)
+    # x and y clipped. One pass per chunk computes the per-node and per-document sums together.
+    n_docs = con.execute("SELECT count(*) FROM doc_ids").fetchall()[0][0]
+    con.execute("""
+        CREATE TEMP TABLE sums (lk BIGINT, dk BIGINT, c_tp HUGEINT, c_pred HUGEINT,
+                                c_gold HUGEINT, s_tp BIGINT, s_pred BIGINT, s_gold BIGINT)""")
+    for first in range(0, max(n_docs, 1), documents_per_chunk):
+        con.execute(
+            f"""
+            INSERT INTO sums
+            SELECT key & {(1 << (_NODE_BITS + _LEVEL_BITS)) - 1} AS lk,
+                   key >> {_NODE_BITS} AS dk,
+                   sum(least(x, y)), sum(x), sum(y),
+                   count_if(x > 0 AND y > 0), count_if(x > 0), count_if(y > 0)
+            FROM (SELECT key, s // {_PRED} AS x, s % {_PRED} AS y
+                  FROM (SELECT (l.di << {_NODE_BITS + _LEVEL_BITS}) | cn.lk AS key,
+                               sum(l.w)::BIGINT AS s
+                        FROM labels_i l JOIN code_nodes cn USING (ci)
+                        WHERE l.di >= $first AND l.di < $last
+                        GROUP BY key))
+            GROUP BY GROUPING SETS ((lk), (dk))
+        """,
+            {"first": first, "last": first + documents_per_chunk},
+        )
+    con.execute("""
+        CREATE TEMP TABLE node_sums AS
+        SELECT lk, NULL::BIGINT AS dk, sum(c_tp) AS c_tp, sum(c_pred) AS c_pred,
+               sum(c_gold) AS c_gold, sum(s_tp) AS s_tp, sum(s_pred) AS s_pred,
+               sum(s_gold) AS s_gold
+        FROM sums WHERE dk IS NULL GROUP BY lk""")
     nodes = con.sql("""
         SELECT n.level, n.node, s.* EXCLUDE (lk, dk)
-        FROM sums s JOIN level_nodes n USING (lk) WHERE s.dk IS NULL
+        FROM node_sums s JOIN level_nodes n USING (lk)
     """).pl()
+    # The per-document table is long and large: build it in the engine, ordered by the integer
+    # document id (assigned in doc_id order), so no string sort is needed.
     docs = con.sql(
         f"""
-        SELECT d.doc_id, $levels[(s.dk & {(1 << _LEVEL_BITS) - 1}) + 1] AS level,
-               s.* EXCLUDE (lk, dk)
-        FROM sums s JOIN doc_ids d ON d.di = s.dk >> {_LEVEL_BITS} WHERE s.lk IS NULL
+        WITH long AS (
+            SELECT dk, 'flat' AS family, s_tp AS tp, s_pred - s_tp AS fp, s_gold - s_tp AS fn
+            FROM sums WHERE lk IS NULL AND (dk & {(1 << _LEVEL_BITS) - 1}) = 0
+            UNION ALL
+            SELECT dk, 'set', s_tp, s_pred - s_tp, s_gold - s_tp
+            FROM sums WHERE lk IS NULL AND (dk & {(1 << _LEVEL_BITS) - 1}) > 0
+            UNION ALL
+            SELECT dk, 'cophe', c_tp, c_pred - c_tp, c_gold - c_tp
+            FROM sums WHERE lk IS NULL AND (dk & {(1 << _LEVEL_BITS) - 1}) > 0
+        )
+        SELECT d.doc_id, l.family, $levels[(l.dk & {(1 << _LEVEL_BITS) - 1}) + 1] AS level,
+               l.tp::BIGINT AS tp, l.fp::BIGINT AS fp, l.fn::BIGINT AS fn
+        FROM long l JOIN doc_ids d ON d.di = l.dk >> {_LEVEL_BITS}
+        ORDER BY d.di, l.family, level
     """,
         params={"levels": all_levels},
     ).pl()
-    return _by_family(nodes, ["level", "node"], NODE_COLUMNS), _by_family(
-        docs, ["doc_id", "level"], DOC_COLUMNS
-    )
+    return _by_family(nodes, ["level", "node"], NODE_COLUMNS), docs
 
 
 def _by_family(wide: pl.DataFrame, keys: list[str], columns: tuple[str, ...]) -> pl.DataFrame:

@@ -29,6 +29,9 @@ import polars as pl
 from hieval.counts import Source, register_source
 
 EMPTY_GOLD = ("keep", "drop")
+#: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a
+#: BIGINT sum can hold at this scale, and the rounding (< 1e-12 per weight) is invisible.
+FIXED_POINT = float(1 << 40)
 
 
 @dataclass(frozen=True)
@@ -143,66 +146,102 @@ def item_sums(
     weights: pl.DataFrame,
     params: IcmParams,
     extra_ancestors: pl.DataFrame | None = None,
+    documents_per_chunk: int = 50_000,
 ) -> pl.DataFrame:
     """Per gold item: IC of P, G and P ∪ G, and what HF and PROP-F need.
 
     Columns ``doc_id, ic_pred, ic_gold, ic_union, n_pred, n_gold, n_both`` (n_* count the
     ancestor-augmented sets without the root) and ``w_pred, w_gold, w_both`` (summed inverse
     propensities of the predicted, gold and shared labels themselves). Items with neither
-    labels nor predictions are listed with zeros. Each item's sum runs over its nodes in a
-    fixed order, so results are identical run after run.
+    labels nor predictions are listed with zeros. Weights are summed in fixed point (units of
+    2^-40, exact integer sums), so the result does not depend on the order a parallel engine
+    adds them in and is identical run after run; the rounding is below 1e-10 per item.
     """
     con = _connect(gold, ancestors, levels, extra_ancestors, params, predictions)
     con.register("weights", weights)
+    # Integer keys and document chunks, as in hieval.counts: one small hash table per chunk.
+    script = """
+        CREATE TEMP TABLE doc_ids AS
+        SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1)::BIGINT AS di FROM items;
+        CREATE TEMP TABLE labels AS
+        SELECT doc_id, code, 1 AS flag FROM gold_in WHERE code IS NOT NULL
+        UNION ALL SELECT doc_id, code, 2 FROM pred_in WHERE code IS NOT NULL;
+        CREATE TEMP TABLE code_ids AS
+        SELECT code, (row_number() OVER (ORDER BY code) - 1)::INTEGER AS ci
+        FROM (SELECT DISTINCT code FROM labels);
+        CREATE TEMP TABLE node_ids AS
+        SELECT node, (row_number() OVER (ORDER BY node) - 1)::BIGINT AS ni,
+               bool_or(is_root) AS is_root
+        FROM (SELECT DISTINCT a.ancestor AS node, a.level = $root AS is_root
+              FROM anc a JOIN code_ids USING (code))
+        GROUP BY node;
+        CREATE TEMP TABLE wq AS  -- fixed-point weights: integer sums are exact, order-free
+        SELECT n.ni, n.is_root, CAST(round(w.delta * $scale) AS BIGINT) AS dq,
+               CAST(round(w.inv_propensity * $scale) AS BIGINT) AS pq
+        FROM node_ids n JOIN weights w USING (node);
+        CREATE TEMP TABLE code_nodes AS
+        SELECT DISTINCT c.ci, n.ni, a.ancestor = a.code AS is_self
+        FROM anc a JOIN code_ids c USING (code) JOIN node_ids n ON n.node = a.ancestor;
+        CREATE TEMP TABLE labels_i AS
+        SELECT d.di, c.ci, bit_or(l.flag) AS flag
+        FROM labels l JOIN doc_ids d USING (doc_id) JOIN code_ids c USING (code)
+        GROUP BY d.di, c.ci
+    """
+    for statement in script.split(";"):
+        needs = {
+            k: v
+            for k, v in {"root": levels[-1], "scale": FIXED_POINT}.items()
+            if f"${k}" in statement
+        }
+        con.execute(statement, needs or None)
+    con.execute("""
+        CREATE TEMP TABLE sums (di BIGINT, ic_pred HUGEINT, ic_gold HUGEINT, ic_union HUGEINT,
+                                n_pred BIGINT, n_gold BIGINT, n_both BIGINT,
+                                w_pred HUGEINT, w_gold HUGEINT, w_both HUGEINT)""")
+    n_items = con.execute("SELECT count(*) FROM doc_ids").fetchall()[0][0]
+    for first in range(0, max(n_items, 1), documents_per_chunk):
+        con.execute(
+            f"""
+            INSERT INTO sums
+            WITH chunk AS (SELECT * FROM labels_i WHERE di >= $first AND di < $last),
+            node_sets AS (  -- flag: 1 in gold, 2 predicted, 3 both
+                SELECT (l.di << 32) | cn.ni AS key, bit_or(l.flag) AS flag
+                FROM chunk l JOIN code_nodes cn USING (ci) GROUP BY key
+            ),
+            ic AS (
+                SELECT ns.key >> 32 AS di,
+                       sum(w.dq * (ns.flag >> 1)) AS ic_pred, sum(w.dq * (ns.flag & 1)) AS ic_gold,
+                       sum(w.dq) AS ic_union,
+                       count_if(NOT w.is_root AND ns.flag >= 2) AS n_pred,
+                       count_if(NOT w.is_root AND ns.flag & 1 = 1) AS n_gold,
+                       count_if(NOT w.is_root AND ns.flag = 3) AS n_both
+                FROM node_sets ns JOIN wq w ON w.ni = ns.key & {(1 << 32) - 1}
+                GROUP BY ns.key >> 32
+            ),
+            prop AS (  -- the labels themselves, weighted by inverse propensity
+                SELECT l.di, sum(w.pq * (l.flag >> 1)) AS w_pred,
+                       sum(w.pq * (l.flag & 1)) AS w_gold, sum(w.pq * (l.flag = 3)::INT) AS w_both
+                FROM chunk l JOIN code_nodes cn ON cn.ci = l.ci AND cn.is_self
+                     JOIN wq w USING (ni)
+                GROUP BY l.di
+            )
+            SELECT ic.*, prop.* EXCLUDE (di) FROM ic LEFT JOIN prop USING (di)
+        """,
+            {"first": first, "last": first + documents_per_chunk},
+        )
     return con.sql(
         """
-        WITH labels AS (
-            SELECT doc_id, code, 1 AS g, 0 AS p FROM gold_in
-            WHERE code IS NOT NULL AND doc_id IN (SELECT doc_id FROM items)
-            UNION ALL
-            SELECT doc_id, code, 0, 1 FROM pred_in
-            WHERE code IS NOT NULL AND doc_id IN (SELECT doc_id FROM items)
-        ),
-        node_sets AS (
-            SELECT l.doc_id, a.ancestor AS node, a.level = $root AS is_root,
-                   max(l.g) AS in_gold, max(l.p) AS in_pred
-            FROM labels l JOIN anc a USING (code)
-            GROUP BY l.doc_id, a.ancestor, a.level = $root
-        ),
-        sums AS (
-            SELECT doc_id,
-                   list_sum(list(w.delta * in_pred ORDER BY node)) AS ic_pred,
-                   list_sum(list(w.delta * in_gold ORDER BY node)) AS ic_gold,
-                   list_sum(list(w.delta ORDER BY node)) AS ic_union,
-                   count(*) FILTER (WHERE NOT is_root AND in_pred = 1) AS n_pred,
-                   count(*) FILTER (WHERE NOT is_root AND in_gold = 1) AS n_gold,
-                   count(*) FILTER (WHERE NOT is_root AND in_pred = 1 AND in_gold = 1) AS n_both
-            FROM node_sets JOIN weights w USING (node)
-            GROUP BY doc_id
-        ),
-        label_sets AS (
-            SELECT doc_id, code AS node, max(g) AS in_gold, max(p) AS in_pred
-            FROM labels GROUP BY doc_id, code
-        ),
-        prop AS (
-            SELECT doc_id,
-                   list_sum(list(w.inv_propensity * in_pred ORDER BY node)) AS w_pred,
-                   list_sum(list(w.inv_propensity * in_gold ORDER BY node)) AS w_gold,
-                   list_sum(list(w.inv_propensity * in_pred * in_gold ORDER BY node)) AS w_both
-            FROM label_sets JOIN weights w USING (node)
-            GROUP BY doc_id
-        )
-        SELECT i.doc_id,
-               coalesce(ic_pred, 0.0) AS ic_pred, coalesce(ic_gold, 0.0) AS ic_gold,
-               coalesce(ic_union, 0.0) AS ic_union,
+        SELECT d.doc_id,
+               coalesce(ic_pred, 0) / $scale AS ic_pred, coalesce(ic_gold, 0) / $scale AS ic_gold,
+               coalesce(ic_union, 0) / $scale AS ic_union,
                coalesce(n_pred, 0) AS n_pred, coalesce(n_gold, 0) AS n_gold,
                coalesce(n_both, 0) AS n_both,
-               coalesce(w_pred, 0.0) AS w_pred, coalesce(w_gold, 0.0) AS w_gold,
-               coalesce(w_both, 0.0) AS w_both
-        FROM items i LEFT JOIN sums USING (doc_id) LEFT JOIN prop USING (doc_id)
-        ORDER BY i.doc_id
+               coalesce(w_pred, 0) / $scale AS w_pred, coalesce(w_gold, 0) / $scale AS w_gold,
+               coalesce(w_both, 0) / $scale AS w_both
+        FROM doc_ids d LEFT JOIN sums s USING (di)
+        ORDER BY d.di
     """,
-        params={"root": levels[-1]},
+        params={"scale": FIXED_POINT},
     ).pl()
 
 

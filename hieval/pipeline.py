@@ -201,7 +201,7 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     sizes = []
     for index, out in enumerate(outputs):
         shard = con.sql(
-            "SELECT * FROM src WHERE md5_number(doc_id) % $n = $i ORDER BY ALL",
+            "SELECT * FROM src WHERE md5_number(doc_id) % $n::UHUGEINT = $i ORDER BY ALL",
             params={"n": len(outputs), "i": index},
         ).pl()
         write_parquet(shard, out)

@@ -102,3 +102,15 @@ def test_split_is_stable_and_keeps_documents_whole(tmp_path, icd9_leaves):
     assert sizes == again and sum(sizes) == pl.read_parquet(gold).height
     docs = [set(pl.read_parquet(o)["doc_id"]) for o in outs]
     assert not (docs[0] & docs[1] or docs[0] & docs[2] or docs[1] & docs[2])
+
+
+@pytest.mark.parametrize("shards", [2, 4, 10])
+def test_split_spreads_documents(tmp_path, shards):
+    """Every shard gets a fair share (a hash reduced in floating point once filled only some)."""
+    source = tmp_path / "labels.parquet"
+    pl.DataFrame(
+        {"doc_id": [f"doc{i}" for i in range(2000)], "code": ["401.9"] * 2000}
+    ).write_parquet(source)
+    sizes = split_by_document(source, [tmp_path / f"s{i}.parquet" for i in range(shards)])
+    assert sum(sizes) == 2000
+    assert min(sizes) > 0.6 * 2000 / shards, sizes

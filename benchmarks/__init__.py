@@ -1,0 +1,1 @@
+"""Benchmarks: data generator, dense baseline and harness (not part of the default test run)."""

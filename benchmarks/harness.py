@@ -1,0 +1,589 @@
+"""Scale benchmark: hieval against the naive dense baseline and a DuckDB full-scan floor.
+
+Run from the repository root:
+
+    python benchmarks/harness.py --scales 1 10 100 [1000] [--seed 7] [--threads 2] [--repeat 3]
+        [--shards N] [--memory-limit 2.5GB] [--steps ...] [--json results/bench/run.json]
+
+For each scale (1 = MIMIC-III full's test set, 3,372 documents), the data are generated once
+and cached (``results/bench/``, see ``benchmarks/generate.py``); then every step runs in a
+fresh child process, so its peak RSS (``ru_maxrss`` of that child, from ``os.wait4``) is its
+own:
+
+- ``DuckDB full-scan floor``: read both Parquet files and hash every value — no evaluation
+  can be faster than reading its input;
+- ``hieval counts + metrics``: :func:`hieval.counts.count` (flat, set-based and CoPHE at the
+  paper's levels e2, e1, e0, c) and :func:`hieval.metrics.metrics_table` on its nodes;
+- with ``--shards N``: ``shard split`` (the workflow's ``split_by_document``, once, cached) and
+  ``hieval counts + metrics, sharded``: the N shards counted in turn in one process, gathered
+  as the workflow gathers them, and the node table compared with the unsharded one;
+- ``hieval ICM``: :func:`hieval.icm.icm` over the whole hierarchy;
+- ``dense baseline``: :mod:`benchmarks.dense_baseline`, where its matrices fit in memory.
+
+Wall seconds are those of the step's calls (not of interpreter start-up and imports); rows/s is
+(gold rows + predicted rows) / wall seconds. hieval's micro counts are checked against the
+baseline's wherever both run. One Markdown table is printed per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `hieval` and `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import generate as gen
+
+STEPS = ("floor", "hieval", "split", "sharded", "icm", "baseline")
+LABELS = {
+    "floor": "DuckDB full-scan floor",
+    "hieval": "hieval counts + metrics",
+    "split": "shard split (once per data set)",
+    "sharded": "hieval counts + metrics, sharded",
+    "icm": "hieval ICM",
+    "baseline": "dense baseline (numpy)",
+}
+MAX_LEVEL = "c"
+#: The issue's targets: (scale, seconds, peak RSS MB) for hieval counts + metrics.
+TARGETS = {100: (3.0, 2048), 1000: (30.0, 3072)}
+SPEEDUP_TARGET = 50  # at 1×
+ICM_RATIO_TARGET = 2.0  # at 100×
+
+
+# --- child side ----------------------------------------------------------------------------
+
+
+def _count_options(options: dict) -> dict:
+    """Keyword arguments for :func:`hieval.counts.count` (memory limit only if it takes one)."""
+    from hieval.counts import count
+
+    kwargs: dict = {"threads": options.get("threads")}
+    if options.get("memory_limit"):
+        accepted = inspect.signature(count).parameters
+        if "memory_limit" not in accepted:
+            raise SystemExit("this hieval.counts.count takes no memory_limit")
+        kwargs["memory_limit"] = options["memory_limit"]
+        if "temp_directory" in accepted:
+            kwargs["temp_directory"] = str(Path.cwd())
+    return kwargs
+
+
+def _source_digest(function) -> str:
+    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:10]
+
+
+def shard_dir(gold: str | Path, shards: int) -> Path:
+    """Where the document shards of a generated data set are cached (per split function)."""
+    from hieval.pipeline import split_by_document
+
+    stem = Path(gold).name.removesuffix("_gold.parquet")
+    name = f"{stem}_n{shards}_split{_source_digest(split_by_document)}"
+    return Path(gold).parent / "shards" / name
+
+
+def _unsharded_nodes(gold: str | Path) -> Path:
+    """Where the unsharded node table of this data set and counting code is kept."""
+    from hieval import counts
+
+    stem = Path(gold).name.removesuffix("_gold.parquet")
+    digest = hashlib.sha256(Path(counts.__file__).read_bytes()).hexdigest()[:10]
+    return Path(gold).parent / "tmp" / f"{stem}_nodes_counts{digest}.parquet"
+
+
+def _micro_rows(nodes) -> list[list]:
+    from benchmarks.dense_baseline import hieval_micro
+
+    return [[*key, *value] for key, value in sorted(hieval_micro(nodes).items())]
+
+
+def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> dict:
+    """Run one measured step in this process; return its timings and results.
+
+    ``options``: ``threads``; ``memory_limit`` (e.g. ``2.5GB``, passed to
+    :func:`hieval.counts.count` with the current folder as DuckDB's spill folder); ``shards``.
+    """
+    from hieval.counts import evaluated_levels
+    from hieval.hierarchy.table import level_order
+
+    all_levels = level_order(ancestors)
+    levels = evaluated_levels(all_levels, MAX_LEVEL)
+    threads = options.get("threads")
+    if step == "floor":
+        import duckdb
+
+        con = duckdb.connect(config={"threads": threads} if threads else {})
+        start = time.perf_counter()
+        rows, _, _ = con.execute(
+            "SELECT count(*), sum(hash(doc_id)), sum(hash(code)) FROM read_parquet($files)",
+            {"files": [gold, pred]},
+        ).fetchone()
+        return {"seconds": time.perf_counter() - start, "rows": rows}
+    if step == "hieval":
+        from hieval.counts import count
+        from hieval.metrics import metrics_table
+
+        kwargs = _count_options(options)
+        start = time.perf_counter()
+        nodes, docs = count(gold, pred, ancestors, levels, **kwargs)
+        counted = time.perf_counter()
+        metrics = metrics_table(nodes, "bench", split_kinds=True)
+        done = time.perf_counter()
+        nodes.write_parquet(_unsharded_nodes(gold))  # for the sharded step's comparison
+        return {
+            "seconds": done - start,
+            "count_s": counted - start,
+            "metrics_s": done - counted,
+            "node_rows": nodes.height,
+            "doc_rows": docs.height,
+            "metric_rows": metrics.height,
+            "micro": _micro_rows(nodes),
+        }
+    if step == "split":
+        from hieval.pipeline import split_by_document
+
+        n, out = options["shards"], shard_dir(gold, options["shards"])
+        if (out / "complete").exists():
+            return {"seconds": 0.0, "cached": True}
+        start = time.perf_counter()
+        for name, source in (("gold", gold), ("pred", pred)):
+            split_by_document(source, [out / f"{name}_{i}.parquet" for i in range(n)])
+        (out / "complete").write_text("", encoding="utf-8")
+        return {"seconds": time.perf_counter() - start, "cached": False}
+    if step == "sharded":
+        import polars as pl
+        import pyarrow.parquet as pq
+
+        from hieval.counts import count
+        from hieval.metrics import metrics_table
+
+        n, folder = options["shards"], shard_dir(gold, options["shards"])
+        kwargs = _count_options(options)
+        shard_rows = [
+            sum(
+                pq.ParquetFile(folder / f"{name}_{i}.parquet").metadata.num_rows
+                for name in ("gold", "pred")
+            )
+            for i in range(n)
+        ]
+        shard_s, parts = [], []
+        start = time.perf_counter()
+        for i in range(n):
+            clock = time.perf_counter()
+            shard_nodes, shard_docs = count(
+                folder / f"gold_{i}.parquet",
+                folder / f"pred_{i}.parquet",
+                ancestors,
+                levels,
+                **kwargs,
+            )
+            shard_s.append(time.perf_counter() - clock)
+            parts.append(shard_nodes)
+            del shard_docs
+        clock = time.perf_counter()
+        nodes = (  # as hieval.pipeline.gather_counts reduces shards
+            pl.concat(parts)
+            .group_by("family", "level", "node")
+            .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
+            .sort("family", "level", "node")
+        )
+        metrics_table(nodes, "bench", split_kinds=True)
+        done = time.perf_counter()
+        reference = _unsharded_nodes(gold)
+        if reference.exists():
+            unsharded = pl.read_parquet(reference)
+            same = "identical" if nodes.equals(unsharded.select(nodes.columns)) else "DIFFERENT"
+        else:
+            same = "not compared (no unsharded run)"
+        return {
+            "seconds": done - start,
+            "shard_s": shard_s,
+            "shard_rows": shard_rows,
+            "gather_s": done - clock,
+            "vs_unsharded": same,
+            "micro": _micro_rows(nodes),
+        }
+    if step == "icm":
+        from hieval.icm import icm
+
+        start = time.perf_counter()
+        values = icm(gold, pred, ancestors, all_levels)
+        return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
+    if step == "baseline":
+        from benchmarks.dense_baseline import dense_counts
+
+        start = time.perf_counter()
+        micro, timings = dense_counts(gold, pred, ancestors, levels)
+        return {
+            "seconds": time.perf_counter() - start,
+            **{f"{k}_s": v for k, v in timings.items()},
+            "micro": [[*key, *value] for key, value in sorted(micro.items())],
+        }
+    raise ValueError(f"unknown step {step!r}")
+
+
+# --- parent side ---------------------------------------------------------------------------
+
+
+def measure(step: str, gold: Path, pred: Path, ancestors: Path, options: dict) -> dict:
+    """Run ``step`` in a fresh child process; add its peak RSS (MB) and process wall time.
+
+    The child runs in ``<data dir>/tmp``, so anything DuckDB spills lands there.
+    """
+    threads = str(options.get("threads") or os.cpu_count())
+    env = os.environ | {
+        name: threads
+        for name in (
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "POLARS_MAX_THREADS",
+        )
+    }
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", step]
+    command += [str(gold), str(pred), str(ancestors), "--options", json.dumps(options)]
+    workdir = Path(gold).resolve().parent / "tmp"
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, env=env, cwd=workdir)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        return {"error": f"exit code {child.returncode}", "peak_rss_mb": usage.ru_maxrss / 1024}
+    result = json.loads(output.decode().strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports kilobytes
+    result["process_s"] = time.perf_counter() - start
+    return result
+
+
+def best_of(runs: list[dict]) -> dict:
+    """The fastest of repeated runs, with the largest peak RSS seen."""
+    ok = [r for r in runs if "error" not in r] or runs
+    best = dict(min(ok, key=lambda r: r.get("seconds", float("inf"))))
+    best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    best["runs"] = [round(r["seconds"], 3) for r in ok if "seconds" in r]
+    return best
+
+
+def mem_available_gb() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024**2
+    except OSError:
+        pass
+    return float("inf")
+
+
+def baseline_need_gb(gold: Path, pred: Path, ancestors: Path, info: dict) -> float:
+    """The dense baseline's planned peak (GB); a cheap lower bound first when it is huge."""
+    from benchmarks.dense_baseline import BYTES, plan
+    from hieval.counts import evaluated_levels
+    from hieval.hierarchy.table import level_order
+
+    lower = BYTES * 2 * info["documents"] * info["codes"] / 1024**3
+    if lower > 64:  # G and P alone: no need to scan the files
+        return lower
+    levels = evaluated_levels(level_order(ancestors), MAX_LEVEL)
+    return plan(gold, pred, ancestors, levels).peak_bytes / 1024**3
+
+
+def run_scale(
+    scale: float,
+    seed: int,
+    data_dir: Path,
+    repeat: int,
+    baseline_max_gb: float,
+    options: dict,
+    steps: tuple[str, ...] = STEPS,
+    log=print,
+) -> dict:
+    """Generate (cached) and measure one scale; return the data record and step results."""
+    started = time.perf_counter()
+    table = None
+    documents = gen.documents_for(scale)
+    if not all(p.exists() for p in gen.paths(data_dir, documents, seed)):
+        from hieval.hierarchy.sources import load_source
+
+        table = load_source("package")[0]
+    ancestors = gen.hierarchy(data_dir, table)
+    gold, pred = gen.generate(scale, seed, data_dir, table=table)
+    info = gen.record(gold)
+    log(
+        f"scale {scale:g}: {info['documents']:,} documents, {info['gold_rows']:,} gold + "
+        f"{info['pred_rows']:,} predicted rows, {info['codes']:,} distinct codes "
+        f"(data ready in {time.perf_counter() - started:.1f} s)"
+    )
+    results: dict[str, dict] = {}
+    for step in steps:
+        if step in ("split", "sharded") and not options.get("shards"):
+            continue
+        if step == "baseline":
+            need = baseline_need_gb(gold, pred, ancestors, info)
+            limit = min(baseline_max_gb, 0.7 * mem_available_gb())
+            if need > limit:
+                results[step] = {"skipped": f"skipped (would need {need:.1f} GB)", "need_gb": need}
+                log(f"  {step}: skipped, would need {need:.1f} GB (limit {limit:.1f} GB)")
+                continue
+            runs = [measure(step, gold, pred, ancestors, options)]  # once: it is slow
+            runs[0]["need_gb"] = need
+        elif step == "split":  # once: it is preparation, cached
+            runs = [measure(step, gold, pred, ancestors, options)]
+        else:
+            runs = [measure(step, gold, pred, ancestors, options) for _ in range(repeat)]
+        results[step] = best_of(runs)
+        r = results[step]
+        log(f"  {step}: " + (r["error"] if "error" in r else f"{r['seconds']:.3f} s"))
+    return {
+        "scale": scale,
+        "info": info,
+        "options": options,
+        "results": results,
+        "check": check(results),
+    }
+
+
+def check(results: dict[str, dict]) -> str:
+    """Whether hieval's micro counts equal the baseline's (when both ran)."""
+    ours, theirs = results.get("hieval", {}), results.get("baseline", {})
+    if "micro" not in ours or "micro" not in theirs:
+        return ""
+    if ours["micro"] == theirs["micro"]:
+        return f"identical ({len(ours['micro'])} family × level cells)"
+    a = {tuple(r[:2]): r[2:] for r in ours["micro"]}
+    b = {tuple(r[:2]): r[2:] for r in theirs["micro"]}
+    diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return f"DIFFERENT at {diff}"
+
+
+def _notes(step: str, r: dict, results: dict[str, dict], check_text: str) -> str:
+    if "skipped" in r:
+        return r["skipped"]
+    if "error" in r:
+        return f"failed: {r['error']}"
+    if step == "floor":
+        return "reads and hashes every value of both files"
+    if step == "hieval":
+        text = f"count {r['count_s']:.2f} s + metrics {r['metrics_s']:.2f} s"
+        return text + (f"; micro counts vs baseline: {check_text}" if check_text else "")
+    if step == "split":
+        return (
+            "cached from an earlier run" if r.get("cached") else "hieval.pipeline.split_by_document"
+        )
+    if step == "sharded":
+        shards, rows = r["shard_s"], r["shard_rows"]
+        return (
+            f"{len(shards)} shards in turn (rows {'/'.join(f'{n:,}' for n in rows)}), slowest "
+            f"{max(shards):.2f} s; gather + metrics {r['gather_s']:.2f} s; nodes vs unsharded: "
+            f"{r['vs_unsharded']}"
+        )
+    if step == "icm":
+        counts = results.get("hieval", {})
+        if "count_s" in counts:
+            return f"{r['seconds'] / counts['count_s']:.2f}× the counting time"
+        return ""
+    if step == "baseline":
+        return (
+            f"load {r['load_s']:.2f} + matrices {r['matrices_s']:.2f} + products/sums "
+            f"{r['evaluate_s']:.2f} s; planned peak {r['need_gb']:.1f} GB"
+        )
+    return ""
+
+
+def table_rows(run: dict) -> list[dict]:
+    """One row per step of one scale, ready for :func:`render`."""
+    info, results = run["info"], run["results"]
+    rows_total = info["gold_rows"] + info["pred_rows"]
+    baseline = results.get("baseline", {}).get("seconds")
+    out = []
+    for step, r in results.items():
+        seconds = r.get("seconds")
+        if step == "hieval" and baseline and seconds:
+            versus = f"{baseline / seconds:.0f}× faster"
+        elif step == "baseline" and seconds:
+            versus = "1×"
+        else:
+            versus = ""
+        out.append(
+            {
+                "scale": f"{run['scale']:g}×",
+                "documents": f"{info['documents']:,}",
+                "gold rows": f"{info['gold_rows']:,}",
+                "pred rows": f"{info['pred_rows']:,}",
+                "step": LABELS.get(step, step),
+                "wall s": f"{seconds:.3f}" if seconds else "—",
+                "peak RSS MB": f"{r['peak_rss_mb']:,.0f}" if "peak_rss_mb" in r else "—",
+                "rows/s": f"{rows_total / seconds:,.0f}" if seconds else "—",
+                "vs baseline": versus,
+                "notes": _notes(step, r, results, run.get("check", "")),
+            }
+        )
+    return out
+
+
+def render(rows: list[dict]) -> str:
+    """A Markdown table; numeric columns right-aligned."""
+    if not rows:
+        return ""
+    columns = list(rows[0])
+    right = {"documents", "gold rows", "pred rows", "wall s", "peak RSS MB", "rows/s"}
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if c in right else "---" for c in columns) + "|",
+    ]
+    lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def targets(runs: list[dict]) -> list[str]:
+    """The issue's targets that this run can judge, each marked met or missed."""
+    out = []
+    for run in runs:
+        scale, res = run["scale"], run["results"]
+        ours, base = res.get("hieval", {}), res.get("baseline", {})
+        if scale == 1 and "seconds" in ours and "seconds" in base:
+            speed = base["seconds"] / ours["seconds"]
+            met = speed >= SPEEDUP_TARGET
+            out.append(
+                f"1×: hieval ≥ {SPEEDUP_TARGET}× faster than the baseline: {speed:.0f}× — "
+                + ("met" if met else "MISSED")
+            )
+        for step in ("hieval", "sharded"):
+            r = res.get(step, {})
+            if scale in TARGETS and "seconds" in r:
+                limit_s, limit_mb = TARGETS[scale]
+                s, mb = r["seconds"], r["peak_rss_mb"]
+                out.append(
+                    f"{scale:g}× ({LABELS[step]}): ≤ {limit_s:g} s and ≤ {limit_mb / 1024:g} GB: "
+                    f"{s:.2f} s, {mb:,.0f} MB — "
+                    + ("met" if s <= limit_s and mb <= limit_mb else "MISSED")
+                )
+        sharded = res.get("sharded", {})
+        if "vs_unsharded" in sharded:
+            out.append(f"{scale:g}×: sharded nodes vs unsharded: {sharded['vs_unsharded']}")
+            rows = sharded["shard_rows"]
+            if max(rows) > 2 * sum(rows) / len(rows):
+                out.append(
+                    f"{scale:g}×: shards are UNBALANCED (rows {rows}): the split does not "
+                    "spread documents, so sharding cannot cut the time or memory per job"
+                )
+        if scale == 100 and "count_s" in ours and "seconds" in res.get("icm", {}):
+            ratio = res["icm"]["seconds"] / ours["count_s"]
+            out.append(
+                f"100×: ICM within {ICM_RATIO_TARGET:g}× the counting time: {ratio:.2f}× — "
+                + ("met" if ratio <= ICM_RATIO_TARGET else "MISSED")
+            )
+        if run.get("check", "").startswith("DIFFERENT"):
+            out.append(f"{scale:g}×: micro counts differ from the baseline: {run['check']}")
+    return out
+
+
+def code_version() -> str:
+    """The commit measured, and whether the engine's files differ from it (read-only git)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "hieval"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "hieval (no git)"
+    counts = hashlib.sha256((root / "hieval" / "counts.py").read_bytes()).hexdigest()[:12]
+    state = "with uncommitted changes to hieval/" if dirty else "clean"
+    return f"hieval {commit or '?'} ({state}; counts.py sha256 {counts})"
+
+
+def environment(threads: int) -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, threads={threads}, load average {load:.2f}, "
+        f"{mem_available_gb():.1f} GB available, Python {platform.python_version()}, "
+        + code_version()
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=float, nargs="+", default=[1, 10])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per step (best is kept)")
+    parser.add_argument("--data-dir", type=Path, default=gen.DEFAULT_DATA_DIR)
+    parser.add_argument(
+        "--baseline-max-gb",
+        type=float,
+        default=16.0,
+        help="run the dense baseline only below this planned peak (and 70%% of free memory)",
+    )
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
+    parser.add_argument(
+        "--memory-limit",
+        help="DuckDB memory limit for hieval's counting (e.g. 2.5GB), if count() takes one",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=0,
+        help="also split the documents into this many shards (by md5 of doc_id, as the "
+        "workflow does), count them in turn, gather, and compare with the unsharded nodes",
+    )
+    parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("STEP", "GOLD", "PRED", "ANCESTORS"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.child:
+        step, gold, pred, ancestors = args.child
+        print(json.dumps(run_step(step, gold, pred, ancestors, json.loads(args.options))))
+        return
+
+    options = {"threads": args.threads, "memory_limit": args.memory_limit, "shards": args.shards}
+    print(environment(args.threads), file=sys.stderr)
+    runs = []
+    for scale in args.scales:
+        run = run_scale(
+            scale,
+            args.seed,
+            args.data_dir.resolve(),
+            args.repeat,
+            args.baseline_max_gb,
+            options,
+            tuple(args.steps),
+            log=lambda text: print(text, file=sys.stderr, flush=True),
+        )
+        runs.append(run)
+    print(
+        f"\n{environment(args.threads)}; seed {args.seed}; "
+        f"best of {args.repeat} (the dense baseline and the shard split run once)"
+        + (f"; hieval count memory_limit {args.memory_limit}" if args.memory_limit else "")
+        + "\n"
+    )
+    print(render([row for run in runs for row in table_rows(run)]))
+    verdicts = targets(runs)
+    if verdicts:
+        print("\nTargets (hieval counts + metrics, flat + set-based + CoPHE, one model):")
+        print("\n".join(f"- {v}" for v in verdicts))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(runs, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
