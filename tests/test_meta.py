@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers import REPO, snakemake
 from polars.testing import assert_frame_equal
 
 from hieval import meta
 from hieval.suite import PAPER_METRICS
-
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 SMALL = meta.MetaParams(trials=2, items=80, seed=7)
 
@@ -212,24 +207,7 @@ def test_meta_target_in_workdir(tmp_path):
     """`snakemake meta` from a fresh working directory, with two worker processes."""
     shutil.copytree(REPO / "config", tmp_path / "config")
     (tmp_path / "meta.yaml").write_text("meta:\n  trials: 2\n  items: 60\n")
-    result = subprocess.run(
-        [
-            str(SNAKEMAKE),
-            "meta",
-            "--configfile",
-            str(tmp_path / "meta.yaml"),
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--cores",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    result = snakemake(tmp_path, "meta", "--configfile", str(tmp_path / "meta.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "results" / "meta"
     table = pl.read_parquet(out / "formal_properties.parquet")

@@ -4,38 +4,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from helpers import REPO, SNAKEMAKE, snakemake
 
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 REFERENCE = REPO.parent / "shared" / "reference" / "cophe_icd9_graph_desc.json"
-
-
-def snakemake(workdir: Path, *args: str, quiet: bool = True) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile in ``workdir`` (never in the checkout)."""
-    return subprocess.run(
-        # --quiet takes several values, so it goes last, after any target in ``args``.
-        [
-            str(SNAKEMAKE),
-            *args,
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(workdir),
-            "--cores",
-            "2",
-            *(["--quiet", "progress", "rules", "host"] if quiet else []),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-        timeout=300,
-    )
 
 
 def write_zoo(workdir: Path) -> Path:
