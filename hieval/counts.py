@@ -27,8 +27,6 @@ import duckdb
 import polars as pl
 
 FAMILIES = ("flat", "set", "cophe")
-NODE_COLUMNS = ("family", "level", "node", "tp", "fp", "fn", "n_gold", "n_pred")
-DOC_COLUMNS = ("doc_id", "family", "level", "tp", "fp", "fn")
 LEAF = "leaf"
 _NODE_BITS, _LEVEL_BITS = 20, 4  # up to ~1M nodes per level, 15 levels
 _PRED = 1 << 20  # a predicted leaf's weight; gold leaves weigh 1 (< 2^20 per node and document)
@@ -197,11 +195,11 @@ def count(
     """,
         params={"levels": all_levels},
     ).pl()
-    return _by_family(nodes, ["level", "node"], NODE_COLUMNS), docs
+    return _nodes_by_family(nodes), docs
 
 
-def _by_family(wide: pl.DataFrame, keys: list[str], columns: tuple[str, ...]) -> pl.DataFrame:
-    """Turn the c_* (CoPHE) and s_* (set) sums into rows per family; leaf rows are ``flat``."""
+def _nodes_by_family(wide: pl.DataFrame) -> pl.DataFrame:
+    """Turn the c_* (CoPHE) and s_* (set) node sums into rows per family (leaf rows: flat)."""
     leaf = pl.col("level") == LEAF
     parts = []
     for family, prefix, rows in (
@@ -212,8 +210,9 @@ def _by_family(wide: pl.DataFrame, keys: list[str], columns: tuple[str, ...]) ->
         tp, gold, pred = (pl.col(f"{prefix}{m}").cast(pl.Int64) for m in ("tp", "gold", "pred"))
         parts.append(
             wide.filter(rows).select(
-                *keys,
                 pl.lit(family).alias("family"),
+                "level",
+                "node",
                 tp.alias("tp"),
                 (pred - tp).alias("fp"),
                 (gold - tp).alias("fn"),
@@ -221,5 +220,4 @@ def _by_family(wide: pl.DataFrame, keys: list[str], columns: tuple[str, ...]) ->
                 pred.alias("n_pred"),
             )
         )
-    order = [k for k in ("doc_id", "family", "level", "node") if k in columns]
-    return pl.concat(parts).select(columns).sort(order)
+    return pl.concat(parts).sort("family", "level", "node")

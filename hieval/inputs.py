@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 
 from hieval.atomic import atomic_path
-from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, normalize
+from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, normalize
 from hieval.errors import CodeError, InputError, preview
 from hieval.formats import GOLD, PREDICTIONS, Extras, open_source
 from hieval.hierarchy.icd9 import icd9_nodes
@@ -125,8 +125,6 @@ def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
             f"codes not in the hierarchy ({preview(codes)}) cannot be placed by syntax in a "
             "non-ICD-9 hierarchy; set unknown_codes: drop or error"
         )
-    from hieval.codes import kind_of_dotted
-
     nodes, unplaced = icd9_nodes((IcdCode(c, kind_of_dotted(c)), None) for c in codes)
     if unplaced:
         raise CodeError(
