@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import duckdb
+import numpy as np
 import polars as pl
 
-from hieval.counts import Source, register_source
+from hieval.groups import Slice, parallel_map, slices, sum_by_doc
+from hieval.keys import LEAF, CodeSpace, Labels, Source, encode, read_frame, split_keys
 
 EMPTY_GOLD = ("keep", "drop")
 #: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a
@@ -55,34 +58,35 @@ class IcmParams:
             raise ValueError(f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}")
 
 
-def _connect(
-    gold: Source,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    extra: pl.DataFrame | None,
-    params: IcmParams,
-    predictions: Source | None = None,
-) -> duckdb.DuckDBPyConnection:
-    """A connection with ``gold_in``, ``pred_in``, ``anc`` (ranked levels) and ``items``."""
-    con = duckdb.connect()
-    register_source(con, "gold_in", gold)
-    if predictions is not None:
-        register_source(con, "pred_in", predictions)
-    register_source(con, "anc_base", ancestors)
-    union = ""
+def _empty_labels() -> pl.DataFrame:
+    return pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
+
+
+def _items(labels: Labels, params: IcmParams) -> np.ndarray:
+    """The gold items: every document the gold lists (``keep``), or only those with a gold
+    label (``drop``)."""
+    if params.empty_gold == "keep":
+        return labels.in_gold
+    doc, _, pred = split_keys(labels.keys)
+    labelled = np.zeros(labels.doc_ids.len(), dtype=bool)
+    labelled[doc[pred == 0]] = True
+    return labels.in_gold & labelled
+
+
+def _self_node(space: CodeSpace) -> np.ndarray:
+    """Per code index, the index of the code's own node in ``space.tree_nodes`` (-1: none)."""
+    index = space.tree_nodes.search_sorted(space.codes).cast(pl.Int64).to_numpy()
+    index = np.minimum(index, max(space.tree_nodes.len() - 1, 0))
+    found = space.tree_nodes.len() > 0
+    same = found and (space.tree_nodes.gather(index) == space.codes).to_numpy()
+    return np.where(same, index, -1)
+
+
+def _tree_frame(ancestors: Source, extra: pl.DataFrame | None) -> pl.DataFrame:
+    anc = read_frame(ancestors, ["code", "level", "ancestor"])
     if extra is not None and extra.height:
-        con.register("anc_extra", extra)
-        union = "UNION ALL SELECT code, level, ancestor FROM anc_extra"
-    con.execute(
-        f"""
-        CREATE TEMP TABLE anc AS
-        SELECT code, level, ancestor, list_position($levels, level) AS rank
-        FROM (SELECT code, level, ancestor FROM anc_base {union})""",
-        {"levels": list(levels)},
-    )
-    where = "" if params.empty_gold == "keep" else "WHERE code IS NOT NULL"
-    con.execute(f"CREATE TEMP TABLE items AS SELECT DISTINCT doc_id FROM gold_in {where}")
-    return con
+        anc = pl.concat([anc, extra.select("code", "level", "ancestor")])
+    return anc
 
 
 def node_weights(
@@ -91,6 +95,7 @@ def node_weights(
     levels: tuple[str, ...],
     params: IcmParams,
     extra_ancestors: pl.DataFrame | None = None,
+    threads: int | None = None,
 ) -> pl.DataFrame:
     """``node, ic, delta, inv_propensity`` for every node (and placed code).
 
@@ -102,26 +107,59 @@ def node_weights(
     the whole tree, whatever ``max_level`` the CoPHE metrics use. IC depends on the whole gold,
     so this is computed once and shared by every shard of documents.
     """
-    con = _connect(gold, ancestors, levels, extra_ancestors, params)
-    n_items = con.execute("SELECT count(*) FROM items").fetchall()[0][0]
-    root = levels[-1]
+    space = CodeSpace.build(ancestors, levels, extra_ancestors)
+    labels = encode(gold, _empty_labels(), space)
+    return weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+
+
+def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
+    """Per tree node, the documents of a (gold-only) slice with the node in A(G); per code,
+    the documents holding the code itself."""
+    tree, leaf = part.tree_groups(), part.groups(LEAF)
+    return (
+        np.bincount(tree.node, minlength=part.space.tree_nodes.len()),
+        np.bincount(leaf.node, minlength=part.space.codes.len()),
+    )
+
+
+def weights_from_labels(
+    labels: Labels,
+    ancestors: Source,
+    levels: tuple[str, ...],
+    params: IcmParams,
+    extra_ancestors: pl.DataFrame | None = None,
+    threads: int | None = None,
+) -> pl.DataFrame:
+    """:func:`node_weights` of gold labels already encoded (predicted keys are ignored)."""
+    space = labels.space
+    items = _items(labels, params)
+    n_items = int(items.sum())
+    gold_keys = labels.keys[(labels.keys & 1) == 0]
+    gold_only = Labels(gold_keys, labels.doc_ids, labels.in_gold, space)
+    freq = np.zeros(space.tree_nodes.len(), dtype=np.int64)
+    exact_by_code = np.zeros(space.codes.len(), dtype=np.int64)
+    for node_f, code_f in parallel_map(_frequencies, slices(gold_only), threads):
+        freq += node_f
+        exact_by_code += code_f
+    self_node = _self_node(space)
+    exact = np.zeros(space.tree_nodes.len(), dtype=np.int64)
+    has_self = self_node >= 0
+    np.add.at(exact, self_node[has_self], exact_by_code[has_self])
+    con = duckdb.connect()
+    con.register("anc_in", _tree_frame(ancestors, extra_ancestors))
+    con.register("counts", pl.DataFrame({"node": space.tree_nodes, "f": freq, "n_l": exact}))
     return con.sql(
         """
-        WITH freq AS (
-            SELECT a.ancestor AS node, count(DISTINCT g.doc_id) AS f
-            FROM gold_in g JOIN anc a USING (code)
-            WHERE g.doc_id IN (SELECT doc_id FROM items)
-            GROUP BY a.ancestor
+        WITH anc AS (
+            SELECT code, level, ancestor, list_position($levels, level) AS rank
+            FROM anc_in WHERE list_contains($levels, level)
         ),
-        exact AS (
-            SELECT code AS node, count(DISTINCT doc_id) AS n_l FROM gold_in
-            WHERE code IS NOT NULL AND doc_id IN (SELECT doc_id FROM items) GROUP BY code
-        ),
-        nodes AS (SELECT DISTINCT ancestor AS node, level = $root AS is_root FROM anc),
+        nodes AS (SELECT ancestor AS node, bool_or(level = $root) AS is_root
+                  FROM anc GROUP BY ancestor),
         ic AS (
             SELECT node, CASE WHEN is_root OR $n = 0 THEN 0.0
-                              ELSE -log2(coalesce(f, 1)::DOUBLE / $n) END AS ic
-            FROM nodes LEFT JOIN freq USING (node)
+                              ELSE -log2(greatest(c.f, 1)::DOUBLE / $n) END AS ic, c.n_l
+            FROM nodes JOIN counts c USING (node)
         ),
         parent AS (  -- the nearest ancestor above the node that is not the node itself
             SELECT code AS node, arg_min(ancestor, rank) AS parent
@@ -129,13 +167,99 @@ def node_weights(
         )
         SELECT ic.node, ic.ic, ic.ic - coalesce(up.ic, 0.0) AS delta,
                1 + (ln(greatest($n, 1)) - 1) * pow($b + 1, $a)
-                   * pow(coalesce(exact.n_l, 0) + $b, -$a) AS inv_propensity
+                   * pow(ic.n_l + $b, -$a) AS inv_propensity
         FROM ic LEFT JOIN parent USING (node) LEFT JOIN ic AS up ON up.node = parent.parent
-             LEFT JOIN exact USING (node)
         ORDER BY ic.node
     """,
-        params={"root": root, "n": n_items, "a": params.propensity_a, "b": params.propensity_b},
+        params={
+            "levels": list(levels),
+            "root": levels[-1],
+            "n": n_items,
+            "a": params.propensity_a,
+            "b": params.propensity_b,
+        },
     ).pl()
+
+
+ITEM_SUMS = ("ic_pred", "ic_gold", "ic_union", "n_pred", "n_gold", "n_both")
+PROP_SUMS = ("w_pred", "w_gold", "w_both")
+
+
+@dataclass(frozen=True)
+class FixedWeights:
+    """Node weights as fixed-point integers indexed like the code space (see FIXED_POINT):
+    Δ and "counted in n_*" per tree node, inverse propensity per code."""
+
+    delta: np.ndarray
+    counted: np.ndarray
+    propensity: np.ndarray
+
+    @classmethod
+    def of(cls, weights: pl.DataFrame, space: CodeSpace, root: str | None = None) -> FixedWeights:
+        aligned = pl.DataFrame({"node": space.tree_nodes}).join(
+            weights.select("node", "delta", "inv_propensity"), on="node", how="left"
+        )
+        known = aligned["delta"].is_not_null().to_numpy()
+        delta = np.round(aligned["delta"].fill_null(0.0).to_numpy() * FIXED_POINT)
+        prop = np.round(aligned["inv_propensity"].fill_null(0.0).to_numpy() * FIXED_POINT)
+        self_node = _self_node(space)
+        propensity = np.where(self_node >= 0, prop.astype(np.int64)[self_node], 0)
+        counted = known & ~space.is_root
+        return cls(delta.astype(np.int64), counted, propensity)
+
+
+def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
+    """ITEM_SUMS and PROP_SUMS (fixed point for the IC and w sums) per document of a slice,
+    as the rows of a (9, documents) array."""
+    tree = part.tree_groups()
+    xs, ys = tree.x > 0, tree.y > 0
+    delta, counted = weights.delta[tree.node], weights.counted[tree.node]
+    leaf = part.groups(LEAF)
+    lx, ly = leaf.x > 0, leaf.y > 0
+    prop = weights.propensity[leaf.node]
+    return np.concatenate(
+        [
+            sum_by_doc(
+                tree.doc,
+                [delta * xs, delta * ys, delta, counted & xs, counted & ys, counted & xs & ys],
+                part.n_docs,
+            ),
+            sum_by_doc(leaf.doc, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs),
+        ]
+    )
+
+
+class ItemSums:
+    """Accumulates per-document ICM, HF and PROP-F sums over slices."""
+
+    def __init__(self, labels: Labels, weights: pl.DataFrame, params: IcmParams) -> None:
+        self.labels = labels
+        self.weights = FixedWeights.of(weights, labels.space)
+        self.params = params
+        self.sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), labels.doc_ids.len()), np.int64)
+
+    def add(self, part: Slice, sums: np.ndarray) -> None:
+        self.sums[:, part.first : part.end] = sums
+
+    def frame(self) -> pl.DataFrame:
+        items = np.flatnonzero(_items(self.labels, self.params))
+        sums = self.sums[:, items]
+        columns = {"doc_id": self.labels.doc_ids.gather(pl.Series(items, dtype=pl.Int64))}
+        for name, row in zip((*ITEM_SUMS, *PROP_SUMS), sums, strict=True):
+            columns[name] = row / FIXED_POINT if name.startswith(("ic_", "w_")) else row
+        return pl.DataFrame(columns)
+
+
+def items_from_labels(
+    labels: Labels, weights: pl.DataFrame, params: IcmParams, threads: int | None = None
+) -> pl.DataFrame:
+    """:func:`item_sums` of labels already encoded."""
+    acc = ItemSums(labels, weights, params)
+    parts = list(slices(labels))
+    work = partial(slice_item_sums, weights=acc.weights)
+    for part, sums in zip(parts, parallel_map(work, iter(parts), threads), strict=True):
+        acc.add(part, sums)
+    return acc.frame()
 
 
 def item_sums(
@@ -146,7 +270,7 @@ def item_sums(
     weights: pl.DataFrame,
     params: IcmParams,
     extra_ancestors: pl.DataFrame | None = None,
-    documents_per_chunk: int = 50_000,
+    threads: int | None = None,
 ) -> pl.DataFrame:
     """Per gold item: IC of P, G and P ∪ G, and what HF and PROP-F need.
 
@@ -154,95 +278,12 @@ def item_sums(
     ancestor-augmented sets without the root) and ``w_pred, w_gold, w_both`` (summed inverse
     propensities of the predicted, gold and shared labels themselves). Items with neither
     labels nor predictions are listed with zeros. Weights are summed in fixed point (units of
-    2^-40, exact integer sums), so the result does not depend on the order a parallel engine
-    adds them in and is identical run after run; the rounding is below 1e-10 per item.
+    2^-40, exact integer sums), so the result does not depend on the order the slices are
+    added in and is identical run after run; the rounding is below 1e-10 per item.
     """
-    con = _connect(gold, ancestors, levels, extra_ancestors, params, predictions)
-    con.register("weights", weights)
-    # Integer keys and document chunks, as in hieval.counts: one small hash table per chunk.
-    script = """
-        CREATE TEMP TABLE doc_ids AS
-        SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1)::BIGINT AS di FROM items;
-        CREATE TEMP TABLE labels AS
-        SELECT doc_id, code, 1 AS flag FROM gold_in WHERE code IS NOT NULL
-        UNION ALL SELECT doc_id, code, 2 FROM pred_in WHERE code IS NOT NULL;
-        CREATE TEMP TABLE code_ids AS
-        SELECT code, (row_number() OVER (ORDER BY code) - 1)::INTEGER AS ci
-        FROM (SELECT DISTINCT code FROM labels);
-        CREATE TEMP TABLE node_ids AS
-        SELECT node, (row_number() OVER (ORDER BY node) - 1)::BIGINT AS ni,
-               bool_or(is_root) AS is_root
-        FROM (SELECT DISTINCT a.ancestor AS node, a.level = $root AS is_root
-              FROM anc a JOIN code_ids USING (code))
-        GROUP BY node;
-        CREATE TEMP TABLE wq AS  -- fixed-point weights: integer sums are exact, order-free
-        SELECT n.ni, n.is_root, CAST(round(w.delta * $scale) AS BIGINT) AS dq,
-               CAST(round(w.inv_propensity * $scale) AS BIGINT) AS pq
-        FROM node_ids n JOIN weights w USING (node);
-        CREATE TEMP TABLE code_nodes AS
-        SELECT DISTINCT c.ci, n.ni, a.ancestor = a.code AS is_self
-        FROM anc a JOIN code_ids c USING (code) JOIN node_ids n ON n.node = a.ancestor;
-        CREATE TEMP TABLE labels_i AS
-        SELECT d.di, c.ci, bit_or(l.flag) AS flag
-        FROM labels l JOIN doc_ids d USING (doc_id) JOIN code_ids c USING (code)
-        GROUP BY d.di, c.ci
-    """
-    for statement in script.split(";"):
-        needs = {
-            k: v
-            for k, v in {"root": levels[-1], "scale": FIXED_POINT}.items()
-            if f"${k}" in statement
-        }
-        con.execute(statement, needs or None)
-    con.execute("""
-        CREATE TEMP TABLE sums (di BIGINT, ic_pred HUGEINT, ic_gold HUGEINT, ic_union HUGEINT,
-                                n_pred BIGINT, n_gold BIGINT, n_both BIGINT,
-                                w_pred HUGEINT, w_gold HUGEINT, w_both HUGEINT)""")
-    n_items = con.execute("SELECT count(*) FROM doc_ids").fetchall()[0][0]
-    for first in range(0, max(n_items, 1), documents_per_chunk):
-        con.execute(
-            f"""
-            INSERT INTO sums
-            WITH chunk AS (SELECT * FROM labels_i WHERE di >= $first AND di < $last),
-            node_sets AS (  -- flag: 1 in gold, 2 predicted, 3 both
-                SELECT (l.di << 32) | cn.ni AS key, bit_or(l.flag) AS flag
-                FROM chunk l JOIN code_nodes cn USING (ci) GROUP BY key
-            ),
-            ic AS (
-                SELECT ns.key >> 32 AS di,
-                       sum(w.dq * (ns.flag >> 1)) AS ic_pred, sum(w.dq * (ns.flag & 1)) AS ic_gold,
-                       sum(w.dq) AS ic_union,
-                       count_if(NOT w.is_root AND ns.flag >= 2) AS n_pred,
-                       count_if(NOT w.is_root AND ns.flag & 1 = 1) AS n_gold,
-                       count_if(NOT w.is_root AND ns.flag = 3) AS n_both
-                FROM node_sets ns JOIN wq w ON w.ni = ns.key & {(1 << 32) - 1}
-                GROUP BY ns.key >> 32
-            ),
-            prop AS (  -- the labels themselves, weighted by inverse propensity
-                SELECT l.di, sum(w.pq * (l.flag >> 1)) AS w_pred,
-                       sum(w.pq * (l.flag & 1)) AS w_gold, sum(w.pq * (l.flag = 3)::INT) AS w_both
-                FROM chunk l JOIN code_nodes cn ON cn.ci = l.ci AND cn.is_self
-                     JOIN wq w USING (ni)
-                GROUP BY l.di
-            )
-            SELECT ic.*, prop.* EXCLUDE (di) FROM ic LEFT JOIN prop USING (di)
-        """,
-            {"first": first, "last": first + documents_per_chunk},
-        )
-    return con.sql(
-        """
-        SELECT d.doc_id,
-               coalesce(ic_pred, 0) / $scale AS ic_pred, coalesce(ic_gold, 0) / $scale AS ic_gold,
-               coalesce(ic_union, 0) / $scale AS ic_union,
-               coalesce(n_pred, 0) AS n_pred, coalesce(n_gold, 0) AS n_gold,
-               coalesce(n_both, 0) AS n_both,
-               coalesce(w_pred, 0) / $scale AS w_pred, coalesce(w_gold, 0) / $scale AS w_gold,
-               coalesce(w_both, 0) / $scale AS w_both
-        FROM doc_ids d LEFT JOIN sums s USING (di)
-        ORDER BY d.di
-    """,
-        params={"scale": FIXED_POINT},
-    ).pl()
+    space = CodeSpace.build(ancestors, levels, extra_ancestors)
+    labels = encode(gold, predictions, space)
+    return items_from_labels(labels, weights, params, threads)
 
 
 def icm_values(items: pl.DataFrame, params: IcmParams) -> dict[str, float]:

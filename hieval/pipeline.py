@@ -17,6 +17,7 @@ from hieval import icm
 from hieval.atomic import write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
+from hieval.evaluation import evaluate
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import (
     LevelTable,
@@ -159,32 +160,28 @@ def count_model(
     except ValueError as exc:
         raise HievalError(str(exc)) from None
     extra = _placed(gold, predictions, table)
+    params = icm_params or IcmParams()
     try:
-        nodes, docs = counting.count(
+        result = evaluate(
             gold,
             predictions,
             ancestors,
+            table.levels,
             evaluated,
+            params,
+            pl.read_parquet(weights) if weights is not None else None,
             extra,
             engine.threads,
-            engine.memory_limit,
-            engine.temp_directory,
+            Path(docs_out),
         )
     except ValueError as exc:
         raise HievalError(str(exc)) from None
-    params = icm_params or IcmParams()
-    node_weights = (
-        pl.read_parquet(weights)
-        if weights is not None
-        else icm.node_weights(gold, ancestors, table.levels, params, extra)
-    )
-    items = icm.item_sums(gold, predictions, ancestors, table.levels, node_weights, params, extra)
+    nodes, items = result.nodes, result.items
     write_parquet(nodes, nodes_out)
-    write_parquet(docs, docs_out)
     write_parquet(items, items_out)
     log(
         f"{nodes.height} (family, level, node) rows over levels {evaluated}; "
-        f"{docs['doc_id'].n_unique()} documents; {items.height} ICM items"
+        f"{result.documents} documents; {items.height} ICM items"
     )
     return nodes
 

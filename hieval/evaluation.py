@@ -1,0 +1,73 @@
+"""One pass over a model's encoded labels for everything an evaluation sums per document.
+
+The counts (flat, set-based, CoPHE) and the per-item ICM, HF and PROP-F sums read the same
+labels and share the leaf-level groups; computing them slice by slice in one pass reads and
+encodes the inputs once and keeps each slice's arrays in cache for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from hieval.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
+from hieval.groups import Slice, parallel_map, slices
+from hieval.icm import FixedWeights, IcmParams, ItemSums, slice_item_sums, weights_from_labels
+from hieval.keys import CodeSpace, Source, encode
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The three additive tables of one model (or one shard of its documents)."""
+
+    nodes: pl.DataFrame
+    docs: pl.DataFrame | None  # None when streamed to a file
+    items: pl.DataFrame
+    weights: pl.DataFrame
+    documents: int  # documents with a label or a prediction
+
+
+def evaluate(
+    gold: Source,
+    predictions: Source,
+    ancestors: Source,
+    levels: tuple[str, ...],
+    evaluated: tuple[str, ...],
+    params: IcmParams,
+    weights: pl.DataFrame | None = None,
+    extra_ancestors: pl.DataFrame | None = None,
+    threads: int | None = None,
+    docs_out: Path | None = None,
+) -> Evaluation:
+    """Count ``evaluated`` levels and sum ICM over the whole tree (``levels``, to the root).
+
+    ``weights`` are the ICM node weights of the whole gold (:func:`hieval.icm.node_weights`);
+    when not given they are computed from this gold, which is right for an unsharded run only.
+    The per-document table is streamed to ``docs_out`` when given.
+    """
+    space = CodeSpace.build(ancestors, levels, extra_ancestors)
+    labels = encode(gold, predictions, space)
+    if weights is None:
+        weights = weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+    items = ItemSums(labels, weights, params)
+    fixed: FixedWeights = items.weights
+
+    def one_slice(part: Slice):
+        return part, count_slice(part, evaluated), slice_item_sums(part, fixed)
+
+    totals: dict[str, np.ndarray] = {}
+    with DocSink(evaluated, labels.doc_ids, docs_out) as docs:
+        for part, counts, sums in parallel_map(one_slice, slices(labels), threads):
+            add_node_sums(totals, counts)
+            docs.add(counts.doc_rows)
+            items.add(part, sums)
+    return Evaluation(
+        node_frame(totals or empty_sums(labels.space, evaluated), labels.space),
+        docs.frame() if docs_out is None else None,
+        items.frame(),
+        weights,
+        docs.documents,
+    )

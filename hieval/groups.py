@@ -1,0 +1,149 @@
+"""Group-bys over sorted label keys: runs of adjacent keys, not hash tables.
+
+A :class:`Slice` holds the labels of a range of documents (see :meth:`hieval.keys.Labels.chunks`)
+and computes each level's (document, node) groups once, so the counting and the ICM sums of the
+same evaluation share them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from hieval.keys import CodeSpace, Labels, split_keys
+
+
+@dataclass(frozen=True)
+class Groups:
+    """(document, node) groups in a slice of labels, ordered by document (numbered from the
+    slice's first document): x predicted and y gold labels under the node."""
+
+    doc: np.ndarray
+    node: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+
+
+def runs(key: np.ndarray) -> np.ndarray:
+    """Start positions of the runs of equal values in ``key`` (non-empty)."""
+    return np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+
+
+def group(doc: np.ndarray, node: np.ndarray, pred: np.ndarray, ordered: bool) -> Groups:
+    """Group labels by (document, node); ``ordered`` says they are already sorted so.
+
+    Documents are slice-local (below 2^30) and node ids below 2^32: the three fit one key.
+    """
+    key = (doc << 32) | node
+    if not ordered:
+        flagged = (key << 1) | pred
+        flagged.sort()
+        key, pred = flagged >> 1, flagged & 1
+    if key.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Groups(empty, empty, empty, empty)
+    start = runs(key)
+    x = np.add.reduceat(pred, start)
+    y = np.diff(np.append(start, key.size)) - x
+    first = key[start]
+    return Groups(first >> 32, first & 0xFFFFFFFF, x, y)
+
+
+def sum_by_doc(doc: np.ndarray, values: list[np.ndarray], n_docs: int) -> np.ndarray:
+    """Exact integer sums of ``values`` per document (``doc`` sorted), as the rows of a
+    (len(values), n_docs) array."""
+    out = np.zeros((len(values), n_docs), dtype=np.int64)
+    if doc.size:
+        start = runs(doc)
+        where = doc[start]
+        for row, value in zip(out, values, strict=True):
+            row[where] = np.add.reduceat(value.astype(np.int64, copy=False), start)
+    return out
+
+
+@dataclass
+class Slice:
+    """The labels of documents ``first`` to ``end`` - 1, with their groups per level."""
+
+    first: int
+    end: int
+    keys: np.ndarray
+    space: CodeSpace
+    _groups: dict[str, Groups] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def _decoded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # Decoded on first use, so in the worker thread that counts the slice.
+        doc, code, pred = split_keys(self.keys)
+        return doc - self.first, code, pred
+
+    @property
+    def doc(self) -> np.ndarray:
+        """Slice-local document numbers (0 is the slice's first document)."""
+        return self._decoded[0]
+
+    @property
+    def code(self) -> np.ndarray:
+        return self._decoded[1]
+
+    @property
+    def pred(self) -> np.ndarray:
+        return self._decoded[2]
+
+    @property
+    def n_docs(self) -> int:
+        return self.end - self.first
+
+    def groups(self, level: str) -> Groups:
+        """(document, ancestor at ``level``) groups; labels without one are left out."""
+        if level not in self._groups:
+            node = self.space.node_of[level][self.code]
+            keep = node >= 0
+            doc, pred = self.doc, self.pred
+            if not keep.all():
+                doc, node, pred = doc[keep], node[keep], pred[keep]
+            self._groups[level] = group(doc, node, pred, self.space.contiguous[level])
+        return self._groups[level]
+
+    def tree_groups(self) -> Groups:
+        """(document, node) groups over every distinct ancestor of the labels (the whole
+        tree, each node once per document): the sets A(P) and A(G) of ICM and HF."""
+        space, code = self.space, self.code
+        start = space.anc_ptr[code]
+        n = space.anc_ptr[code + 1] - start
+        total = int(n.sum())
+        shift = np.repeat(start - (np.cumsum(n) - n), n)
+        node = space.anc_node[shift + np.arange(total)]
+        return group(np.repeat(self.doc, n), node, np.repeat(self.pred, n), ordered=False)
+
+
+def slices(labels: Labels) -> Iterator[Slice]:
+    """The labels' slices (see :meth:`hieval.keys.Labels.chunks`)."""
+    for first, end, keys in labels.chunks():
+        yield Slice(first, end, keys, labels.space)
+
+
+def parallel_map(function: Callable, items: Iterable, threads: int | None) -> Iterator:
+    """``map`` over threads, in order, with at most ``2 × threads`` items in flight.
+
+    numpy releases the GIL in its sorts, reductions and element-wise loops, so slices counted
+    in threads use every core.
+    """
+    threads = threads or os.cpu_count() or 1
+    if threads == 1:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(function, item))
+            if len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

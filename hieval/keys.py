@@ -1,0 +1,261 @@
+"""Labels as sorted integer keys: the form the counting and ICM engines work on.
+
+Why: an evaluation's cost is grouping tens of millions of (document, node) pairs. Strings are
+turned into dense integers once — documents by their rank in ``doc_id`` order, codes by their
+position in a *hierarchy order* — and each label becomes one int64 key::
+
+    document << 25 | code << 1 | predicted        (predicted: 0 gold, 1 predicted)
+
+Sorting the keys once puts each document's labels together and, for the same code, the gold
+label before the predicted one. In the hierarchy order (codes sorted by their ancestors from the
+root down) the codes under any node are adjacent, so within a document every level's groups are
+already runs of the sorted keys: a group-by becomes a linear scan (a level whose nodes are not
+contiguous, in an irregular published graph, is sorted on its own). Strings come back only for
+the final, small tables.
+
+Memory: a key is 8 bytes per label. Inputs are read in slices, so the strings of a whole file are
+never held at once; sorted inputs (as normalisation writes them) also keep the run-length encoding
+of their document column small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+Source = str | Path | pl.DataFrame
+
+CODE_BITS = 24  # up to ~16.7M distinct codes
+_SHIFT = CODE_BITS + 1  # a key's document part starts here
+_LOW = (1 << _SHIFT) - 1
+_MAX_DOCS = 1 << (63 - _SHIFT)
+LEAF = "leaf"
+ROWS_PER_SLICE = 4_000_000  # strings read at once per input file
+
+
+def read_frame(source: Source, columns: list[str] | None = None) -> pl.DataFrame:
+    """A whole (small) table: a frame as is, or a Parquet file read."""
+    if isinstance(source, pl.DataFrame):
+        return source.select(columns) if columns else source
+    return pl.read_parquet(source, columns=columns)
+
+
+@dataclass(frozen=True)
+class CodeSpace:
+    """Codes and nodes as integers, derived from the ancestor table (``code, level, ancestor``).
+
+    ``codes`` lists the codes by index in hierarchy order, followed by label codes the table
+    lacks (they count at the ``leaf`` pseudo-level only). Per level, ``node_of[level]`` maps a
+    code index to its ancestor's node index at that level (-1 when it has none) and
+    ``nodes[level]`` names the nodes; ``contiguous[level]`` says whether the codes under each node
+    are adjacent in code order. For the whole-tree measures, ``anc_ptr``/``anc_node`` list each
+    code's distinct ancestors (itself included) as indices into ``tree_nodes``, and ``is_root``
+    marks the tree nodes found at the last level given (the root, when levels end with it).
+    """
+
+    codes: pl.Series
+    levels: tuple[str, ...]
+    node_of: dict[str, np.ndarray]
+    nodes: dict[str, pl.Series]
+    contiguous: dict[str, bool]
+    tree_nodes: pl.Series
+    anc_ptr: np.ndarray
+    anc_node: np.ndarray
+    is_root: np.ndarray
+
+    @property
+    def n_hierarchy_codes(self) -> int:
+        """Codes that come from the ancestor table (the rest are label codes it lacks)."""
+        return int(self.anc_ptr.size - 1)
+
+    @classmethod
+    def build(
+        cls, ancestors: Source, levels: tuple[str, ...], extra: pl.DataFrame | None = None
+    ) -> CodeSpace:
+        """The space of an ancestor table (plus ``extra`` rows for codes placed outside it);
+        ``levels`` orders the table's levels deepest first, the root last."""
+        anc = read_frame(ancestors, ["code", "level", "ancestor"])
+        if extra is not None and extra.height:
+            anc = pl.concat([anc, extra.select("code", "level", "ancestor")])
+        anc = anc.filter(pl.col("level").is_in(list(levels)) & pl.col("ancestor").is_not_null())
+        wide = anc.pivot(on="level", index="code", values="ancestor", aggregate_function="first")
+        present = [level for level in levels if level in wide.columns]
+        for level in present:
+            wide = wide.with_columns(pl.col(level).cast(pl.String))
+        # Root-most level first: the codes under one node end up next to each other.
+        wide = wide.sort([*reversed(present), "code"], nulls_last=False)
+        codes = wide["code"]
+        node_of, nodes, contiguous = {}, {}, {}
+        for level in present:
+            column = wide[level]
+            named = column.drop_nulls()
+            order = named.unique(maintain_order=True)
+            index = column.replace_strict(
+                order, pl.int_range(order.len(), eager=True), default=-1, return_dtype=pl.Int32
+            )
+            node_of[level] = index.to_numpy()
+            nodes[level] = order
+            runs = int(named.rle_id().max()) + 1 if named.len() else 0
+            contiguous[level] = runs == order.len()
+        node_of[LEAF] = np.arange(codes.len(), dtype=np.int32)
+        nodes[LEAF] = codes
+        contiguous[LEAF] = True
+        pairs = anc.select("code", "ancestor").unique()
+        tree_nodes = pairs["ancestor"].unique().sort()
+        pairs = pairs.with_columns(
+            pl.col("code").replace_strict(codes, pl.int_range(codes.len(), eager=True)).alias("ci"),
+            pl.col("ancestor")
+            .replace_strict(tree_nodes, pl.int_range(tree_nodes.len(), eager=True))
+            .alias("ni"),
+        ).sort("ci", "ni")
+        is_root = tree_nodes.is_in(anc.filter(pl.col("level") == levels[-1])["ancestor"].implode())
+        anc_ptr = np.zeros(codes.len() + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pairs["ci"].to_numpy(), minlength=codes.len()), out=anc_ptr[1:])
+        return cls(
+            codes=codes,
+            levels=tuple(present),
+            node_of=node_of,
+            nodes=nodes,
+            contiguous=contiguous,
+            tree_nodes=tree_nodes,
+            anc_ptr=anc_ptr,
+            anc_node=pairs["ni"].to_numpy().astype(np.int64),
+            is_root=is_root.to_numpy(),
+        )
+
+    def with_codes(self, more: list[str]) -> CodeSpace:
+        """This space with label codes the ancestor table lacks appended (no ancestors)."""
+        if not more:
+            return self
+        n = len(more)
+        pad = np.full(n, -1, dtype=np.int32)
+        codes = pl.concat([self.codes, pl.Series("code", more, dtype=pl.String)])
+        node_of = {lv: np.concatenate([a, pad]) for lv, a in self.node_of.items() if lv != LEAF}
+        node_of[LEAF] = np.arange(codes.len(), dtype=np.int32)
+        nodes = dict(self.nodes, **{LEAF: codes})
+        anc_ptr = np.concatenate([self.anc_ptr, np.full(n, self.anc_ptr[-1], dtype=np.int64)])
+        return CodeSpace(
+            codes, self.levels, node_of, nodes, self.contiguous, self.tree_nodes, anc_ptr,
+            self.anc_node, self.is_root,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Gold and predicted labels of one evaluation as sorted int64 keys (see the module doc).
+
+    ``doc_ids`` names the documents by index (sorted); ``in_gold`` marks the documents the gold
+    lists (an empty-code row lists a document with no labels). Keys may repeat (duplicate input
+    rows); consumers skip repeats, which sit next to each other.
+    """
+
+    keys: np.ndarray
+    doc_ids: pl.Series
+    in_gold: np.ndarray
+    space: CodeSpace
+
+    def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(first_doc, end_doc, keys)`` slices of about ``rows`` labels, cut between
+        documents, so that per-document results of a slice are complete."""
+        keys, start = self.keys, 0
+        while start < keys.size:
+            stop = min(start + rows, keys.size)
+            if stop < keys.size:
+                next_doc = (int(keys[stop - 1]) >> _SHIFT) + 1
+                stop = int(np.searchsorted(keys, next_doc << _SHIFT))
+            first = int(keys[start]) >> _SHIFT
+            end = (int(keys[stop - 1]) >> _SHIFT) + 1
+            yield first, end, keys[start:stop]
+            start = stop
+
+
+def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Document, code and predicted flag of each key (repeats removed; keys are sorted)."""
+    if keys.size > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    return keys >> _SHIFT, (keys & _LOW) >> 1, keys & 1
+
+
+def _slices(source: Source) -> Iterator[pl.DataFrame]:
+    """``doc_id, code`` of a source in slices of at most ROWS_PER_SLICE rows."""
+    if isinstance(source, pl.DataFrame):
+        frame = source.select(pl.col("doc_id").cast(pl.String), pl.col("code").cast(pl.String))
+        for offset in range(0, frame.height, ROWS_PER_SLICE):
+            yield frame.slice(offset, ROWS_PER_SLICE)
+        return
+    scan = pl.scan_parquet(source).select("doc_id", "code")
+    yield from scan.collect_batches(chunk_size=ROWS_PER_SLICE)
+
+
+def _total_rows(source: Source) -> int:
+    if isinstance(source, pl.DataFrame):
+        return source.height
+    return pl.scan_parquet(source).select(pl.len()).collect().item()
+
+
+def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
+    """Read the gold and predicted ``doc_id, code`` tables into sorted keys.
+
+    Documents are numbered in ``doc_id`` order over both tables; a code the space lacks is
+    appended to it (it then counts at the leaf level only).
+    """
+    capacity = _total_rows(gold) + _total_rows(predictions)
+    keys = np.empty(capacity, dtype=np.int64)
+    enum = pl.Enum(space.codes)
+    filled = 0
+    run_values: list[pl.Series] = []
+    n_runs = 0
+    gold_runs = 0
+    extra_codes: dict[str, int] = {}
+    for flag, source in ((0, gold), (1, predictions)):
+        for part in _slices(source):
+            runs = part["doc_id"].rle().struct.unnest()
+            if runs["value"].null_count():
+                raise ValueError("a label row has no doc_id")
+            run_values.append(runs["value"])
+            run_of_row = np.repeat(
+                np.arange(n_runs, n_runs + runs.height, dtype=np.int64),
+                runs["len"].to_numpy(),
+            )
+            n_runs += runs.height
+            code = part["code"]
+            index = code.cast(enum, strict=False).to_physical()
+            if index.null_count() > code.null_count():  # codes the space lacks
+                unknown = index.is_null() & code.is_not_null()
+                names = code.filter(unknown)
+                for name in names.unique(maintain_order=True).to_list():
+                    extra_codes.setdefault(name, space.codes.len() + len(extra_codes))
+                index = index.cast(pl.Int64).scatter(
+                    unknown.arg_true(), names.replace_strict(extra_codes, return_dtype=pl.Int64)
+                )
+            if index.null_count():  # rows that only list a document
+                labelled = index.is_not_null().to_numpy()
+                run_of_row, index = run_of_row[labelled], index.drop_nulls()
+            n = index.len()
+            key = keys[filled : filled + n]
+            np.left_shift(run_of_row, _SHIFT, out=key)
+            key |= index.to_numpy().astype(np.int64) << 1
+            key |= flag
+            filled += n
+        if flag == 0:
+            gold_runs = n_runs
+    if space.codes.len() + len(extra_codes) > 1 << CODE_BITS:
+        raise ValueError(f"more than {1 << CODE_BITS} distinct codes cannot be counted")
+    values = pl.concat(run_values) if run_values else pl.Series("value", [], dtype=pl.String)
+    doc_ids = values.unique().sort().alias("doc_id")
+    if doc_ids.len() >= _MAX_DOCS:
+        raise ValueError(f"more than {_MAX_DOCS} documents cannot be counted at once")
+    doc_of_run = doc_ids.search_sorted(values).cast(pl.Int64).to_numpy()
+    in_gold = np.zeros(doc_ids.len(), dtype=bool)
+    in_gold[doc_of_run[:gold_runs]] = True
+    keys = keys[:filled]
+    step = 1 << 22
+    for start in range(0, filled, step):  # renumber runs as documents, in place, in slices
+        part = keys[start : start + step]
+        part[:] = (doc_of_run[part >> _SHIFT] << _SHIFT) | (part & _LOW)
+    keys.sort()
+    return Labels(keys, doc_ids, in_gold, space.with_codes(list(extra_codes)))
