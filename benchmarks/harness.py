@@ -3,7 +3,7 @@
 Run from the repository root:
 
     python benchmarks/harness.py --scales 1 10 100 [1000] [--seed 7] [--threads 2] [--repeat 3]
-        [--shards N] [--memory-limit 2.5GB] [--steps ...] [--json results/bench/run.json]
+        [--shards N] [--steps ...] [--json results/bench/run.json]
 
 For each scale (1 = MIMIC-III full's test set, 3,372 documents), the data are generated once
 and cached (``results/bench/``, see ``benchmarks/generate.py``); then every step runs in a
@@ -13,11 +13,15 @@ own:
 - ``DuckDB full-scan floor``: read both Parquet files and hash every value — no evaluation
   can be faster than reading its input;
 - ``hieval counts + metrics``: :func:`hieval.counts.count` (flat, set-based and CoPHE at the
-  paper's levels e2, e1, e0, c) and :func:`hieval.metrics.metrics_table` on its nodes;
+  paper's levels e2, e1, e0, c; the per-document table streamed to a Parquet file, as the
+  workflow writes it) and :func:`hieval.metrics.metrics_table` on its nodes;
 - with ``--shards N``: ``shard split`` (the workflow's ``split_by_document``, once, cached) and
   ``hieval counts + metrics, sharded``: the N shards counted in turn in one process, gathered
   as the workflow gathers them, and the node table compared with the unsharded one;
-- ``hieval ICM``: :func:`hieval.icm.icm` over the whole hierarchy;
+- ``hieval ICM``: :func:`hieval.icm.icm` over the whole hierarchy (node weights from the gold,
+  then the per-item sums: two reads of the inputs);
+- ``hieval one pass``: :func:`hieval.evaluation.evaluate`, what the workflow's count job runs:
+  node weights, counts, per-document table and ICM/HF/PROP-F sums over one encoding;
 - ``dense baseline``: :mod:`benchmarks.dense_baseline`, where its matrices fit in memory.
 
 Wall seconds are those of the step's calls (not of interpreter start-up and imports); rows/s is
@@ -44,13 +48,14 @@ if __package__ in (None, ""):  # run as a script: make `hieval` and `benchmarks`
 
 from benchmarks import generate as gen
 
-STEPS = ("floor", "hieval", "split", "sharded", "icm", "baseline")
+STEPS = ("floor", "hieval", "split", "sharded", "icm", "onepass", "baseline")
 LABELS = {
     "floor": "DuckDB full-scan floor",
     "hieval": "hieval counts + metrics",
     "split": "shard split (once per data set)",
     "sharded": "hieval counts + metrics, sharded",
     "icm": "hieval ICM",
+    "onepass": "hieval one pass (counts + ICM)",
     "baseline": "dense baseline (numpy)",
 }
 MAX_LEVEL = "c"
@@ -63,19 +68,16 @@ ICM_RATIO_TARGET = 2.0  # at 100×
 # --- child side ----------------------------------------------------------------------------
 
 
-def _count_options(options: dict) -> dict:
-    """Keyword arguments for :func:`hieval.counts.count` (memory limit only if it takes one)."""
-    from hieval.counts import count
+def _docs_out(gold: str | Path, tag: str) -> Path:
+    """Where a step streams its per-document table (written, as the workflow writes it)."""
+    stem = Path(gold).name.removesuffix("_gold.parquet")
+    return Path(gold).parent / "tmp" / f"{stem}_{tag}_docs.parquet"
 
-    kwargs: dict = {"threads": options.get("threads")}
-    if options.get("memory_limit"):
-        accepted = inspect.signature(count).parameters
-        if "memory_limit" not in accepted:
-            raise SystemExit("this hieval.counts.count takes no memory_limit")
-        kwargs["memory_limit"] = options["memory_limit"]
-        if "temp_directory" in accepted:
-            kwargs["temp_directory"] = str(Path.cwd())
-    return kwargs
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def _source_digest(function) -> str:
@@ -109,8 +111,7 @@ def _micro_rows(nodes) -> list[list]:
 def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> dict:
     """Run one measured step in this process; return its timings and results.
 
-    ``options``: ``threads``; ``memory_limit`` (e.g. ``2.5GB``, passed to
-    :func:`hieval.counts.count` with the current folder as DuckDB's spill folder); ``shards``.
+    ``options``: ``threads``; ``shards``.
     """
     from hieval.counts import evaluated_levels
     from hieval.hierarchy.table import level_order
@@ -132,9 +133,9 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         from hieval.counts import count
         from hieval.metrics import metrics_table
 
-        kwargs = _count_options(options)
+        docs_out = _docs_out(gold, "count")
         start = time.perf_counter()
-        nodes, docs = count(gold, pred, ancestors, levels, **kwargs)
+        nodes, _ = count(gold, pred, ancestors, levels, threads=threads, docs_out=docs_out)
         counted = time.perf_counter()
         metrics = metrics_table(nodes, "bench", split_kinds=True)
         done = time.perf_counter()
@@ -144,7 +145,7 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
             "count_s": counted - start,
             "metrics_s": done - counted,
             "node_rows": nodes.height,
-            "doc_rows": docs.height,
+            "doc_rows": _rows(docs_out),
             "metric_rows": metrics.height,
             "micro": _micro_rows(nodes),
         }
@@ -167,7 +168,6 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         from hieval.metrics import metrics_table
 
         n, folder = options["shards"], shard_dir(gold, options["shards"])
-        kwargs = _count_options(options)
         shard_rows = [
             sum(
                 pq.ParquetFile(folder / f"{name}_{i}.parquet").metadata.num_rows
@@ -179,16 +179,16 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         start = time.perf_counter()
         for i in range(n):
             clock = time.perf_counter()
-            shard_nodes, shard_docs = count(
+            shard_nodes, _ = count(
                 folder / f"gold_{i}.parquet",
                 folder / f"pred_{i}.parquet",
                 ancestors,
                 levels,
-                **kwargs,
+                threads=threads,
+                docs_out=_docs_out(gold, f"shard{i}"),
             )
             shard_s.append(time.perf_counter() - clock)
             parts.append(shard_nodes)
-            del shard_docs
         clock = time.perf_counter()
         nodes = (  # as hieval.pipeline.gather_counts reduces shards
             pl.concat(parts)
@@ -216,7 +216,19 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         from hieval.icm import icm
 
         start = time.perf_counter()
-        values = icm(gold, pred, ancestors, all_levels)
+        values = icm(gold, pred, ancestors, all_levels, threads=threads)
+        return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
+    if step == "onepass":
+        from hieval.evaluation import evaluate
+        from hieval.icm import IcmParams, icm_values
+
+        params = IcmParams()
+        docs_out = _docs_out(gold, "onepass")
+        start = time.perf_counter()
+        result = evaluate(
+            gold, pred, ancestors, all_levels, levels, params, threads=threads, docs_out=docs_out
+        )
+        values = icm_values(result.items, params)
         return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
     if step == "baseline":
         from benchmarks.dense_baseline import dense_counts
@@ -388,7 +400,7 @@ def _notes(step: str, r: dict, results: dict[str, dict], check_text: str) -> str
             f"{max(shards):.2f} s; gather + metrics {r['gather_s']:.2f} s; nodes vs unsharded: "
             f"{r['vs_unsharded']}"
         )
-    if step == "icm":
+    if step in ("icm", "onepass"):
         counts = results.get("hieval", {})
         if "count_s" in counts:
             return f"{r['seconds'] / counts['count_s']:.2f}× the counting time"
@@ -534,10 +546,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument(
-        "--memory-limit",
-        help="DuckDB memory limit for hieval's counting (e.g. 2.5GB), if count() takes one",
-    )
-    parser.add_argument(
         "--shards",
         type=int,
         default=0,
@@ -554,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(run_step(step, gold, pred, ancestors, json.loads(args.options))))
         return
 
-    options = {"threads": args.threads, "memory_limit": args.memory_limit, "shards": args.shards}
+    options = {"threads": args.threads, "shards": args.shards}
     print(environment(args.threads), file=sys.stderr)
     runs = []
     for scale in args.scales:
@@ -572,7 +580,6 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\n{environment(args.threads)}; seed {args.seed}; "
         f"best of {args.repeat} (the dense baseline and the shard split run once)"
-        + (f"; hieval count memory_limit {args.memory_limit}" if args.memory_limit else "")
         + "\n"
     )
     print(render([row for run in runs for row in table_rows(run)]))

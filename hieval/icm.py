@@ -309,9 +309,11 @@ def icm(
     levels: tuple[str, ...],
     params: IcmParams | None = None,
     extra_ancestors: pl.DataFrame | None = None,
+    threads: int | None = None,
 ) -> dict[str, float]:
     """ICM of one model in one call (weights from this gold, then the per-item sums)."""
     params = params or IcmParams()
-    weights = node_weights(gold, ancestors, levels, params, extra_ancestors)
-    items = item_sums(gold, predictions, ancestors, levels, weights, params, extra_ancestors)
-    return icm_values(items, params)
+    space = CodeSpace.build(ancestors, levels, extra_ancestors)
+    labels = encode(gold, predictions, space)
+    weights = weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+    return icm_values(items_from_labels(labels, weights, params, threads), params)
