@@ -579,8 +579,7 @@ def main(argv: list[str] | None = None) -> None:
         runs.append(run)
     print(
         f"\n{environment(args.threads)}; seed {args.seed}; "
-        f"best of {args.repeat} (the dense baseline and the shard split run once)"
-        + "\n"
+        f"best of {args.repeat} (the dense baseline and the shard split run once)\n"
     )
     print(render([row for run in runs for row in table_rows(run)]))
     verdicts = targets(runs)

@@ -56,14 +56,15 @@ def evaluate(
     fixed: FixedWeights = items.weights
 
     def one_slice(part: Slice):
-        return part, count_slice(part, evaluated), slice_item_sums(part, fixed)
+        # Only the results leave the worker: a slice's groups are dropped with it.
+        return part.first, part.end, count_slice(part, evaluated), slice_item_sums(part, fixed)
 
     totals: dict[str, np.ndarray] = {}
     with DocSink(evaluated, labels.doc_ids, docs_out) as docs:
-        for part, counts, sums in parallel_map(one_slice, slices(labels), threads):
+        for first, end, counts, sums in parallel_map(one_slice, slices(labels), threads):
             add_node_sums(totals, counts)
             docs.add(counts.doc_rows)
-            items.add(part, sums)
+            items.add(first, end, sums)
     return Evaluation(
         node_frame(totals or empty_sums(labels.space, evaluated), labels.space),
         docs.frame() if docs_out is None else None,

@@ -1,4 +1,4 @@
-"""The Information Contrast Model (Amigó & Delgado, ACL 2022), set-wise in DuckDB.
+"""The Information Contrast Model (Amigó & Delgado, ACL 2022), set-wise over sorted keys.
 
 Per item i with predicted set P_i and gold set G_i:
 
@@ -8,8 +8,9 @@ and a model's ICM is the mean over the gold items. IC(c) = −log2 P(c), with P(
 gold items carrying c or a descendant of c (1/N for a category never seen in the gold). The
 IC of a set follows the paper's recursion through deepest common ancestors; on a tree it equals
 the sum, over the union A(S) of the ancestor-or-self sets of the members, of
-Δ(n) = IC(n) − IC(parent(n)), the root having IC 0. So the engine needs one join with the
-ancestor table, a distinct, and a sum per item, never a Python loop over items.
+Δ(n) = IC(n) − IC(parent(n)), the root having IC 0. So the engine needs each label's
+ancestors, one (document, node) group-by (a sort of integer keys, :mod:`hieval.groups`) and a
+sum per item, never a Python loop over items.
 
 The per-item sums (IC of P, G and P ∪ G) are additive, kept per document, so documents can be
 sharded; the node weights Δ depend on the whole gold and are computed once.
@@ -22,14 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 import duckdb
 import numpy as np
 import polars as pl
 
 from hieval.groups import Slice, parallel_map, slices, sum_by_doc
-from hieval.keys import LEAF, CodeSpace, Labels, Source, encode, read_frame, split_keys
+from hieval.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode, read_frame
 
 EMPTY_GOLD = ("keep", "drop")
 #: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a
@@ -67,10 +67,17 @@ def _items(labels: Labels, params: IcmParams) -> np.ndarray:
     label (``drop``)."""
     if params.empty_gold == "keep":
         return labels.in_gold
-    doc, _, pred = split_keys(labels.keys)
     labelled = np.zeros(labels.doc_ids.len(), dtype=bool)
-    labelled[doc[pred == 0]] = True
+    labelled[_gold_keys(labels.keys) >> DOC_SHIFT] = True
     return labels.in_gold & labelled
+
+
+def _gold_keys(keys: np.ndarray, step: int = 1 << 22) -> np.ndarray:
+    """The gold labels' keys (in slices: no full-size temporaries)."""
+    return np.concatenate(
+        [part[(part & 1) == 0] for part in (keys[i : i + step] for i in range(0, keys.size, step))]
+        or [keys[:0]]
+    )
 
 
 def _self_node(space: CodeSpace) -> np.ndarray:
@@ -134,8 +141,7 @@ def weights_from_labels(
     space = labels.space
     items = _items(labels, params)
     n_items = int(items.sum())
-    gold_keys = labels.keys[(labels.keys & 1) == 0]
-    gold_only = Labels(gold_keys, labels.doc_ids, labels.in_gold, space)
+    gold_only = Labels(_gold_keys(labels.keys), labels.doc_ids, labels.in_gold, space)
     freq = np.zeros(space.tree_nodes.len(), dtype=np.int64)
     exact_by_code = np.zeros(space.codes.len(), dtype=np.int64)
     for node_f, code_f in parallel_map(_frequencies, slices(gold_only), threads):
@@ -238,8 +244,9 @@ class ItemSums:
         self.params = params
         self.sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), labels.doc_ids.len()), np.int64)
 
-    def add(self, part: Slice, sums: np.ndarray) -> None:
-        self.sums[:, part.first : part.end] = sums
+    def add(self, first: int, end: int, sums: np.ndarray) -> None:
+        """The sums of documents ``first`` to ``end`` - 1."""
+        self.sums[:, first:end] = sums
 
     def frame(self) -> pl.DataFrame:
         items = np.flatnonzero(_items(self.labels, self.params))
@@ -255,10 +262,12 @@ def items_from_labels(
 ) -> pl.DataFrame:
     """:func:`item_sums` of labels already encoded."""
     acc = ItemSums(labels, weights, params)
-    parts = list(slices(labels))
-    work = partial(slice_item_sums, weights=acc.weights)
-    for part, sums in zip(parts, parallel_map(work, iter(parts), threads), strict=True):
-        acc.add(part, sums)
+
+    def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
+        return part.first, part.end, slice_item_sums(part, acc.weights)
+
+    for first, end, sums in parallel_map(one_slice, slices(labels), threads):
+        acc.add(first, end, sums)
     return acc.frame()
 
 

@@ -30,11 +30,12 @@ import polars as pl
 Source = str | Path | pl.DataFrame
 
 CODE_BITS = 24  # up to ~16.7M distinct codes
-_SHIFT = CODE_BITS + 1  # a key's document part starts here
-_LOW = (1 << _SHIFT) - 1
-_MAX_DOCS = 1 << (63 - _SHIFT)
+DOC_SHIFT = CODE_BITS + 1  # a key's document part starts here
+_LOW = (1 << DOC_SHIFT) - 1
+_MAX_DOCS = 1 << (63 - DOC_SHIFT)
 LEAF = "leaf"
 ROWS_PER_SLICE = 4_000_000  # strings read at once per input file
+LABELS_PER_CHUNK = 1 << 20  # labels counted together (cache-sized temporaries)
 
 
 def read_frame(source: Source, columns: list[str] | None = None) -> pl.DataFrame:
@@ -158,17 +159,19 @@ class Labels:
     in_gold: np.ndarray
     space: CodeSpace
 
-    def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, int, np.ndarray]]:
-        """``(first_doc, end_doc, keys)`` slices of about ``rows`` labels, cut between
-        documents, so that per-document results of a slice are complete."""
+    def chunks(self, rows: int | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(first_doc, end_doc, keys)`` slices of about ``rows`` labels (default
+        LABELS_PER_CHUNK), cut between documents, so that per-document results of a slice are
+        complete."""
         keys, start = self.keys, 0
+        rows = rows or LABELS_PER_CHUNK
         while start < keys.size:
             stop = min(start + rows, keys.size)
             if stop < keys.size:
-                next_doc = (int(keys[stop - 1]) >> _SHIFT) + 1
-                stop = int(np.searchsorted(keys, next_doc << _SHIFT))
-            first = int(keys[start]) >> _SHIFT
-            end = (int(keys[stop - 1]) >> _SHIFT) + 1
+                next_doc = (int(keys[stop - 1]) >> DOC_SHIFT) + 1
+                stop = int(np.searchsorted(keys, next_doc << DOC_SHIFT))
+            first = int(keys[start]) >> DOC_SHIFT
+            end = (int(keys[stop - 1]) >> DOC_SHIFT) + 1
             yield first, end, keys[start:stop]
             start = stop
 
@@ -177,7 +180,7 @@ def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Document, code and predicted flag of each key (repeats removed; keys are sorted)."""
     if keys.size > 1:
         keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    return keys >> _SHIFT, (keys & _LOW) >> 1, keys & 1
+    return keys >> DOC_SHIFT, (keys & _LOW) >> 1, keys & 1
 
 
 def _slices(source: Source) -> Iterator[pl.DataFrame]:
@@ -237,7 +240,7 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
                 run_of_row, index = run_of_row[labelled], index.drop_nulls()
             n = index.len()
             key = keys[filled : filled + n]
-            np.left_shift(run_of_row, _SHIFT, out=key)
+            np.left_shift(run_of_row, DOC_SHIFT, out=key)
             key |= index.to_numpy().astype(np.int64) << 1
             key |= flag
             filled += n
@@ -256,6 +259,6 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
     step = 1 << 22
     for start in range(0, filled, step):  # renumber runs as documents, in place, in slices
         part = keys[start : start + step]
-        part[:] = (doc_of_run[part >> _SHIFT] << _SHIFT) | (part & _LOW)
+        part[:] = (doc_of_run[part >> DOC_SHIFT] << DOC_SHIFT) | (part & _LOW)
     keys.sort()
     return Labels(keys, doc_ids, in_gold, space.with_codes(list(extra_codes)))

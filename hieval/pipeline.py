@@ -5,12 +5,15 @@ call these, so a number from ``snakemake`` and from ``hieval evaluate`` is the s
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from hieval import counts as counting
 from hieval import icm
@@ -91,13 +94,56 @@ def normalize(
     return record
 
 
+#: Peak memory of a count job, measured by benchmarks/harness.py (one pass, 2 threads):
+#: about 300 MB plus 24 bytes per label (the 8-byte keys and the slices in flight).
+BASE_BYTES, BYTES_PER_LABEL = 300 * 2**20, 24
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
+
+
+def parse_bytes(text: str) -> int:
+    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
+    unit = match and match.group(2).upper()
+    if not match or unit not in _UNITS:
+        raise HievalError(f"engine.memory_limit {text!r} is not a size such as 2GB or 800MB")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
 @dataclass(frozen=True)
 class Engine:
-    """Machine settings for DuckDB: threads, memory limit and spill folder."""
+    """Machine settings: threads, and a memory budget for a count job.
+
+    The counting engine keeps 8 bytes per label in memory (and slices of about a million
+    labels in flight), so its peak grows with the labels of one job. ``memory_limit`` makes a
+    job that would exceed it stop before reading, saying how many shards fit (``shards`` in the
+    config splits the documents so that each job holds a part). The engine does not spill, so
+    ``temp_directory`` is unused by it (the key stays valid in configs).
+    """
 
     threads: int | None = None
     memory_limit: str | None = None
     temp_directory: str | None = None
+
+    def check_budget(self, labels: int) -> None:
+        """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
+        if not self.memory_limit:
+            return
+        budget = parse_bytes(self.memory_limit)
+        need = BASE_BYTES + BYTES_PER_LABEL * labels
+        if need <= budget:
+            return
+        room = budget - BASE_BYTES
+        shards = math.ceil(BYTES_PER_LABEL * labels / room) if room > 0 else None
+        advice = (
+            f"set shards: {shards} (or more) in the config so that each count job holds a part"
+            if shards
+            else "raise engine.memory_limit: it is below the engine's fixed needs"
+        )
+        raise HievalError(
+            f"this count job has {labels:,} labels and needs about {need / 1e9:.1f} GB, above "
+            f"engine.memory_limit {self.memory_limit}; {advice}"
+        )
 
 
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
@@ -159,6 +205,7 @@ def count_model(
         evaluated = counting.evaluated_levels(table.levels, max_level)
     except ValueError as exc:
         raise HievalError(str(exc)) from None
+    engine.check_budget(label_rows(gold) + label_rows(predictions))
     extra = _placed(gold, predictions, table)
     params = icm_params or IcmParams()
     try:
@@ -184,6 +231,11 @@ def count_model(
         f"{result.documents} documents; {items.height} ICM items"
     )
     return nodes
+
+
+def label_rows(path: str | Path) -> int:
+    """Rows of a normalised label table, from its Parquet footer (nothing else is read)."""
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int]:

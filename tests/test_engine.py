@@ -1,0 +1,103 @@
+"""The sorted-key engine's own paths, each against the plain-Python reference of
+``test_counts_reference``: irregular graphs (levels whose nodes are not contiguous in code
+order), tiny slices (documents cut across many slices), one or two threads, unsorted and
+duplicated input rows, codes the hierarchy lacks, and the memory budget of a count job.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hieval import keys
+from hieval.counts import count
+from hieval.errors import HievalError
+from hieval.keys import CodeSpace
+from hieval.pipeline import Engine, parse_bytes
+from tests.test_counts_reference import doc_dict, naive_counts, node_dict, to_frame
+
+# A graph that is not a tree of levels: e0 node X sits under two blocks (B1 via a1, B2 via
+# c1), so in any code order X's codes are not adjacent to each other at every level.
+IRREGULAR = {
+    "a1": {"e0": "X", "c": "B1"},
+    "a2": {"e0": "Z", "c": "B1"},
+    "b1": {"e0": "Y", "c": "B2"},
+    "c1": {"e0": "X", "c": "B2"},
+    "d1": {"e0": "Y", "c": "B1"},
+}
+LEVELS = ("e0", "c")
+
+
+def anc_frame(anc: dict[str, dict[str, str]]) -> pl.DataFrame:
+    rows = [(code, level, node) for code, levels in anc.items() for level, node in levels.items()]
+    return pl.DataFrame(rows, schema=["code", "level", "ancestor"], orient="row")
+
+
+def random_labels(codes: list[str], n_docs: int, seed: int) -> tuple[dict, dict]:
+    rng = np.random.default_rng(seed)
+    gold, pred = {}, {}
+    for i in range(n_docs):
+        doc = f"doc{i:04d}"
+        gold[doc] = sorted(set(rng.choice(codes, size=rng.integers(0, 5))))
+        pred[doc] = sorted(set(rng.choice(codes, size=rng.integers(0, 5))))
+    return gold, pred
+
+
+def assert_matches_reference(gold, pred, anc, nodes, docs, levels=LEVELS):
+    want_nodes, want_docs = naive_counts(gold, pred, anc, levels)
+    assert node_dict(nodes) == {k: v for k, v in want_nodes.items()}
+    assert doc_dict(docs) == want_docs
+
+
+def test_irregular_levels_are_detected_and_counted_exactly():
+    space = CodeSpace.build(anc_frame(IRREGULAR), LEVELS)
+    assert not space.contiguous["e0"]  # the sorted-run shortcut would be wrong here
+    gold, pred = random_labels(sorted(IRREGULAR), 60, seed=1)
+    nodes, docs = count(to_frame(gold), to_frame(pred), anc_frame(IRREGULAR), LEVELS)
+    assert_matches_reference(gold, pred, IRREGULAR, nodes, docs)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tiny_slices_and_threads_give_the_same_counts(icd9, icd9_ancestors, monkeypatch, threads):
+    from tests.test_counts_reference import naive_ancestor_map
+
+    monkeypatch.setattr(keys, "LABELS_PER_CHUNK", 7)  # documents straddle many slice edges
+    codes = icd9.frame.filter(pl.col("depth").is_in(["e2", "e1"]))["code"].head(400).to_list()
+    gold, pred = random_labels(codes, 80, seed=2)
+    levels = ("e2", "e1", "e0", "c")
+    nodes, docs = count(to_frame(gold), to_frame(pred), icd9_ancestors, levels, threads=threads)
+    anc = naive_ancestor_map(icd9.frame, codes)
+    assert_matches_reference(gold, pred, anc, nodes, docs, levels)
+
+
+def test_unsorted_and_duplicated_rows_count_once(icd9, icd9_ancestors):
+    codes = icd9.frame.filter(pl.col("depth") == "e2")["code"].head(200).to_list()
+    gold, pred = random_labels(codes, 50, seed=3)
+    g, p = to_frame(gold), to_frame(pred)
+    messy_g = pl.concat([g, g.head(30)]).sample(fraction=1.0, shuffle=True, seed=4)
+    messy_p = pl.concat([p, p.tail(30)]).sample(fraction=1.0, shuffle=True, seed=5)
+    levels = ("e2", "e1", "e0", "c")
+    assert count(messy_g, messy_p, icd9_ancestors, levels)[0].equals(
+        count(g, p, icd9_ancestors, levels)[0]
+    )
+
+
+def test_codes_outside_the_hierarchy_count_at_the_leaf_level_only():
+    anc = {"a1": {"e0": "X", "c": "B1"}, "b1": {"e0": "Y", "c": "B1"}}
+    gold = {"d1": ["a1", "zz9"], "d2": ["b1"]}
+    pred = {"d1": ["zz9", "b1"], "d2": ["qq1"]}
+    nodes, docs = count(to_frame(gold), to_frame(pred), anc_frame(anc), LEVELS)
+    anc_all = {**anc, "zz9": {}, "qq1": {}}
+    assert_matches_reference(gold, pred, anc_all, nodes, docs)
+
+
+def test_memory_budget_refuses_with_the_shards_that_fit():
+    Engine(memory_limit="2GB").check_budget(10_000_000)  # 0.5 GB: fits
+    with pytest.raises(HievalError, match=r"needs about 2\.7 GB.*set shards: 2 "):
+        Engine(memory_limit="2GB").check_budget(100_000_000)
+    with pytest.raises(HievalError, match=r"raise engine\.memory_limit"):
+        Engine(memory_limit="100MB").check_budget(10)
+    assert parse_bytes("1.5GiB") == int(1.5 * 2**30) and parse_bytes("800MB") == 800 * 10**6
+    with pytest.raises(HievalError, match="not a size"):
+        parse_bytes("lots")
