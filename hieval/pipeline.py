@@ -243,16 +243,22 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
 
     md5 is fixed forever (unlike a library's internal hash), so a document lands in the same
     shard on every machine and version; all of a document's rows land together, which is what
-    makes per-document counts add up exactly. Returns the rows per shard.
+    makes per-document counts add up exactly. The hash is taken once per distinct document (in
+    DuckDB, as ``md5_number(doc_id) % n``), and the table is read once. Returns the rows per
+    shard.
     """
     con = duckdb.connect()
-    con.read_parquet(str(source)).create_view("src")
+    shard_of = con.sql(
+        "SELECT doc_id, (md5_number(doc_id) % $n::UHUGEINT)::BIGINT AS shard "
+        "FROM (SELECT DISTINCT doc_id FROM read_parquet($source))",
+        params={"n": len(outputs), "source": str(source)},
+    ).pl()
+    table = pl.read_parquet(source)
+    columns = table.columns
+    table = table.join(shard_of, on="doc_id", how="left").sort(columns, nulls_last=True)
     sizes = []
     for index, out in enumerate(outputs):
-        shard = con.sql(
-            "SELECT * FROM src WHERE md5_number(doc_id) % $n::UHUGEINT = $i ORDER BY ALL",
-            params={"n": len(outputs), "i": index},
-        ).pl()
+        shard = table.filter(pl.col("shard") == index).drop("shard")
         write_parquet(shard, out)
         sizes.append(shard.height)
     return sizes
