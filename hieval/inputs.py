@@ -150,8 +150,13 @@ def normalize_labels(
     unknown_docs: str = "error",
     default_threshold: float = 0.5,
     log=print,
+    duckdb_config: dict | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
+
+    ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
+    the output stay in DuckDB, which spills beyond the limit, and the result is written by
+    DuckDB straight to Parquet.
 
     ``gold_docs`` (the normalised gold) is given for predictions: documents absent from it are
     an error or dropped (``unknown_docs``). Scores select predictions by ``threshold`` (default
@@ -167,7 +172,7 @@ def normalize_labels(
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
-    con = duckdb.connect()
+    con = duckdb.connect(config=duckdb_config or {})
     role = GOLD if gold_docs is None else PREDICTIONS
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
     file_format = open_source(con, path, name, role, options.format, extras)
@@ -259,16 +264,17 @@ def normalize_labels(
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name, log)
 
-    result = con.sql("""
-        SELECT DISTINCT doc_id, code FROM labels
-        WHERE code IS NOT NULL
-           OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
-        ORDER BY doc_id, code NULLS FIRST""").pl()
     record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
     record.labels = con.execute(
         "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
     ).fetchone()[0]
-    write_parquet(result, out)
+    with atomic_path(out) as tmp:
+        con.execute(f"""
+            COPY (SELECT DISTINCT doc_id, code FROM labels
+                  WHERE code IS NOT NULL
+                     OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
+                  ORDER BY doc_id, code NULLS FIRST)
+            TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
     log(f"{name}: {record.rows} rows -> {record.labels} labels over {record.documents} documents")
     return record
 
@@ -349,6 +355,11 @@ def _apply_unknown_docs(con, record, gold_docs, policy, path, name, log) -> None
     record.unknown_documents_dropped = len(docs)
     con.execute("DELETE FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)")
     log(f"{name}: dropped {len(docs)} documents that are not in the gold: {preview(docs)}")
+
+
+def _sql_path(path: Path) -> str:
+    """A path as a SQL string literal (COPY takes no parameters)."""
+    return str(path).replace("'", "''")
 
 
 def write_parquet(frame: pl.DataFrame, path: str | Path) -> None:

@@ -4,6 +4,7 @@ call these, so a number from ``snakemake`` and from ``hieval evaluate`` is the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from hieval import counts as counting
 from hieval import icm
-from hieval.atomic import write_text
+from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
 from hieval.evaluation import evaluate
@@ -36,6 +37,7 @@ from hieval.inputs import (
     placed_ancestors,
     write_parquet,
 )
+from hieval.keys import ROWS_PER_SLICE
 from hieval.metrics import metrics_table, sort_tidy
 from hieval.suite import suite_rows
 
@@ -74,6 +76,7 @@ def normalize(
     unknown_docs: str = "error",
     default_threshold: float = 0.5,
     log: Log = print,
+    engine: Engine | None = None,
 ) -> InputRecord:
     """Normalise one label file against the hierarchy and write its record beside it."""
     table = read_level_table(levels)
@@ -89,6 +92,7 @@ def normalize(
         unknown_docs,
         default_threshold,
         log,
+        (engine or Engine()).duckdb_config(),
     )
     write_text(record_out, record.to_json())
     return record
@@ -112,18 +116,23 @@ def parse_bytes(text: str) -> int:
 
 @dataclass(frozen=True)
 class Engine:
-    """Machine settings: threads, and a memory budget for a count job.
+    """Machine settings: threads, and memory bounds.
 
-    The counting engine keeps 8 bytes per label in memory (and slices of about a million
-    labels in flight), so its peak grows with the labels of one job. ``memory_limit`` makes a
-    job that would exceed it stop before reading, saying how many shards fit (``shards`` in the
-    config splits the documents so that each job holds a part). The engine does not spill, so
-    ``temp_directory`` is unused by it (the key stays valid in configs).
+    Normalisation runs in DuckDB under ``memory_limit``, spilling to ``temp_directory``. The
+    counting engine keeps 8 bytes per label in memory (and slices of about a million labels
+    in flight), so its peak grows with the labels of one job: with ``memory_limit`` a count job
+    that would exceed it stops before reading, saying how many shards fit (``shards`` in the
+    config splits the documents so that each job holds a part).
     """
 
     threads: int | None = None
     memory_limit: str | None = None
     temp_directory: str | None = None
+
+    def duckdb_config(self) -> dict[str, str]:
+        """DuckDB connection settings for the bounds that are set."""
+        settings = {"memory_limit": self.memory_limit, "temp_directory": self.temp_directory}
+        return {key: str(value) for key, value in settings.items() if value}
 
     def check_budget(self, labels: int) -> None:
         """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
@@ -149,10 +158,12 @@ class Engine:
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
     known = set(table.frame["code"].to_list())
-    codes = pl.concat(
-        [pl.read_parquet(gold, columns=["code"]), pl.read_parquet(predictions, columns=["code"])]
-    )["code"]
-    unknown = {c for c in codes.drop_nulls().unique().to_list() if c not in known}
+    codes = (  # streamed: only the distinct codes are ever held
+        pl.concat([pl.scan_parquet(path).select("code") for path in (gold, predictions)])
+        .select(pl.col("code").drop_nulls().unique())
+        .collect(engine="streaming")["code"]
+    )
+    unknown = {c for c in codes.to_list() if c not in known}
     return placed_ancestors(unknown, table) if unknown else None
 
 
@@ -244,8 +255,9 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     md5 is fixed forever (unlike a library's internal hash), so a document lands in the same
     shard on every machine and version; all of a document's rows land together, which is what
     makes per-document counts add up exactly. The hash is taken once per distinct document (in
-    DuckDB, as ``md5_number(doc_id) % n``), and the table is read once. Returns the rows per
-    shard.
+    DuckDB, as ``md5_number(doc_id) % n``); the table is streamed in slices, each appended to
+    its shards' files, so memory stays bounded (the input's order, sorted for a normalised
+    table, is kept). Returns the rows per shard.
     """
     con = duckdb.connect()
     shard_of = con.sql(
@@ -253,14 +265,26 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
         "FROM (SELECT DISTINCT doc_id FROM read_parquet($source))",
         params={"n": len(outputs), "source": str(source)},
     ).pl()
-    table = pl.read_parquet(source)
-    columns = table.columns
-    table = table.join(shard_of, on="doc_id", how="left").sort(columns, nulls_last=True)
-    sizes = []
-    for index, out in enumerate(outputs):
-        shard = table.filter(pl.col("shard") == index).drop("shard")
-        write_parquet(shard, out)
-        sizes.append(shard.height)
+    sizes = [0] * len(outputs)
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
+        writers: list[pq.ParquetWriter | None] = [None] * len(outputs)
+        scan = pl.scan_parquet(source)
+        for batch in scan.collect_batches(chunk_size=ROWS_PER_SLICE):
+            batch = batch.join(shard_of, on="doc_id", how="left", maintain_order="left")
+            for index, part in batch.partition_by("shard", as_dict=True).items():
+                table = part.drop("shard").to_arrow()
+                shard = int(index[0])
+                if writers[shard] is None:
+                    writers[shard] = stack.enter_context(
+                        pq.ParquetWriter(tmps[shard], table.schema, compression="zstd")
+                    )
+                writers[shard].write_table(table)
+                sizes[shard] += part.height
+        empty = scan.head(0).collect()
+        for tmp, writer in zip(tmps, writers, strict=True):
+            if writer is None:  # no document hashed here: an empty shard, with the columns
+                empty.write_parquet(tmp)
     return sizes
 
 

@@ -19,7 +19,7 @@ def main(smk, log):
         smk.output.icm_items,
         icm_params=IcmParams(**json.loads(smk.params.icm)),
         weights=smk.input.weights,
-        engine=Engine(threads=smk.threads, **json.loads(smk.params.engine)),
+        engine=Engine(threads=smk.threads, **smk.config.get("engine", {})),
         log=log,
     )
 

@@ -3,11 +3,13 @@
 import json
 
 from hieval.inputs import LabelOptions
-from hieval.pipeline import normalize
+from hieval.pipeline import Engine, normalize
 from hieval.workflow_script import run_rule
 
 
 def main(smk, log):
+    # Engine settings come from the config, not params: they bound memory, never change a
+    # number, so changing them must not rerun anything.
     gold = smk.input.gold if hasattr(smk.input, "gold") else None
     normalize(
         smk.input.labels,
@@ -21,6 +23,7 @@ def main(smk, log):
         smk.params.unknown_docs,
         smk.params.threshold,
         log,
+        Engine(threads=smk.threads, **smk.config.get("engine", {})),
     )
 
 

@@ -297,3 +297,16 @@ def test_unknown_format(refuses, tmp_path):
 
 def test_prediction_only_format_as_gold(refuses, tmp_path):
     refuses(write(tmp_path / "gold.json", "{}"), "caml_scores", "predictions only")
+
+
+def test_engine_bounds_leave_the_output_unchanged(run, tmp_path):
+    """A memory limit and a spill folder bound DuckDB; they never change what is written."""
+    src = write(tmp_path / "m.csv", "doc_id,code\nd2,401.9\nd1,364.11\nd1,364.11\nd3,\n")
+    plain = run(src, out=tmp_path / "plain.parquet")
+    spill = tmp_path / "spill"
+    bounded = run(
+        src,
+        out=tmp_path / "bounded.parquet",
+        duckdb_config={"memory_limit": "256MB", "temp_directory": str(spill)},
+    )
+    assert bounded[1] == plain[1] == [("d1", "364.11"), ("d2", "401.9"), ("d3", None)]

@@ -114,3 +114,23 @@ def test_split_spreads_documents(tmp_path, shards):
     sizes = split_by_document(source, [tmp_path / f"s{i}.parquet" for i in range(shards)])
     assert sum(sizes) == 2000
     assert min(sizes) > 0.6 * 2000 / shards, sizes
+
+
+def test_split_keeps_every_row_and_writes_empty_shards(tmp_path):
+    """More shards than documents: every row lands once, in order, and the shards no document
+    hashes to are still written, with the columns (a count job reads every shard)."""
+    table = pl.DataFrame(
+        {"doc_id": ["a", "a", "b", "c"], "code": ["001.0", "002.1", None, "401.9"]}
+    )
+    table.write_parquet(tmp_path / "in.parquet")
+    outs = [tmp_path / f"s{i}.parquet" for i in range(6)]
+    sizes = split_by_document(tmp_path / "in.parquet", outs)
+    shards = [pl.read_parquet(p) for p in outs]
+    assert sizes == [s.height for s in shards] and sum(sizes) == table.height
+    assert any(s.height == 0 for s in shards)
+    assert all(s.columns == ["doc_id", "code"] for s in shards)
+    assert pl.concat(shards).sort("doc_id", "code", nulls_last=True).equals(table)
+    home: dict[str, int] = {}
+    for index, shard in enumerate(shards):  # all of a document's rows land in one shard
+        for doc in shard["doc_id"].to_list():
+            assert home.setdefault(doc, index) == index

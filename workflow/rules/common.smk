@@ -116,11 +116,6 @@ def icm_params():
     )
 
 
-def engine_settings():
-    """DuckDB memory limit and spill folder, as a JSON string param."""
-    return json.dumps(config["engine"], sort_keys=True)
-
-
 def hierarchy_label():
     """A human-readable name of the hierarchy for reports."""
     source = HIERARCHY["source"]

@@ -74,7 +74,6 @@ rule count:
     params:
         max_level=config["max_level"],
         icm=icm_params(),
-        engine=engine_settings(),
         hieval=HIEVAL_CODE,
     script:
         "../../scripts/count.py"
