@@ -54,6 +54,7 @@ class SliceCounts:
 
     node_sums: dict[str, np.ndarray]
     doc_rows: dict[str, np.ndarray]
+    labels: int  # input keys of the slice (for progress)
 
 
 NODE_SUMS = ("c_tp", "c_pred", "c_gold", "s_tp", "s_pred", "s_gold")
@@ -103,7 +104,7 @@ def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
         "fp": pred - tp,
         "fn": gold - tp,
     }
-    return SliceCounts(node_sums, doc_rows)
+    return SliceCounts(node_sums, doc_rows, int(part.keys.size))
 
 
 def doc_frame(rows: dict[str, np.ndarray], levels: tuple[str, ...], doc_ids: pl.Series):

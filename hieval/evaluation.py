@@ -7,6 +7,9 @@ encodes the inputs once and keeps each slice's arrays in cache for both.
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +33,26 @@ class Evaluation:
     documents: int  # documents with a label or a prediction
 
 
+class Progress:
+    """Logs the share of labels counted, every tenth of the way on large inputs."""
+
+    def __init__(self, total: int, log: Callable[[str], None], minimum: int = 5_000_000):
+        self.total, self.log, self.done, self.next = total, log, 0, 0.1
+        self.quiet = total < minimum  # small jobs finish before a line would help
+        self.start = time.monotonic()
+
+    def advance(self, labels: int) -> None:
+        self.done += labels
+        share = self.done / self.total if self.total else 1.0
+        if self.quiet or share < self.next:
+            return
+        self.log(
+            f"counted {self.done:,} of {self.total:,} labels ({share:.0%}) "
+            f"in {time.monotonic() - self.start:.1f} s"
+        )
+        self.next = math.floor(share * 10 + 1) / 10
+
+
 def evaluate(
     gold: Source,
     predictions: Source,
@@ -41,15 +64,23 @@ def evaluate(
     extra_ancestors: pl.DataFrame | None = None,
     threads: int | None = None,
     docs_out: Path | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Evaluation:
     """Count ``evaluated`` levels and sum ICM over the whole tree (``levels``, to the root).
 
     ``weights`` are the ICM node weights of the whole gold (:func:`hieval.icm.node_weights`);
     when not given they are computed from this gold, which is right for an unsharded run only.
-    The per-document table is streamed to ``docs_out`` when given.
+    The per-document table is streamed to ``docs_out`` when given; ``log`` hears of progress.
     """
+    log = log or (lambda _message: None)
+    clock = time.monotonic()
     space = CodeSpace.build(ancestors, levels, extra_ancestors)
     labels = encode(gold, predictions, space)
+    log(
+        f"encoded {labels.keys.size:,} labels of {labels.doc_ids.len():,} documents "
+        f"in {time.monotonic() - clock:.1f} s"
+    )
+    progress = Progress(labels.keys.size, log)
     if weights is None:
         weights = weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
     items = ItemSums(labels, weights, params)
@@ -65,6 +96,7 @@ def evaluate(
             add_node_sums(totals, counts)
             docs.add(counts.doc_rows)
             items.add(first, end, sums)
+            progress.advance(counts.labels)
     return Evaluation(
         node_frame(totals or empty_sums(labels.space, evaluated), labels.space),
         docs.frame() if docs_out is None else None,

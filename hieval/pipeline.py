@@ -231,6 +231,7 @@ def count_model(
             extra,
             engine.threads,
             Path(docs_out),
+            log,
         )
     except ValueError as exc:
         raise HievalError(str(exc)) from None

@@ -101,3 +101,19 @@ def test_memory_budget_refuses_with_the_shards_that_fit():
     assert parse_bytes("1.5GiB") == int(1.5 * 2**30) and parse_bytes("800MB") == 800 * 10**6
     with pytest.raises(HievalError, match="not a size"):
         parse_bytes("lots")
+
+
+def test_progress_is_logged_every_tenth_on_large_jobs_only():
+    from hieval.evaluation import Progress
+
+    lines: list[str] = []
+    progress = Progress(20_000_000, lines.append)
+    for _ in range(40):
+        progress.advance(500_000)
+    assert [line.split("(")[1].split(")")[0] for line in lines] == [
+        f"{p}%" for p in range(10, 101, 10)
+    ]
+    quiet: list[str] = []
+    small = Progress(1_000, quiet.append)
+    small.advance(1_000)
+    assert quiet == []
