@@ -111,16 +111,30 @@ class Slice:
             self._groups[level] = group(doc, node, pred, self.space.contiguous[level])
         return self._groups[level]
 
-    def tree_groups(self) -> Groups:
+    def tree_groups(self) -> list[Groups]:
         """(document, node) groups over every distinct ancestor of the labels (the whole
-        tree, each node once per document): the sets A(P) and A(G) of ICM and HF."""
-        space, code = self.space, self.code
+        tree, each node once per document): the sets A(P) and A(G) of ICM and HF.
+
+        Node numbers index ``space.tree_nodes``; each part of the list is ordered by document.
+        On a regular tree of levels these are the levels' own groups, kept where the node is
+        canonical (met there first); otherwise each label is expanded to its distinct ancestors
+        and the pairs sorted.
+        """
+        space = self.space
+        if space.tree_slots is not None:
+            parts = []
+            for level, (canonical, tree_id) in space.tree_slots.items():
+                g = self.groups(level)
+                keep = canonical[g.node]
+                parts.append(Groups(g.doc[keep], tree_id[g.node[keep]], g.x[keep], g.y[keep]))
+            return parts
+        code = self.code
         start = space.anc_ptr[code]
         n = space.anc_ptr[code + 1] - start
         total = int(n.sum())
         shift = np.repeat(start - (np.cumsum(n) - n), n)
         node = space.anc_node[shift + np.arange(total)]
-        return group(np.repeat(self.doc, n), node, np.repeat(self.pred, n), ordered=False)
+        return [group(np.repeat(self.doc, n), node, np.repeat(self.pred, n), ordered=False)]
 
 
 def slices(labels: Labels) -> Iterator[Slice]:

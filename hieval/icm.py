@@ -122,11 +122,10 @@ def node_weights(
 def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
     """Per tree node, the documents of a (gold-only) slice with the node in A(G); per code,
     the documents holding the code itself."""
-    tree, leaf = part.tree_groups(), part.groups(LEAF)
-    return (
-        np.bincount(tree.node, minlength=part.space.tree_nodes.len()),
-        np.bincount(leaf.node, minlength=part.space.codes.len()),
-    )
+    n_nodes = part.space.tree_nodes.len()
+    freq = sum(np.bincount(g.node, minlength=n_nodes) for g in part.tree_groups())
+    leaf = part.groups(LEAF)
+    return freq, np.bincount(leaf.node, minlength=part.space.codes.len())
 
 
 def weights_from_labels(
@@ -217,22 +216,22 @@ class FixedWeights:
 def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
     """ITEM_SUMS and PROP_SUMS (fixed point for the IC and w sums) per document of a slice,
     as the rows of a (9, documents) array."""
-    tree = part.tree_groups()
-    xs, ys = tree.x > 0, tree.y > 0
-    delta, counted = weights.delta[tree.node], weights.counted[tree.node]
+    sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), part.n_docs), dtype=np.int64)
+    for tree in part.tree_groups():
+        xs, ys = tree.x > 0, tree.y > 0
+        delta, counted = weights.delta[tree.node], weights.counted[tree.node]
+        sums[: len(ITEM_SUMS)] += sum_by_doc(
+            tree.doc,
+            [delta * xs, delta * ys, delta, counted & xs, counted & ys, counted & xs & ys],
+            part.n_docs,
+        )
     leaf = part.groups(LEAF)
     lx, ly = leaf.x > 0, leaf.y > 0
     prop = weights.propensity[leaf.node]
-    return np.concatenate(
-        [
-            sum_by_doc(
-                tree.doc,
-                [delta * xs, delta * ys, delta, counted & xs, counted & ys, counted & xs & ys],
-                part.n_docs,
-            ),
-            sum_by_doc(leaf.doc, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs),
-        ]
+    sums[len(ITEM_SUMS) :] = sum_by_doc(
+        leaf.doc, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs
     )
+    return sums
 
 
 class ItemSums:

@@ -56,6 +56,12 @@ class CodeSpace:
     are adjacent in code order. For the whole-tree measures, ``anc_ptr``/``anc_node`` list each
     code's distinct ancestors (itself included) as indices into ``tree_nodes``, and ``is_root``
     marks the tree nodes found at the last level given (the root, when levels end with it).
+
+    ``tree_slots[level]`` — ``(canonical, tree_id)`` per node of the level — is set when every
+    node is first met at one and the same level by all the codes under it (a regular tree of
+    levels, such as ICD-9's): then a code's distinct ancestors are exactly its ancestors at the
+    levels where they are canonical, and the whole-tree groups are the levels' own groups,
+    with no expansion and sort (see :meth:`hieval.groups.Slice.tree_groups`).
     """
 
     codes: pl.Series
@@ -67,6 +73,7 @@ class CodeSpace:
     anc_ptr: np.ndarray
     anc_node: np.ndarray
     is_root: np.ndarray
+    tree_slots: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def n_hierarchy_codes(self) -> int:
@@ -114,6 +121,7 @@ class CodeSpace:
             .alias("ni"),
         ).sort("ci", "ni")
         is_root = tree_nodes.is_in(anc.filter(pl.col("level") == levels[-1])["ancestor"].implode())
+        tree_slots = _tree_slots(anc, present, nodes, tree_nodes)
         anc_ptr = np.zeros(codes.len() + 1, dtype=np.int64)
         np.cumsum(np.bincount(pairs["ci"].to_numpy(), minlength=codes.len()), out=anc_ptr[1:])
         return cls(
@@ -126,6 +134,7 @@ class CodeSpace:
             anc_ptr=anc_ptr,
             anc_node=pairs["ni"].to_numpy().astype(np.int64),
             is_root=is_root.to_numpy(),
+            tree_slots=tree_slots,
         )
 
     def with_codes(self, more: list[str]) -> CodeSpace:
@@ -141,8 +150,33 @@ class CodeSpace:
         anc_ptr = np.concatenate([self.anc_ptr, np.full(n, self.anc_ptr[-1], dtype=np.int64)])
         return CodeSpace(
             codes, self.levels, node_of, nodes, self.contiguous, self.tree_nodes, anc_ptr,
-            self.anc_node, self.is_root,
+            self.anc_node, self.is_root, self.tree_slots,
         )  # fmt: skip
+
+
+def _tree_slots(
+    anc: pl.DataFrame, levels: list[str], nodes: dict[str, pl.Series], tree_nodes: pl.Series
+) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """Per level, which of its nodes are met there first (canonical) and their tree index;
+    None when some node is met first at different levels by different codes."""
+    rank = {level: i for i, level in enumerate(levels)}
+    first = (
+        anc.with_columns(pl.col("level").replace_strict(rank, return_dtype=pl.Int32).alias("r"))
+        .group_by("code", "ancestor")
+        .agg(pl.col("r").min())
+        .group_by("ancestor")
+        .agg(pl.col("r").min().alias("lo"), pl.col("r").max().alias("hi"))
+    )
+    if (first["lo"] != first["hi"]).any():
+        return None
+    canon = dict(zip(first["ancestor"].to_list(), first["lo"].to_list(), strict=True))
+    slots = {}
+    for level in levels:
+        names = nodes[level]
+        canonical = np.array([canon[n] == rank[level] for n in names.to_list()], dtype=bool)
+        tree_id = tree_nodes.search_sorted(names).cast(pl.Int64).to_numpy()
+        slots[level] = (canonical, tree_id)
+    return slots
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,45 @@ def test_progress_is_logged_every_tenth_on_large_jobs_only():
     small = Progress(1_000, quiet.append)
     small.advance(1_000)
     assert quiet == []
+
+
+def _both_paths(labels, ancestors, levels, params):
+    """Weights and item sums through the level slots and through the explicit expansion."""
+    import dataclasses
+
+    from hieval.icm import items_from_labels, weights_from_labels
+
+    out = []
+    for space in (labels.space, dataclasses.replace(labels.space, tree_slots=None)):
+        encoded = dataclasses.replace(labels, space=space)
+        weights = weights_from_labels(encoded, ancestors, levels, params)
+        out.append((weights, items_from_labels(encoded, weights, params)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_icm_level_slots_equal_the_ancestor_expansion(icd9, icd9_ancestors, seed):
+    """ICD-9 is a regular tree of levels, so ICM takes the level-slot path; it must give the
+    very numbers of the general path (each label expanded to its distinct ancestors). Labels
+    include internal codes (e1, e0 and block depth) and codes outside the hierarchy."""
+    from hieval.icm import IcmParams
+    from hieval.keys import encode
+
+    space = CodeSpace.build(icd9_ancestors, icd9.levels)
+    assert space.tree_slots is not None
+    by_depth = icd9.frame.group_by("depth").agg(pl.col("code").head(150))
+    codes = [c for row in by_depth["code"].to_list() for c in row] + ["ZZ1", "ZZ2"]
+    gold, pred = random_labels(codes, 120, seed=seed)
+    gold["empty"] = []
+    labels = encode(to_frame(gold), to_frame(pred), space)
+    (w_fast, i_fast), (w_slow, i_slow) = _both_paths(
+        labels, icd9_ancestors, icd9.levels, IcmParams()
+    )
+    assert w_fast.equals(w_slow) and i_fast.equals(i_slow)
+    assert (i_fast["ic_union"] > 0).sum() > 50  # the comparison is not vacuous
+
+
+def test_a_node_met_first_at_two_levels_takes_the_expansion_path():
+    # B is a block (level c) for a1 but a category (e0) for b1: no single level to count it at.
+    anc = anc_frame({"a1": {"e0": "X", "c": "B"}, "b1": {"e0": "B", "c": "B"}})
+    assert CodeSpace.build(anc, LEVELS).tree_slots is None
