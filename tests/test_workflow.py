@@ -132,6 +132,17 @@ def test_changed_threshold_reruns_only_that_model(tmp_path):
     assert "results/inputs/predictions/exact.parquet" not in planned
 
 
+def test_engine_bounds_rerun_nothing(tmp_path):
+    """Memory bounds never change a number, so changing them must not rerun any job."""
+    config = write_zoo(tmp_path)
+    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    bounds = tmp_path / "bounds.yaml"
+    bounds.write_text("engine:\n  memory_limit: 1GB\n  temp_directory: spill\n")
+    dry = snakemake(tmp_path, "--configfile", str(config), str(bounds), "-n", quiet=False)
+    assert dry.returncode == 0, dry.stderr
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
 @pytest.mark.parametrize(
     ("sheet", "message"),
     [
