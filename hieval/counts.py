@@ -15,13 +15,14 @@ hash group-by (DuckDB's, measured at 100× MIMIC-III: ~3.5 s after integer encod
 that on a hash table that outgrows the caches. With labels sorted once by (document, code in
 hierarchy order), each level's groups are runs of adjacent keys, found by one comparison of
 neighbours; sums per group are ``np.add.reduceat`` and per node ``np.bincount``. Documents are
-processed in slices of about a million labels, so temporaries stay small and cache-resident and
-the per-document table can be written slice by slice.
+processed in slices of about a million labels, so temporaries stay small (tens of MB) and the
+per-document table can be written slice by slice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -211,11 +212,15 @@ class DocSink:
         return doc_frame(concat_rows(self.parts), self.levels, self.doc_ids)
 
     def __exit__(self, *exc) -> None:
-        if self._tmp is not None:
-            if self._writer is not None:
-                self._writer.close()
-            elif exc[0] is None:  # no labels at all: an empty table, still with its columns
-                self.frame().write_parquet(self._tmp)
+        try:
+            if self._tmp is not None:
+                if self._writer is not None:
+                    self._writer.close()
+                elif exc[0] is None:  # no labels at all: an empty table, with its columns
+                    self.frame().write_parquet(self._tmp)
+        except BaseException:
+            self._stack.__exit__(*sys.exc_info())  # the temporary file goes, then re-raise
+            raise
         self._stack.__exit__(*exc)
 
 

@@ -40,6 +40,8 @@ def group(doc: np.ndarray, node: np.ndarray, pred: np.ndarray, ordered: bool) ->
 
     Documents are slice-local (below 2^30) and node ids below 2^32: the three fit one key.
     """
+    if doc.size and int(doc[-1] if ordered else doc.max()) >= 1 << 30:
+        raise ValueError("a slice spans 2^30 documents or more; split the input into shards")
     key = (doc << 32) | node
     if not ordered:
         flagged = (key << 1) | pred
@@ -143,13 +145,21 @@ def slices(labels: Labels) -> Iterator[Slice]:
         yield Slice(first, end, keys, labels.space)
 
 
+def default_threads() -> int:
+    """The cores this process may use (its CPU affinity, not the host's core count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def parallel_map(function: Callable, items: Iterable, threads: int | None) -> Iterator:
     """``map`` over threads, in order, with at most ``2 × threads`` items in flight.
 
     numpy releases the GIL in its sorts, reductions and element-wise loops, so slices counted
     in threads use every core.
     """
-    threads = threads or os.cpu_count() or 1
+    threads = threads or default_threads()
     if threads == 1:
         yield from map(function, items)
         return

@@ -200,7 +200,7 @@ class FixedWeights:
     propensity: np.ndarray
 
     @classmethod
-    def of(cls, weights: pl.DataFrame, space: CodeSpace, root: str | None = None) -> FixedWeights:
+    def of(cls, weights: pl.DataFrame, space: CodeSpace) -> FixedWeights:
         aligned = pl.DataFrame({"node": space.tree_nodes}).join(
             weights.select("node", "delta", "inv_propensity"), on="node", how="left"
         )

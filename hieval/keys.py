@@ -13,9 +13,9 @@ already runs of the sorted keys: a group-by becomes a linear scan (a level whose
 contiguous, in an irregular published graph, is sorted on its own). Strings come back only for
 the final, small tables.
 
-Memory: a key is 8 bytes per label. Inputs are read in slices, so the strings of a whole file are
-never held at once; sorted inputs (as normalisation writes them) also keep the run-length encoding
-of their document column small.
+Memory: a key is 8 bytes per label. Inputs are read in slices, so the label strings of a whole
+file are never held at once; what is kept is the run-length encoding of the document column —
+one string per document for sorted inputs (as normalisation writes them), one per row at worst.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _LOW = (1 << DOC_SHIFT) - 1
 _MAX_DOCS = 1 << (63 - DOC_SHIFT)
 LEAF = "leaf"
 ROWS_PER_SLICE = 4_000_000  # strings read at once per input file
-LABELS_PER_CHUNK = 1 << 20  # labels counted together (cache-sized temporaries)
+LABELS_PER_CHUNK = 1 << 20  # labels counted together (temporaries of tens of MB)
 
 
 def read_frame(source: Source, columns: list[str] | None = None) -> pl.DataFrame:
@@ -90,8 +90,18 @@ class CodeSpace:
         if extra is not None and extra.height:
             anc = pl.concat([anc, extra.select("code", "level", "ancestor")])
         anc = anc.filter(pl.col("level").is_in(list(levels)) & pl.col("ancestor").is_not_null())
+        twice = anc.filter(pl.struct("code", "level").is_duplicated())
+        if twice.height:  # a level table holds one ancestor per code and level: never guess
+            row = twice.sort("code", "level", "ancestor").row(0, named=True)
+            raise ValueError(
+                f"the ancestor table gives code {row['code']!r} more than one ancestor at level "
+                f"{row['level']!r} ({twice.height} such rows); a level table holds one per level"
+            )
         wide = anc.pivot(on="level", index="code", values="ancestor", aggregate_function="first")
-        present = [level for level in levels if level in wide.columns]
+        for level in levels:  # a level without rows still exists: it just has no nodes
+            if level not in wide.columns:
+                wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(level))
+        present = list(levels)
         for level in present:
             wide = wide.with_columns(pl.col(level).cast(pl.String))
         # Root-most level first: the codes under one node end up next to each other.

@@ -22,6 +22,7 @@ from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
 from hieval.evaluation import evaluate
+from hieval.groups import default_threads
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import (
     LevelTable,
@@ -98,9 +99,11 @@ def normalize(
     return record
 
 
-#: Peak memory of a count job, measured by benchmarks/harness.py (one pass, 2 threads):
-#: about 300 MB plus 24 bytes per label (the 8-byte keys and the slices in flight).
-BASE_BYTES, BYTES_PER_LABEL = 300 * 2**20, 24
+#: Peak memory of a count job (one pass: counts, ICM sums, streamed per-document table), fitted
+#: to benchmarks/harness.py at 100x and 1000x MIMIC-III with 2 threads (1.14 GB for 10.8M
+#: labels, 2.37 GB for 108M) and rounded up: a base, each thread's slice in flight, the keys
+#: and per-document sums.
+BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
 
@@ -119,10 +122,11 @@ class Engine:
     """Machine settings: threads, and memory bounds.
 
     Normalisation runs in DuckDB under ``memory_limit``, spilling to ``temp_directory``. The
-    counting engine keeps 8 bytes per label in memory (and slices of about a million labels
-    in flight), so its peak grows with the labels of one job: with ``memory_limit`` a count job
-    that would exceed it stops before reading, saying how many shards fit (``shards`` in the
-    config splits the documents so that each job holds a part).
+    counting engine keeps 8 bytes per label in memory, per-document sums, and one slice of
+    about a million labels per thread at work, so its peak grows with the labels of one job:
+    with ``memory_limit`` a count job that would exceed it stops before reading, saying how
+    many shards fit (``shards`` in the config splits the documents so that each job holds a
+    part). ``threads`` defaults to the cores this process may use.
     """
 
     threads: int | None = None
@@ -139,10 +143,11 @@ class Engine:
         if not self.memory_limit:
             return
         budget = parse_bytes(self.memory_limit)
-        need = BASE_BYTES + BYTES_PER_LABEL * labels
+        fixed = BASE_BYTES + BYTES_PER_THREAD * (self.threads or default_threads())
+        need = fixed + BYTES_PER_LABEL * labels
         if need <= budget:
             return
-        room = budget - BASE_BYTES
+        room = budget - fixed
         shards = math.ceil(BYTES_PER_LABEL * labels / room) if room > 0 else None
         advice = (
             f"set shards: {shards} (or more) in the config so that each count job holds a part"

@@ -93,11 +93,14 @@ def test_codes_outside_the_hierarchy_count_at_the_leaf_level_only():
 
 
 def test_memory_budget_refuses_with_the_shards_that_fit():
-    Engine(memory_limit="2GB").check_budget(10_000_000)  # 0.5 GB: fits
-    with pytest.raises(HievalError, match=r"needs about 2\.7 GB.*set shards: 2 "):
-        Engine(memory_limit="2GB").check_budget(100_000_000)
+    # 550 MiB + 2 threads x 200 MiB + 20 bytes a label
+    Engine(memory_limit="2GB", threads=2).check_budget(10_000_000)  # 1.2 GB: fits
+    with pytest.raises(HievalError, match=r"needs about 3\.0 GB.*set shards: 2 "):
+        Engine(memory_limit="2GB", threads=2).check_budget(100_000_000)
+    with pytest.raises(HievalError, match=r"needs about 1\.8 GB"):  # more threads, more need
+        Engine(memory_limit="1.7GB", threads=6).check_budget(10)
     with pytest.raises(HievalError, match=r"raise engine\.memory_limit"):
-        Engine(memory_limit="100MB").check_budget(10)
+        Engine(memory_limit="100MB", threads=1).check_budget(10)
     assert parse_bytes("1.5GiB") == int(1.5 * 2**30) and parse_bytes("800MB") == 800 * 10**6
     with pytest.raises(HievalError, match="not a size"):
         parse_bytes("lots")
@@ -159,3 +162,17 @@ def test_a_node_met_first_at_two_levels_takes_the_expansion_path():
     # B is a block (level c) for a1 but a category (e0) for b1: no single level to count it at.
     anc = anc_frame({"a1": {"e0": "X", "c": "B"}, "b1": {"e0": "B", "c": "B"}})
     assert CodeSpace.build(anc, LEVELS).tree_slots is None
+
+
+def test_ancestor_tables_with_two_ancestors_at_a_level_are_refused():
+    anc = pl.concat([anc_frame(IRREGULAR), anc_frame({"a1": {"e0": "Y"}})])
+    with pytest.raises(ValueError, match=r"code 'a1' more than one ancestor at level 'e0'"):
+        CodeSpace.build(anc, LEVELS)
+
+
+def test_a_level_without_rows_counts_nothing_there():
+    anc = {"a1": {"e0": "X"}, "b1": {"e0": "Y"}}  # no code has a block (level c)
+    gold, pred = {"d1": ["a1", "b1"]}, {"d1": ["a1"]}
+    nodes, docs = count(to_frame(gold), to_frame(pred), anc_frame(anc), LEVELS)
+    assert_matches_reference(gold, pred, anc, nodes, docs)
+    assert nodes.filter(pl.col("level") == "c").height == 0
