@@ -208,7 +208,9 @@ class FixedWeights:
         delta = np.round(aligned["delta"].fill_null(0.0).to_numpy() * FIXED_POINT)
         prop = np.round(aligned["inv_propensity"].fill_null(0.0).to_numpy() * FIXED_POINT)
         self_node = _self_node(space)
-        propensity = np.where(self_node >= 0, prop.astype(np.int64)[self_node], 0)
+        propensity = np.zeros(self_node.size, dtype=np.int64)
+        has_self = self_node >= 0
+        propensity[has_self] = prop.astype(np.int64)[self_node[has_self]]
         counted = known & ~space.is_root
         return cls(delta.astype(np.int64), counted, propensity)
 

@@ -98,17 +98,15 @@ class CodeSpace:
                 f"{row['level']!r} ({twice.height} such rows); a level table holds one per level"
             )
         wide = anc.pivot(on="level", index="code", values="ancestor", aggregate_function="first")
-        for level in levels:  # a level without rows still exists: it just has no nodes
-            if level not in wide.columns:
-                wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(level))
-        present = list(levels)
-        for level in present:
-            wide = wide.with_columns(pl.col(level).cast(pl.String))
+        wide = wide.with_columns(  # a level without rows still exists: it just has no nodes
+            (pl.col(lv) if lv in wide.columns else pl.lit(None)).cast(pl.String).alias(lv)
+            for lv in levels
+        )
         # Root-most level first: the codes under one node end up next to each other.
-        wide = wide.sort([*reversed(present), "code"], nulls_last=False)
+        wide = wide.sort([*reversed(levels), "code"], nulls_last=False)
         codes = wide["code"]
         node_of, nodes, contiguous = {}, {}, {}
-        for level in present:
+        for level in levels:
             column = wide[level]
             named = column.drop_nulls()
             order = named.unique(maintain_order=True)
@@ -125,18 +123,23 @@ class CodeSpace:
         pairs = anc.select("code", "ancestor").unique()
         tree_nodes = pairs["ancestor"].unique().sort()
         pairs = pairs.with_columns(
-            pl.col("code").replace_strict(codes, pl.int_range(codes.len(), eager=True)).alias("ci"),
+            pl.col("code")
+            .replace_strict(codes, pl.int_range(codes.len(), eager=True), return_dtype=pl.Int64)
+            .alias("ci"),
             pl.col("ancestor")
-            .replace_strict(tree_nodes, pl.int_range(tree_nodes.len(), eager=True))
+            .replace_strict(
+                tree_nodes, pl.int_range(tree_nodes.len(), eager=True), return_dtype=pl.Int64
+            )
             .alias("ni"),
         ).sort("ci", "ni")
         is_root = tree_nodes.is_in(anc.filter(pl.col("level") == levels[-1])["ancestor"].implode())
-        tree_slots = _tree_slots(anc, present, nodes, tree_nodes)
+        tree_slots = _tree_slots(anc, list(levels), nodes, tree_nodes)
         anc_ptr = np.zeros(codes.len() + 1, dtype=np.int64)
-        np.cumsum(np.bincount(pairs["ci"].to_numpy(), minlength=codes.len()), out=anc_ptr[1:])
+        code_index = pairs["ci"].to_numpy().astype(np.int64)  # int64 even when empty
+        np.cumsum(np.bincount(code_index, minlength=codes.len()), out=anc_ptr[1:])
         return cls(
             codes=codes,
-            levels=tuple(present),
+            levels=tuple(levels),
             node_of=node_of,
             nodes=nodes,
             contiguous=contiguous,

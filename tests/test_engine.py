@@ -176,3 +176,13 @@ def test_a_level_without_rows_counts_nothing_there():
     nodes, docs = count(to_frame(gold), to_frame(pred), anc_frame(anc), LEVELS)
     assert_matches_reference(gold, pred, anc, nodes, docs)
     assert nodes.filter(pl.col("level") == "c").height == 0
+
+
+def test_an_empty_ancestor_table_leaves_flat_counts_and_zero_icm():
+    from hieval.icm import icm
+
+    empty = pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
+    gold, pred = {"d1": ["x", "y"], "d2": ["z"]}, {"d1": ["x"], "d2": ["q"]}
+    nodes, docs = count(to_frame(gold), to_frame(pred), empty, LEVELS)
+    assert_matches_reference(gold, pred, {c: {} for c in "xyzq"}, nodes, docs)
+    assert icm(to_frame(gold), to_frame(pred), empty, (*LEVELS, "root"))["icm"] == 0.0
