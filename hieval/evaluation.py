@@ -82,7 +82,7 @@ def evaluate(
     )
     progress = Progress(labels.keys.size, log)
     if weights is None:
-        weights = weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+        weights = weights_from_labels(labels, levels, params, threads)
     items = ItemSums(labels, weights, params)
     fixed: FixedWeights = items.weights
 

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from hieval.groups import Slice, parallel_map, slices, sum_by_doc
-from hieval.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode, read_frame
+from hieval.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode
 
 EMPTY_GOLD = ("keep", "drop")
 #: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a
@@ -89,13 +89,6 @@ def _self_node(space: CodeSpace) -> np.ndarray:
     return np.where(same, index, -1)
 
 
-def _tree_frame(ancestors: Source, extra: pl.DataFrame | None) -> pl.DataFrame:
-    anc = read_frame(ancestors, ["code", "level", "ancestor"])
-    if extra is not None and extra.height:
-        anc = pl.concat([anc, extra.select("code", "level", "ancestor")])
-    return anc
-
-
 def node_weights(
     gold: Source,
     ancestors: Source,
@@ -116,7 +109,7 @@ def node_weights(
     """
     space = CodeSpace.build(ancestors, levels, extra_ancestors)
     labels = encode(gold, _empty_labels(), space)
-    return weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+    return weights_from_labels(labels, levels, params, threads)
 
 
 def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
@@ -129,12 +122,7 @@ def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
 
 
 def weights_from_labels(
-    labels: Labels,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    params: IcmParams,
-    extra_ancestors: pl.DataFrame | None = None,
-    threads: int | None = None,
+    labels: Labels, levels: tuple[str, ...], params: IcmParams, threads: int | None = None
 ) -> pl.DataFrame:
     """:func:`node_weights` of gold labels already encoded (predicted keys are ignored)."""
     space = labels.space
@@ -151,7 +139,7 @@ def weights_from_labels(
     has_self = self_node >= 0
     np.add.at(exact, self_node[has_self], exact_by_code[has_self])
     con = duckdb.connect()
-    con.register("anc_in", _tree_frame(ancestors, extra_ancestors))
+    con.register("anc_in", space.ancestors)
     con.register("counts", pl.DataFrame({"node": space.tree_nodes, "f": freq, "n_l": exact}))
     return con.sql(
         """
@@ -325,5 +313,5 @@ def icm(
     params = params or IcmParams()
     space = CodeSpace.build(ancestors, levels, extra_ancestors)
     labels = encode(gold, predictions, space)
-    weights = weights_from_labels(labels, ancestors, levels, params, extra_ancestors, threads)
+    weights = weights_from_labels(labels, levels, params, threads)
     return icm_values(items_from_labels(labels, weights, params, threads), params)

@@ -55,7 +55,8 @@ class CodeSpace:
     ``nodes[level]`` names the nodes; ``contiguous[level]`` says whether the codes under each node
     are adjacent in code order. For the whole-tree measures, ``anc_ptr``/``anc_node`` list each
     code's distinct ancestors (itself included) as indices into ``tree_nodes``, and ``is_root``
-    marks the tree nodes found at the last level given (the root, when levels end with it).
+    marks the tree nodes found at the last level given (the root, when levels end with it);
+    ``ancestors`` keeps the (small) ``code, level, ancestor`` rows the space was built from.
 
     ``tree_slots[level]`` — ``(canonical, tree_id)`` per node of the level — is set when every
     node is first met at one and the same level by all the codes under it (a regular tree of
@@ -73,6 +74,7 @@ class CodeSpace:
     anc_ptr: np.ndarray
     anc_node: np.ndarray
     is_root: np.ndarray
+    ancestors: pl.DataFrame
     tree_slots: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
@@ -147,6 +149,7 @@ class CodeSpace:
             anc_ptr=anc_ptr,
             anc_node=pairs["ni"].to_numpy().astype(np.int64),
             is_root=is_root.to_numpy(),
+            ancestors=anc,
             tree_slots=tree_slots,
         )
 
@@ -163,7 +166,7 @@ class CodeSpace:
         anc_ptr = np.concatenate([self.anc_ptr, np.full(n, self.anc_ptr[-1], dtype=np.int64)])
         return CodeSpace(
             codes, self.levels, node_of, nodes, self.contiguous, self.tree_nodes, anc_ptr,
-            self.anc_node, self.is_root, self.tree_slots,
+            self.anc_node, self.is_root, self.ancestors, self.tree_slots,
         )  # fmt: skip
 
 

@@ -122,7 +122,7 @@ def test_progress_is_logged_every_tenth_on_large_jobs_only():
     assert quiet == []
 
 
-def _both_paths(labels, ancestors, levels, params):
+def _both_paths(labels, levels, params):
     """Weights and item sums through the level slots and through the explicit expansion."""
     import dataclasses
 
@@ -131,7 +131,7 @@ def _both_paths(labels, ancestors, levels, params):
     out = []
     for space in (labels.space, dataclasses.replace(labels.space, tree_slots=None)):
         encoded = dataclasses.replace(labels, space=space)
-        weights = weights_from_labels(encoded, ancestors, levels, params)
+        weights = weights_from_labels(encoded, levels, params)
         out.append((weights, items_from_labels(encoded, weights, params)))
     return out
 
@@ -151,9 +151,7 @@ def test_icm_level_slots_equal_the_ancestor_expansion(icd9, icd9_ancestors, seed
     gold, pred = random_labels(codes, 120, seed=seed)
     gold["empty"] = []
     labels = encode(to_frame(gold), to_frame(pred), space)
-    (w_fast, i_fast), (w_slow, i_slow) = _both_paths(
-        labels, icd9_ancestors, icd9.levels, IcmParams()
-    )
+    (w_fast, i_fast), (w_slow, i_slow) = _both_paths(labels, icd9.levels, IcmParams())
     assert w_fast.equals(w_slow) and i_fast.equals(i_slow)
     assert (i_fast["ic_union"] > 0).sum() > 50  # the comparison is not vacuous
 
