@@ -77,11 +77,6 @@ class CodeSpace:
     ancestors: pl.DataFrame
     tree_slots: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
-    @property
-    def n_hierarchy_codes(self) -> int:
-        """Codes that come from the ancestor table (the rest are label codes it lacks)."""
-        return int(self.anc_ptr.size - 1)
-
     @classmethod
     def build(
         cls, ancestors: Source, levels: tuple[str, ...], extra: pl.DataFrame | None = None
