@@ -10,10 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import polars as pl
 from rich.console import Console
 
-from hieval import __version__
+from hieval import __version__, paths
 from hieval.counts import evaluated_levels
 from hieval.errors import HievalError
 from hieval.formats import FORMATS
@@ -334,7 +333,7 @@ def evaluate(args: argparse.Namespace) -> None:
                 args.label_set,
             )
         )
-        reports[name] = node_report(pl.read_parquet(nodes_path), table.frame, table.levels)
+        reports[name] = node_report(paths.read_parquet(nodes_path), table.frame, table.levels)
     # Reports are written last, each atomically, so a failure above leaves none of them new.
     for name, frame in reports.items():
         write_csv(frame, args.out / "nodes" / f"{name}.csv")

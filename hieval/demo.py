@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from hieval import paths
 from hieval.inputs import write_parquet
 
 MODELS = ("sibling_confuser", "over_predictor", "cautious_coder", "distant_guesser")
@@ -110,7 +111,7 @@ def write_demo(
     documents: int,
 ) -> None:
     """Generate the demo from a level table and write it as Parquet."""
-    gold, predictions = make_demo(pl.read_parquet(levels_path), seed, documents)
+    gold, predictions = make_demo(paths.read_parquet(levels_path), seed, documents)
     write_parquet(gold, gold_out)
     for model, frame in predictions.items():
         write_parquet(frame, Path(prediction_dir) / f"{model}.parquet")

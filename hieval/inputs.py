@@ -26,6 +26,7 @@ from hieval.formats import GOLD, PREDICTIONS, Extras, open_source
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
+from hieval.paths import duckdb_path
 
 UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
 UNKNOWN_DOC_POLICIES = ("error", "drop")
@@ -339,7 +340,7 @@ def _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, policy, path, 
 def _apply_unknown_docs(con, record, gold_docs, policy, path, name, log) -> None:
     con.execute(
         "CREATE TEMP TABLE gold_docs AS SELECT DISTINCT doc_id FROM read_parquet(?)",
-        [str(gold_docs)],
+        [duckdb_path(gold_docs)],
     )
     extra = con.execute("""
         SELECT DISTINCT doc_id FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from hieval import paths
+
 Source = str | Path | pl.DataFrame
 
 CODE_BITS = 24  # up to ~16.7M distinct codes
@@ -42,7 +44,7 @@ def read_frame(source: Source, columns: list[str] | None = None) -> pl.DataFrame
     """A whole (small) table: a frame as is, or a Parquet file read."""
     if isinstance(source, pl.DataFrame):
         return source.select(columns) if columns else source
-    return pl.read_parquet(source, columns=columns)
+    return paths.read_parquet(source, columns=columns)
 
 
 @dataclass(frozen=True)
@@ -235,14 +237,14 @@ def _slices(source: Source) -> Iterator[pl.DataFrame]:
         for offset in range(0, frame.height, ROWS_PER_SLICE):
             yield frame.slice(offset, ROWS_PER_SLICE)
         return
-    scan = pl.scan_parquet(source).select("doc_id", "code")
+    scan = paths.scan_parquet(source).select("doc_id", "code")
     yield from scan.collect_batches(chunk_size=ROWS_PER_SLICE)
 
 
 def _total_rows(source: Source) -> int:
     if isinstance(source, pl.DataFrame):
         return source.height
-    return pl.scan_parquet(source).select(pl.len()).collect().item()
+    return paths.scan_parquet(source).select(pl.len()).collect().item()
 
 
 def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:

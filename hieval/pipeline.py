@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval import counts as counting
-from hieval import icm
+from hieval import icm, paths
 from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
@@ -40,6 +40,7 @@ from hieval.inputs import (
 )
 from hieval.keys import ROWS_PER_SLICE
 from hieval.metrics import metrics_table, sort_tidy
+from hieval.paths import duckdb_path
 from hieval.suite import suite_rows
 
 Log = Callable[[str], None]
@@ -164,7 +165,7 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
     known = set(table.frame["code"].to_list())
     codes = (  # streamed: only the distinct codes are ever held
-        pl.concat([pl.scan_parquet(path).select("code") for path in (gold, predictions)])
+        pl.concat([paths.scan_parquet(path).select("code") for path in (gold, predictions)])
         .select(pl.col("code").drop_nulls().unique())
         .collect(engine="streaming")["code"]
     )
@@ -232,7 +233,7 @@ def count_model(
             table.levels,
             evaluated,
             params,
-            pl.read_parquet(weights) if weights is not None else None,
+            paths.read_parquet(weights) if weights is not None else None,
             extra,
             engine.threads,
             Path(docs_out),
@@ -269,13 +270,13 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     shard_of = con.sql(
         "SELECT doc_id, (md5_number(doc_id) % $n::UHUGEINT)::BIGINT AS shard "
         "FROM (SELECT DISTINCT doc_id FROM read_parquet($source))",
-        params={"n": len(outputs), "source": str(source)},
+        params={"n": len(outputs), "source": duckdb_path(source)},
     ).pl()
     sizes = [0] * len(outputs)
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
         writers: list[pq.ParquetWriter | None] = [None] * len(outputs)
-        scan = pl.scan_parquet(source)
+        scan = paths.scan_parquet(source)
         for batch in scan.collect_batches(chunk_size=ROWS_PER_SLICE):
             batch = batch.join(shard_of, on="doc_id", how="left", maintain_order="left")
             for index, part in batch.partition_by("shard", as_dict=True).items():
@@ -305,13 +306,13 @@ def gather_counts(
     """Reduce shard count tables exactly: node counts are summed, document and item rows
     (disjoint across shards) concatenated, all sorted as an unsharded run sorts them."""
     node_table = (
-        pl.concat([pl.read_parquet(p) for p in nodes])
+        pl.concat([paths.read_parquet(p) for p in nodes])
         .group_by("family", "level", "node")
         .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
         .sort("family", "level", "node")
     )
-    doc_table = pl.concat([pl.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
-    item_table = pl.concat([pl.read_parquet(p) for p in items]).sort("doc_id")
+    doc_table = pl.concat([paths.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
+    item_table = pl.concat([paths.read_parquet(p) for p in items]).sort("doc_id")
     write_parquet(node_table, nodes_out)
     write_parquet(doc_table, docs_out)
     write_parquet(item_table, items_out)
@@ -330,13 +331,13 @@ def model_metrics(
     and the comparison metrics."""
     table = read_level_table(levels)
     counts_dir = Path(counts_dir)
-    nodes = pl.read_parquet(counts_dir / "nodes.parquet")
+    nodes = paths.read_parquet(counts_dir / "nodes.parquet")
     split = table.levels == ICD9_LEVELS
     n_labels = leaf_count(table) if label_set == "hierarchy" else None
     extra = suite_rows(
         nodes,
-        pl.read_parquet(counts_dir / "docs.parquet"),
-        pl.read_parquet(counts_dir / "items.parquet"),
+        paths.read_parquet(counts_dir / "docs.parquet"),
+        paths.read_parquet(counts_dir / "items.parquet"),
         icm_params or IcmParams(),
         label_set,
         n_labels,

@@ -3,8 +3,7 @@
 import json
 from pathlib import Path
 
-import polars as pl
-
+from hieval import paths
 from hieval.hierarchy.table import read_level_table
 from hieval.icm import IcmParams
 from hieval.pipeline import model_metrics
@@ -23,7 +22,7 @@ def main(smk, log):
     )
     table = read_level_table(smk.input.levels)
     write_csv(
-        node_report(pl.read_parquet(smk.input.nodes), table.frame, table.levels),
+        node_report(paths.read_parquet(smk.input.nodes), table.frame, table.levels),
         smk.output.nodes_report,
     )
 

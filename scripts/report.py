@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-import polars as pl
-
+from hieval import paths
 from hieval.counts import evaluated_levels
 from hieval.hierarchy.table import level_order
 from hieval.pipeline import read_records
@@ -13,7 +12,7 @@ from hieval.workflow_script import run_rule
 
 def main(smk, log):
     levels = evaluated_levels(level_order(smk.input.levels), smk.params.max_level)
-    tidy = combine([pl.read_parquet(p) for p in smk.input.metrics], levels, smk.params.models)
+    tidy = combine([paths.read_parquet(p) for p in smk.input.metrics], levels, smk.params.models)
     write_reports(
         tidy,
         Path(smk.output.metrics).parent,

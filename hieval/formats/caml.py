@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 
 from hieval.errors import InputError
+from hieval.paths import duckdb_path
 
 _ROWS = {"_line": pl.Int64, "doc_id": pl.String, "code": pl.String}
 
@@ -69,7 +70,7 @@ def looks_like_gold(path: Path) -> bool:
 def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
     """Register ``src`` from a CAML gold CSV, streaming past the note text."""
     rel = con.read_csv(
-        str(path), header=True, all_varchar=True, sep=",", quotechar='"', escapechar='"'
+        duckdb_path(path), header=True, all_varchar=True, sep=",", quotechar='"', escapechar='"'
     )
     columns = {c.upper(): c for c in rel.columns}
     missing = [c for c in ("HADM_ID", "LABELS") if c not in columns]

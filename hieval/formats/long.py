@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 
 from hieval.errors import InputError
+from hieval.paths import duckdb_path
 
 SEPARATORS = {".csv": ",", ".tsv": "\t", ".txt": "\t"}
 
@@ -30,7 +31,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     """Register ``src``; CSV/TSV are read as text so codes keep their leading zeros."""
     if path.suffix.lower() == ".parquet":
         try:
-            rel = con.read_parquet(str(path))
+            rel = con.read_parquet(duckdb_path(path))
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
             raise InputError(
@@ -42,6 +43,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     if separator is None:
         raise InputError(f"{name}: long format needs .parquet, .csv or .tsv, not {path.name}")
     check_header(path, name, separator)
-    con.read_csv(str(path), sep=separator, header=True, all_varchar=True).create_view("long_in")
+    rel = con.read_csv(duckdb_path(path), sep=separator, header=True, all_varchar=True)
+    rel.create_view("long_in")
     # Data rows are numbered from 1; the line in the file is one more (the header).
     con.sql("SELECT *, row_number() OVER () + 1 AS _line FROM long_in").create_view("src")

@@ -12,6 +12,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from hieval.errors import InputError
+from hieval.paths import duckdb_path
 
 ID, TARGET = "_id", "target"
 
@@ -29,7 +30,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     """Register ``src``: the ``target`` lists for the gold, the score columns otherwise."""
     try:
         if path.suffix.lower() == ".parquet":
-            con.read_parquet(str(path)).create_view("wide_in", replace=True)
+            con.read_parquet(duckdb_path(path)).create_view("wide_in", replace=True)
         else:
             con.register("wide_in", feather.read_table(path))
     except (OSError, ValueError) as exc:

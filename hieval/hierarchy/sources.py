@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
 from hieval.errors import CodeError, HierarchyError, preview
@@ -260,10 +261,10 @@ def read_edge_list(path: str | Path) -> pl.DataFrame:
     path = Path(path)
     try:
         if path.suffix == ".parquet":
-            frame = pl.read_parquet(path)
+            frame = paths.read_parquet(path)
         else:
             sep = "\t" if path.suffix in (".tsv", ".tab") else ","
-            frame = pl.read_csv(path, separator=sep, infer_schema=False)
+            frame = paths.read_csv(path, separator=sep, infer_schema=False)
     except FileNotFoundError:
         raise HierarchyError(f"hierarchy file {path} does not exist") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
