@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from hieval import __version__, paths
+from hieval.atomic import staged_folder
 from hieval.counts import evaluated_levels
 from hieval.errors import HievalError
 from hieval.formats import FORMATS
@@ -257,17 +258,46 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
     return per_file
 
 
+#: Every entry ``hieval evaluate`` writes into OUT: an existing OUT holding nothing else is
+#: replaced by the new run's outputs; any other folder is refused, never deleted.
+OUTPUT_ENTRIES = frozenset(
+    {"metrics.parquet", "metrics.csv", "summary.csv", "summary.md", "nodes", "work"}
+)
+
+
 def evaluate(args: argparse.Namespace) -> None:
-    """Run every stage for the given gold and prediction files."""
+    """Run every stage for the given gold and prediction files.
+
+    Everything is written into a staging folder that replaces ``--out`` only when complete, so
+    the folder holds this run's outputs alone, and a failure leaves no partial set behind.
+    """
     names = [name for name, _ in args.pred]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
-    work = args.out / "work"
+    with staged_folder(args.out, replaceable=OUTPUT_ENTRIES) as staging:
+        _evaluate_into(args, names, staging)
+    console.print(
+        f"[green]wrote[/green] {args.out}/metrics.parquet, summary.csv, summary.md "
+        f"and nodes/ for {len(names)} model(s)"
+    )
+
+
+def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> None:
+    """The stages of :func:`evaluate`, writing into ``out``.
+
+    Every input is read and validated before anything is counted, so a bad file of the last
+    model fails in seconds, not after the others were counted.
+    """
+    work = out / "work"
     levels, ancestors = _hierarchy(args, work / "hierarchy")
     table = read_level_table(levels)
     try:
         evaluated = evaluated_levels(table.levels, args.max_level)
+    except ValueError as exc:
+        raise HievalError(str(exc)) from None
+    try:
+        icm_params = IcmParams(args.icm_alpha1, args.icm_alpha2, args.icm_beta, args.icm_empty_gold)
     except ValueError as exc:
         raise HievalError(str(exc)) from None
 
@@ -282,25 +312,27 @@ def evaluate(args: argparse.Namespace) -> None:
             **per_file.get(name, {}),
         )
 
-    gold_options = options_for("gold")
     gold = work / "inputs" / "gold.parquet"
     records = [work / "inputs" / "gold.json"]
     normalize(
-        args.gold, "gold", gold, records[0], levels, gold_options, args.unknown_codes, log=log
+        args.gold,
+        "gold",
+        gold,
+        records[0],
+        levels,
+        options_for("gold"),
+        args.unknown_codes,
+        log=log,
     )
-    try:
-        icm_params = IcmParams(args.icm_alpha1, args.icm_alpha2, args.icm_beta, args.icm_empty_gold)
-    except ValueError as exc:
-        raise HievalError(str(exc)) from None
-    tidy, reports = [], {}
+    labels = {}
     for number, (name, path) in enumerate(args.pred, start=1):
-        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)})")
-        labels = work / "inputs" / "predictions" / f"{name}.parquet"
-        records.append(labels.with_suffix(".json"))
+        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
+        labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
+        records.append(labels[name].with_suffix(".json"))
         normalize(
             path,
             name,
-            labels,
+            labels[name],
             records[-1],
             levels,
             options_for(name, threshold=args.threshold, top_k=args.top_k),
@@ -310,22 +342,25 @@ def evaluate(args: argparse.Namespace) -> None:
             0.5,
             log,
         )
-        nodes_path = work / "counts" / name / "nodes.parquet"
+    tidy, reports = [], {}
+    for number, name in enumerate(names, start=1):
+        console.rule(f"[bold]{name}[/bold] ({number}/{len(names)}): counting")
+        counts = work / "counts" / name
         count_model(
             gold,
-            labels,
+            labels[name],
             levels,
             ancestors,
             args.max_level,
-            nodes_path,
-            work / "counts" / name / "docs.parquet",
-            work / "counts" / name / "items.parquet",
+            counts / "nodes.parquet",
+            counts / "docs.parquet",
+            counts / "items.parquet",
             icm_params,
             log=log,
         )
         tidy.append(
             model_metrics(
-                nodes_path.parent,
+                counts,
                 name,
                 work / "metrics" / f"{name}.parquet",
                 levels,
@@ -333,22 +368,19 @@ def evaluate(args: argparse.Namespace) -> None:
                 args.label_set,
             )
         )
-        reports[name] = node_report(paths.read_parquet(nodes_path), table.frame, table.levels)
-    # Reports are written last, each atomically, so a failure above leaves none of them new.
+        reports[name] = node_report(
+            paths.read_parquet(counts / "nodes.parquet"), table.frame, table.levels
+        )
     for name, frame in reports.items():
-        write_csv(frame, args.out / "nodes" / f"{name}.csv")
+        write_csv(frame, out / "nodes" / f"{name}.csv")
     hierarchy = args.hierarchy if args.hierarchy in ("package", *DOWNLOADS) else "your tree"
     write_reports(
         combine(tidy, evaluated, names),
-        args.out,
+        out,
         evaluated,
         names,
         read_records(records),
         f"{hierarchy} ({table.source})",
-    )
-    console.print(
-        f"[green]wrote[/green] {args.out}/metrics.parquet, summary.csv, summary.md "
-        f"and nodes/ for {len(names)} model(s)"
     )
 
 

@@ -23,7 +23,7 @@ from hieval.codes import ICD9_LEVELS
 from hieval.errors import HievalError
 from hieval.evaluation import evaluate
 from hieval.groups import default_threads
-from hieval.hierarchy.sources import load_source
+from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
 from hieval.hierarchy.table import (
     LevelTable,
     read_level_table,
@@ -52,8 +52,17 @@ def build_hierarchy(
     levels_out: str | Path,
     ancestors_out: str | Path,
     log: Log = print,
+    *,
+    sha256: str | None = None,
 ) -> LevelTable:
-    """Load a hierarchy source, validate it, and write the level and ancestor tables."""
+    """Load a hierarchy source, validate it, and write the level and ancestor tables.
+
+    A downloaded source is re-checked against its pin first (``sha256``, else the download's
+    own), so a cached file that was replaced or truncated is refused here, by the workflow and
+    the CLI alike, instead of being read as a smaller tree.
+    """
+    if path is not None and source in DOWNLOADS:
+        check_cached(path, sha256 or DOWNLOADS[source].sha256)
     log(f"loading hierarchy source {source!r}" + (f" from {path}" if path else ""))
     table, leaves = load_source(source, path)
     # The published CoPHE graph and users' JSON graphs have known irregularities: warn, not stop.
