@@ -9,7 +9,17 @@ def main(smk, log):
     path = smk.input.source if hasattr(smk.input, "source") else None
     if path and smk.params.sha256:
         check_cached(path, smk.params.sha256)
-    build_hierarchy(smk.params.source, path, smk.output.levels, smk.output.ancestors, log)
+    # max_level comes from the config, not params: checking it must not make a new max_level
+    # rebuild the hierarchy (and so renormalise every file); a user's tree has its levels known
+    # only here, so an impossible max_level stops the run before any file is normalised.
+    build_hierarchy(
+        smk.params.source,
+        path,
+        smk.output.levels,
+        smk.output.ancestors,
+        log,
+        max_level=smk.config.get("max_level"),
+    )
 
 
 run_rule(snakemake, main)  # noqa: F821
