@@ -99,13 +99,10 @@ _DefaultingValidator = _with_defaults(_FiniteValidator)
 def _message(error: jsonschema.ValidationError) -> str:
     """A schema violation in words a user acts on (jsonschema's own, where they are clear)."""
     value = error.instance
-    if (
-        error.validator == "type"
-        and isinstance(value, float)
-        and not isinstance(value, bool)
-        and not math.isfinite(value)
-    ):
-        return f"{value} is not a finite number"
+    if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
+        expected = error.validator_value
+        if "number" in (expected if isinstance(expected, list) else [expected]):
+            return f"{value} is not a finite number"
     if error.validator == "pattern" and error.validator_value == LITERAL_PATH_PATTERN:
         return (
             f"path {value!r} contains {{ or }}, which Snakemake would expand as a wildcard; "
@@ -133,10 +130,10 @@ def _schema_problems(validator, instance: dict) -> Iterator[str]:
             for extra in sorted(set(error.instance) - set(allowed)):
                 key = f"{where}.{extra}" if where else str(extra)
                 yield f"config key {key!r} is unknown; the keys here are {', '.join(allowed)}"
-        elif error.validator == "required":
-            missing = error.message.split("'")[1] if "'" in error.message else error.message
-            key = f"{where}.{missing}" if where else missing
-            yield f"config key {key!r} is required"
+        elif error.validator == "required" and isinstance(error.instance, dict):
+            for missing in (k for k in error.validator_value if k not in error.instance):
+                key = f"{where}.{missing}" if where else missing
+                yield f"config key {key!r} is required"
         else:
             yield (
                 f"config key {where!r}: {_message(error)}"
