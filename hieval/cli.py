@@ -7,6 +7,7 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rich.console import Console
 
 from hieval import __version__, paths
 from hieval.atomic import staged_folder
+from hieval.config import check_model_name
 from hieval.counts import evaluated_levels
 from hieval.errors import HievalError
 from hieval.formats import FORMATS
@@ -31,18 +33,35 @@ from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.suite import LABEL_SETS
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
-NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-")
 
 
 def _named_path(text: str) -> tuple[str, Path]:
+    """NAME=PATH where NAME is a model or ``gold`` (checked against the models later)."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
-    if not set(name) <= NAME_CHARS:
-        raise argparse.ArgumentTypeError(
-            f"model name {name!r} may only use letters, digits and _ . + -"
-        )
     return name, Path(path)
+
+
+def _model_path(text: str) -> tuple[str, Path]:
+    """--pred NAME=PATH: NAME follows the model sheet's rule (hieval.config.check_model_name)."""
+    name, path = _named_path(text)
+    try:
+        check_model_name(name)
+    except HievalError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name, path
+
+
+def _finite(text: str) -> float:
+    """A finite number: a NaN or infinite ICM weight would make every ICM value NaN or inf."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def _named_format(text: str) -> tuple[str, str]:
@@ -101,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pred",
         required=True,
         action="append",
-        type=_named_path,
+        type=_model_path,
         metavar="NAME=PATH",
         help="a model's predictions doc_id,code[,score]; repeat for several models",
     )
@@ -160,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, default in (("alpha1", 2.0), ("alpha2", 2.0), ("beta", 3.0)):
         ev.add_argument(
             f"--icm-{name}",
-            type=float,
+            type=_finite,
             default=default,
             help=f"ICM weight {name} (default {default:g}): "
             "ICM_i = alpha1 IC(P_i) + alpha2 IC(G_i) - beta IC(P_i u G_i)",

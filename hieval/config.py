@@ -1,23 +1,196 @@
-"""The model sheet: read it, validate every row against its JSON schema, explain what is wrong.
+"""The config and the model sheet: validate them against their JSON schemas, explain what is
+wrong.
 
-A typo in a sheet of fifty models must fail before any work starts, naming the row and column,
-not an hour later inside a cluster job.
+A typo in a config or in a sheet of fifty models must fail before any work starts, naming the
+key, or the line and column, and the value, not an hour later inside a cluster job. JSON Schema
+alone lets some wrong values through, so the validators here add what it cannot say: numbers
+are finite (YAML's ``.nan`` and a sheet's ``nan`` are floats, and NaN passes every
+``minimum``/``maximum``), paths hold no braces (Snakemake would expand them as wildcards), and
+model names follow one rule shared with the command line.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
+import math
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import yaml
+from jsonschema import Draft202012Validator, validators
 
-from hieval.errors import InputError
+from hieval.codes import ICD9_LEVELS
+from hieval.counts import evaluated_levels
+from hieval.errors import HievalError, InputError
 from hieval.inputs import LabelOptions
+from hieval.pipeline import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
+
+#: The model-name rule, for the sheet (``models.schema.yaml`` carries the same pattern; a test
+#: checks that they agree) and for ``hieval evaluate --pred NAME=PATH``: names become file
+#: names, so letters, digits and ``_ . + -``, starting with a letter or digit (no ``.``, ``..``
+#: or hidden files); ``gold`` is reserved because ``--format gold=...`` and the gold's own
+#: files use it.
+MODEL_NAME_PATTERN = r"^(?!gold$)[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+RESERVED_MODEL_NAMES = ("gold",)
+
+#: The pattern the schemas put on every path: Snakemake expands ``{...}`` in an input path as a
+#: wildcard (``p{model}.csv`` would read ``pm.csv``), so a path with a brace is refused.
+LITERAL_PATH_PATTERN = "^[^{}]*$"
+
+#: Hierarchy sources whose levels are known without building them (ICD-9's levels).
+_ICD9_SOURCES = ("package", "cms", "cophe")
+
+
+class ConfigError(HievalError):
+    """A config value the schema or hieval's own checks refuse."""
+
+
+def check_model_name(name: str) -> None:
+    """Refuse a model name that is not a safe file name or is reserved (``gold``)."""
+    if name in RESERVED_MODEL_NAMES:
+        raise InputError(
+            f"model name {name!r} is reserved (it names the gold's own files and options); "
+            "choose another name"
+        )
+    if not re.fullmatch(MODEL_NAME_PATTERN, name):
+        raise InputError(
+            f"model name {name!r} may only use letters, digits and _ . + -, and must start "
+            "with a letter or digit"
+        )
+
+
+def _is_finite_number(checker, instance: object) -> bool:
+    """JSON Schema's ``number``, without NaN and the infinities (no key means them)."""
+    return Draft202012Validator.TYPE_CHECKER.is_type(instance, "number") and math.isfinite(instance)
+
+
+def _with_defaults(validator_class):
+    """A validator that fills each missing property's ``default`` as it validates, as
+    ``snakemake.utils.validate(..., set_default=True)`` does (a nested object's default ``{}``
+    is filled first, then its own properties' defaults). Defaults are copied, so the schema's
+    own ``{}`` is never shared with (and mutated through) the config."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, subschema in properties.items():
+                if "default" in subschema and key not in instance:
+                    instance[key] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+_FiniteValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _is_finite_number),
+)
+_DefaultingValidator = _with_defaults(_FiniteValidator)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """A schema violation in words a user acts on (jsonschema's own, where they are clear)."""
+    value = error.instance
+    if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
+        expected = error.validator_value
+        if "number" in (expected if isinstance(expected, list) else [expected]):
+            return f"{value} is not a finite number"
+    if error.validator == "pattern" and error.validator_value == LITERAL_PATH_PATTERN:
+        return (
+            f"path {value!r} contains {{ or }}, which Snakemake would expand as a wildcard; "
+            "rename the file or folder without braces"
+        )
+    if error.validator == "pattern" and error.validator_value == MODEL_NAME_PATTERN:
+        try:
+            check_model_name(value)
+        except InputError as exc:
+            return str(exc)
+    return error.message
+
+
+def _key(path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _schema_problems(validator, instance: dict) -> Iterator[str]:
+    """One line per violation, naming the key path (unknown keys one by one)."""
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
+    for error in errors:
+        where = _key(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = list(error.schema.get("properties", {}))
+            for extra in sorted(set(error.instance) - set(allowed)):
+                key = f"{where}.{extra}" if where else str(extra)
+                yield f"config key {key!r} is unknown; the keys here are {', '.join(allowed)}"
+        elif error.validator == "required" and isinstance(error.instance, dict):
+            for missing in (k for k in error.validator_value if k not in error.instance):
+                key = f"{where}.{missing}" if where else missing
+                yield f"config key {key!r} is required"
+        else:
+            yield (
+                f"config key {where!r}: {_message(error)}"
+                if where
+                else f"config: {_message(error)}"
+            )
+
+
+def _max_level_problem(config: dict) -> str | None:
+    """A ``max_level`` that the hierarchy surely lacks, from what is known before building it.
+
+    ICD-9 sources (and CoPHE-style ``.json`` trees) have ICD-9's levels; an edge-list tree has
+    levels ``d1``, ``d2``, ... whose depth is known once it is built (checked then, in the
+    ``build_levels`` job, before any file is normalised).
+    """
+    hierarchy, max_level = config["hierarchy"], config["max_level"]
+    source, path = hierarchy["source"], hierarchy.get("path")
+    if source == "file" and not path:
+        return None  # reported as a missing hierarchy.path
+    if source in _ICD9_SOURCES or Path(path).suffix == ".json":
+        try:
+            evaluated_levels(ICD9_LEVELS, max_level)
+        except ValueError:
+            return (
+                f"config key 'max_level': {max_level!r} is not a level of the ICD-9 hierarchy "
+                f"(hierarchy.source {source}); choose one of {', '.join(ICD9_LEVELS[:-1])}"
+            )
+    elif not re.fullmatch(r"d[1-9][0-9]*", max_level):
+        return (
+            f"config key 'max_level': {max_level!r} is not a level of an edge-list tree, whose "
+            "levels are d1 (children of the root), d2, ...; choose one of those"
+        )
+    return None
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
+    """Validate the workflow config in place, filling the schema's defaults; raise a
+    :class:`ConfigError` listing every violation, one line each, naming its key.
+
+    Beyond the schema: numbers are finite, ``hierarchy.path`` is set for ``source: file``,
+    ``engine.memory_limit`` is a size DuckDB and the count jobs both read, and ``max_level``
+    is a level of the hierarchy wherever that is known before building it.
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text("utf-8"))
+    problems = list(_schema_problems(_DefaultingValidator(schema), config))
+    if not problems:
+        hierarchy = config["hierarchy"]
+        if hierarchy["source"] == "file" and not hierarchy["path"]:
+            problems.append("config key 'hierarchy.path' must be set when hierarchy.source is file")
+        limit = config["engine"]["memory_limit"]
+        if limit is not None and (problem := memory_limit_problem(limit)):
+            problems.append(f"config key 'engine.memory_limit': {problem}")
+        if problem := _max_level_problem(config):
+            problems.append(problem)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return config
 
 
 @dataclass(frozen=True)
@@ -77,59 +250,78 @@ def _convert(value: str, column: str, where: str):
         raise InputError(f"{where}: column {column!r} must be {kind}, got {value!r}") from None
 
 
+def _sheet_lines(path: Path) -> list[str]:
+    """The sheet's lines as text: UTF-8, a leading byte-order mark dropped (spreadsheet programs
+    write one), and a byte that is not UTF-8 named by its line."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"model sheet {path}, line {line}: not UTF-8 (byte 0x{data[exc.start]:02x}); "
+            "save the sheet as UTF-8"
+        ) from None
+    return text.splitlines()
+
+
 def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpec]:
-    """Read and validate the model sheet (TSV with a header)."""
+    """Read and validate the model sheet (TSV with a header).
+
+    The sheet is plain TSV: every line is one model (or the header, or blank). Quotes are
+    text, not CSV quoting, so a cell starting with ``"`` cannot swallow the lines after it and
+    make a model silently disappear.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model sheet {path} does not exist; set `models` in your config")
     schema = yaml.safe_load(Path(schema_path).read_text("utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        header = next(reader, None)
-        if not header:
-            raise InputError(f"model sheet {path} is empty; it needs a header 'model\tpredictions'")
-        header = [h.strip() for h in header]
-        if len(set(header)) != len(header):
-            raise InputError(f"model sheet {path}: duplicated column in header {header}")
-        allowed = list(schema["properties"])
-        missing = [c for c in schema.get("required", []) if c not in header]
-        unknown = [c for c in header if c not in allowed]
-        if missing or unknown:
+    validator = _FiniteValidator(schema)
+    reader = csv.reader(_sheet_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = next(reader, None)
+    if not header:
+        raise InputError(f"model sheet {path} is empty; it needs a header 'model\tpredictions'")
+    header = [h.strip() for h in header]
+    if len(set(header)) != len(header):
+        raise InputError(f"model sheet {path}: duplicated column in header {header}")
+    allowed = list(schema["properties"])
+    missing = [c for c in schema.get("required", []) if c not in header]
+    unknown = [c for c in header if c not in allowed]
+    if missing or unknown:
+        raise InputError(
+            f"model sheet {path}, line 1: "
+            + (f"missing column(s) {missing}" if missing else "")
+            + ("; " if missing and unknown else "")
+            + (f"unknown column(s) {unknown}" if unknown else "")
+            + f"; the columns are {allowed} (model and predictions required)"
+        )
+    specs, seen = [], {}
+    for line, cells in enumerate(reader, start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        where = f"model sheet {path}, line {line}"
+        if len(cells) > len(header):
+            raise InputError(f"{where}: {len(cells)} fields but the header has {len(header)}")
+        row = {col: _convert(val, col, where) for col, val in zip(header, cells, strict=False)}
+        row = {k: v for k, v in row.items() if v is not None}
+        errors = sorted(validator.iter_errors(row), key=lambda e: [str(p) for p in e.path])
+        if errors:
+            err = errors[0]
+            column = err.path[0] if err.path else ", ".join(schema.get("required", []))
+            raise InputError(f"{where}, column {column!r}: {_message(err)}")
+        name = row["model"]
+        if name in seen:
             raise InputError(
-                f"model sheet {path}, line 1: "
-                + (f"missing column(s) {missing}" if missing else "")
-                + ("; " if missing and unknown else "")
-                + (f"unknown column(s) {unknown}" if unknown else "")
-                + f"; the columns are {allowed} (model and predictions required)"
+                f"{where}: model {name!r} is already defined on line {seen[name]}; "
+                "model names must be unique"
             )
-        specs, seen = [], {}
-        for line, cells in enumerate(reader, start=2):
-            if not any(c.strip() for c in cells):
-                continue
-            where = f"model sheet {path}, line {line}"
-            if len(cells) > len(header):
-                raise InputError(f"{where}: {len(cells)} fields but the header has {len(header)}")
-            row = {col: _convert(val, col, where) for col, val in zip(header, cells, strict=False)}
-            row = {k: v for k, v in row.items() if v is not None}
-            errors = sorted(validator.iter_errors(row), key=lambda e: list(e.path))
-            if errors:
-                err = errors[0]
-                column = err.path[0] if err.path else ", ".join(schema.get("required", []))
-                raise InputError(f"{where}, column {column!r}: {err.message}")
-            name = row["model"]
-            if name in seen:
-                raise InputError(
-                    f"{where}: model {name!r} is already defined on line {seen[name]}; "
-                    "model names must be unique"
-                )
-            seen[name] = line
-            if Path(row["predictions"]).is_dir():
-                raise InputError(
-                    f"{where}: predictions {row['predictions']!r} is a directory; "
-                    "point it at a prediction file"
-                )
-            specs.append(ModelSpec(**row))
+        seen[name] = line
+        if Path(row["predictions"]).is_dir():
+            raise InputError(
+                f"{where}: predictions {row['predictions']!r} is a directory; "
+                "point it at a prediction file"
+            )
+        specs.append(ModelSpec(**row))
     if not specs:
         raise InputError(f"model sheet {path} lists no models")
     return specs

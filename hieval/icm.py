@@ -54,6 +54,13 @@ class IcmParams:
     propensity_b: float = 1.5
 
     def __post_init__(self) -> None:
+        # A NaN or infinite weight makes every ICM value NaN or infinite, silently: refuse it.
+        for name in ("alpha1", "alpha2", "beta", "propensity_a", "propensity_b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"icm {name} must be a number, not {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"icm {name} must be a finite number, not {value}")
         if self.empty_gold not in EMPTY_GOLD:
             raise ValueError(f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}")
 

@@ -45,6 +45,23 @@ class LabelOptions:
     code_list: str | None = None
     doc_list: str | None = None
 
+    def __post_init__(self) -> None:
+        # ``score < NaN`` is never true, yet NaN is no threshold: refused here, whatever the
+        # caller (sheet, config, command line or library) let through.
+        check_threshold(self.threshold, "threshold")
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
+            raise InputError(f"top_k must be a whole number of at least 1, not {self.top_k!r}")
+
+
+def check_threshold(value: float | None, what: str) -> None:
+    """Refuse a score threshold that is not a finite number in [0, 1] (None: no threshold)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InputError(f"{what} must be a finite number in [0, 1], not {value!r}")
+
 
 @dataclass
 class InputRecord:
@@ -165,6 +182,7 @@ def normalize_labels(
     """
     options = options or LabelOptions()
     path = Path(path)
+    check_threshold(default_threshold, "default_threshold")
     if unknown_codes not in UNKNOWN_CODE_POLICIES:
         raise InputError(
             f"unknown_codes must be one of {UNKNOWN_CODE_POLICIES}, not {unknown_codes!r}"

@@ -54,17 +54,25 @@ def build_hierarchy(
     log: Log = print,
     *,
     sha256: str | None = None,
+    max_level: str | None = None,
 ) -> LevelTable:
     """Load a hierarchy source, validate it, and write the level and ancestor tables.
 
     A downloaded source is re-checked against its pin first (``sha256``, else the download's
     own), so a cached file that was replaced or truncated is refused here, by the workflow and
-    the CLI alike, instead of being read as a smaller tree.
+    the CLI alike, instead of being read as a smaller tree. ``max_level``, when given, must be
+    one of the hierarchy's levels: a user's tree has its levels known only now, and checking
+    here stops the run before any file is normalised.
     """
     if path is not None and source in DOWNLOADS:
         check_cached(path, sha256 or DOWNLOADS[source].sha256)
     log(f"loading hierarchy source {source!r}" + (f" from {path}" if path else ""))
     table, leaves = load_source(source, path)
+    if max_level is not None:
+        try:
+            counting.evaluated_levels(table.levels, max_level)
+        except ValueError as exc:
+            raise HievalError(f"{exc} (max_level in the config)") from None
     # The published CoPHE graph and users' JSON graphs have known irregularities: warn, not stop.
     strict = source in ("package", "cms") or (source == "file" and Path(path).suffix != ".json")
     for warning in validate(table, leaves, strict=strict):
@@ -91,22 +99,56 @@ def normalize(
 ) -> InputRecord:
     """Normalise one label file against the hierarchy and write its record beside it."""
     table = read_level_table(levels)
-    record = normalize_labels(
-        path,
-        name,
-        out,
-        set(table.frame["code"].to_list()),
-        table,
-        options,
-        unknown_codes,
-        gold,
-        unknown_docs,
-        default_threshold,
-        log,
-        (engine or Engine()).duckdb_config(),
-    )
+    engine = engine or Engine()
+    try:
+        record = normalize_labels(
+            path,
+            name,
+            out,
+            set(table.frame["code"].to_list()),
+            table,
+            options,
+            unknown_codes,
+            gold,
+            unknown_docs,
+            default_threshold,
+            log,
+            engine.duckdb_config(),
+        )
+    except (duckdb.OutOfMemoryException, HievalError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        raise HievalError(_memory_advice(name, Path(path), engine.memory_limit)) from None
     write_text(record_out, record.to_json())
     return record
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether DuckDB ran out of memory, directly or behind a reader's own error message."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _memory_advice(name: str, path: Path, limit: str | None) -> str:
+    """One line for DuckDB running out of memory: the file, the limit, and a limit that fits.
+
+    Normalising a CSV file of S bytes took about 16 MB + 3 S in DuckDB (24 MB for 2.6 MB,
+    96 MB for 28 MB, 2 threads); the advice rounds that up to 64 MB + 4 S, more for Parquet,
+    whose compression hides the rows' size.
+    """
+    size = path.stat().st_size if path.is_file() else 0
+    factor = 4 if path.suffix.lower() not in (".parquet", ".npz", ".npy") else 12
+    need = 64 * 10**6 + factor * size
+    bound = f"engine.memory_limit {limit}" if limit else "the memory DuckDB may use"
+    return (
+        f"{name}: DuckDB ran out of memory normalising {path} ({size / 1e6:.1f} MB) under "
+        f"{bound}; raise engine.memory_limit, to about {math.ceil(need / 1e6)}MB or more "
+        "for this file"
+    )
 
 
 #: Peak memory of a count job (one pass: counts, ICM sums, streamed per-document table), fitted
@@ -114,17 +156,32 @@ def normalize(
 #: labels, 2.37 GB for 108M) and rounded up: a base, each thread's slice in flight, the keys
 #: and per-document sums.
 BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
+
+
+def memory_limit_problem(text: str) -> str | None:
+    """Why ``text`` is not a memory limit both DuckDB and the count jobs read, or None.
+
+    Accepted: a number and a unit (``2GB``, ``800MB``, ``1.5 GiB``), which DuckDB reads the same
+    way. A bare number (DuckDB refuses it), DuckDB's percentages and ``-1`` are refused: the
+    count jobs' budget needs bytes.
+    """
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", str(text))
+    if match and match.group(2).upper() in _UNITS and float(match.group(1)) > 0:
+        return None
+    return (
+        f"{text!r} is not a size such as 2GB, 800MB or 1.5GiB (a number and a unit: "
+        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+    )
 
 
 def parse_bytes(text: str) -> int:
     """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
-    unit = match and match.group(2).upper()
-    if not match or unit not in _UNITS:
-        raise HievalError(f"engine.memory_limit {text!r} is not a size such as 2GB or 800MB")
-    return int(float(match.group(1)) * _UNITS[unit])
+    if problem := memory_limit_problem(text):
+        raise HievalError(f"engine.memory_limit {problem}")
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", str(text))
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
 @dataclass(frozen=True)
@@ -142,6 +199,11 @@ class Engine:
     threads: int | None = None
     memory_limit: str | None = None
     temp_directory: str | None = None
+
+    def __post_init__(self) -> None:
+        # A limit DuckDB cannot parse fails deep in a job with a parser error: check it first.
+        if self.memory_limit:
+            parse_bytes(self.memory_limit)
 
     def duckdb_config(self) -> dict[str, str]:
         """DuckDB connection settings for the bounds that are set."""

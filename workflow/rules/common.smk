@@ -5,9 +5,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from snakemake.utils import validate
-
-from hieval.config import code_fingerprint, load_model_sheet
+from hieval.config import code_fingerprint, load_model_sheet, validate_config
 from hieval.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS
@@ -15,8 +13,10 @@ from hieval.inputs import LabelOptions
 
 SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
 
-validate(config, SCHEMAS / "config.schema.yaml")
+# hieval's own validation, not snakemake.utils.validate: one line per violation naming its key
+# (not the whole schema), finite numbers, literal paths, and max_level where it is known.
 try:
+    validate_config(config, SCHEMAS / "config.schema.yaml")
     MODELS = {
         spec.model: spec
         for spec in load_model_sheet(config["models"], SCHEMAS / "models.schema.yaml")
@@ -25,8 +25,6 @@ except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
 HIERARCHY = config["hierarchy"]
-if HIERARCHY["source"] == "file" and not HIERARCHY["path"]:
-    raise WorkflowError("hierarchy.source is 'file' but hierarchy.path is not set")
 
 # Snakemake tracks a rule's own script, not the library it imports: a fingerprint of the hieval
 # sources, passed as a param to every rule that computes numbers, reruns them when it changes.
