@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -268,24 +267,31 @@ def run_cli_bound_by_permissions(folder: Path, *args: str) -> subprocess.Complet
     )
 
 
-@pytest.mark.parametrize("pred_name", ["pred.csv", "preds_test.psv"])
-def test_unreadable_file_is_named(pred_name):
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        gold = write(folder / "gold.csv", GOLD)
-        pred = write(folder / pred_name, "doc_id,code\nd1,401.9\n")
-        pred.chmod(0o000)
-        out = folder / "out"
-        probe = run_cli_bound_by_permissions(folder, "--help")
-        assert probe.returncode == 0, probe.stderr
-        result = run_cli_bound_by_permissions(
-            folder, "evaluate", "--gold", str(gold), "--pred", f"m={pred}", "--out", str(out)
-        )
-        err = " ".join(result.stderr.split())
-        assert result.returncode == 1, err
-        assert f"cannot read {pred} (Permission denied)" in err
-        assert "Traceback" not in err
-        assert not any((out / name).exists() for name in OUTPUTS)
+@pytest.mark.parametrize(
+    ("pred_name", "locked"),
+    [("pred.csv", "pred.csv"), ("preds_test.psv", "preds_test.psv"), ("pred.npy", "codes.txt")],
+)
+def test_unreadable_file_is_named(tmp_path, pred_name, locked):
+    gold = write(tmp_path / "gold.csv", GOLD)
+    pred = tmp_path / pred_name
+    if pred_name.endswith(".npy"):
+        np.save(pred, np.ones((1, 1), np.int8))
+        write(tmp_path / "pred.docs.txt", "d1\n")
+        write(tmp_path / "codes.txt", "401.9\n")
+        extra = ["--code-list", f"m={tmp_path / 'codes.txt'}"]
+    else:
+        write(pred, "doc_id,code\nd1,401.9\n")
+        extra = []
+    (tmp_path / locked).chmod(0o000)
+    out = tmp_path / "out"
+    result = run_cli_bound_by_permissions(
+        tmp_path, "evaluate", "--gold", str(gold), "--pred", f"m={pred}", "--out", str(out), *extra
+    )
+    err = " ".join(result.stderr.split())
+    assert result.returncode == 1, err
+    assert f"cannot read {tmp_path / locked} (Permission denied)" in err
+    assert "Traceback" not in err
+    assert not any((out / name).exists() for name in OUTPUTS)
 
 
 @pytest.mark.parametrize(

@@ -118,9 +118,7 @@ def check_file(path: Path, name: str) -> None:
         with path.open("rb") as handle:
             handle.read(1)
     except OSError as exc:
-        raise InputError(
-            f"{name}: cannot read {path} ({exc.strerror or exc}); check the file's permissions"
-        ) from None
+        raise text.unreadable(path, name, exc) from None
 
 
 def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:

@@ -37,12 +37,27 @@ def not_utf8(path: Path, name: str, line: int, raw: bytes, exc: UnicodeDecodeErr
     )
 
 
+def unreadable(path: Path, name: str, exc: OSError) -> InputError:
+    """The message for a file the system refuses to open (permissions, a vanished file)."""
+    return InputError(
+        f"{name}: cannot read {path} ({exc.strerror or exc}); check the path and the file's "
+        "permissions"
+    )
+
+
+def _open(path: Path, name: str):
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise unreadable(path, name, exc) from None
+
+
 def decoded_lines(path: Path, name: str) -> Iterator[tuple[int, bytes, str]]:
     """Each physical line as ``(number, raw bytes, text)``, numbered from 1, without the BOM.
 
     A line that is not UTF-8 is an error naming the file, the line and the byte.
     """
-    with path.open("rb") as handle:
+    with _open(path, name) as handle:
         for number, raw in enumerate(handle, start=1):
             if number == 1 and raw.startswith(UTF8_BOM):
                 raw = raw[len(UTF8_BOM) :]
@@ -55,7 +70,8 @@ def decoded_lines(path: Path, name: str) -> Iterator[tuple[int, bytes, str]]:
 
 def decode_whole(path: Path, name: str) -> str:
     """A small file's whole text (BOM dropped); not UTF-8 is an error naming the line."""
-    data = path.read_bytes()
+    with _open(path, name) as handle:
+        data = handle.read()
     data = data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
     try:
         return data.decode("utf-8")
