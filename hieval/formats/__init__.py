@@ -1,9 +1,10 @@
 """Readers that turn what ICD-coding models actually write into hieval's long format.
 
 Every adapter registers a DuckDB view ``src`` with the columns ``doc_id, code`` and optionally
-``score``, ``code_type`` and ``row`` (the line or record that produced the row, for error
-messages). Validation and normalisation then happen once, in :mod:`hieval.inputs`, whatever the
-format. Nothing here unpickles: NumPy files are loaded with ``allow_pickle=False``.
+``score``, ``code_type`` and ``_line`` (the PSV line, CSV record, table row or JSON record that
+produced the row; :func:`locate` turns it into words for error messages). Validation and
+normalisation then happen once, in :mod:`hieval.inputs`, whatever the format. Nothing here
+unpickles: NumPy files are loaded with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
