@@ -22,7 +22,7 @@ import polars as pl
 from hieval.atomic import atomic_path
 from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, normalize
 from hieval.errors import CodeError, InputError, preview
-from hieval.formats import GOLD, PREDICTIONS, Extras, open_source
+from hieval.formats import GOLD, PREDICTIONS, Extras, locate, open_source, read_error
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
@@ -87,13 +87,6 @@ class InputRecord:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
-def _where(path: Path, fmt: str, row: int) -> str:
-    """Where a row came from, in the file's own terms (line, row or record)."""
-    if fmt == "caml_psv" or (fmt == "long" and path.suffix.lower() != ".parquet"):
-        return f"{path}, line {row}"
-    return f"{path}, {'row' if fmt == 'long' else 'record'} {row}"
-
-
 def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
     missing = [c for c in ("doc_id", "code") if c not in columns]
     if missing:
@@ -112,21 +105,35 @@ def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
 def _map_codes(
     raw: pl.DataFrame, fmt: str, default_type: str | None, where, path: Path, name: str
 ) -> pl.DataFrame:
-    """Normalise each distinct (raw code, code_type) once; fail with examples on bad codes."""
+    """Normalise each distinct (raw code, code_type) once; fail with examples on bad codes.
+
+    ``where`` maps rows to their place in the file; it is asked once, for the rows shown.
+    """
     mapped, errors = [], []
     for code, ctype, row in raw.iter_rows():
         try:
             ic = normalize(code, ctype or default_type, fmt)
             mapped.append((code, ctype, ic.code, ic.kind))
         except CodeError as exc:
-            errors.append(f"{where(row)}: {exc}")
+            errors.append((row, code, str(exc)))
     if errors:
+        places = where(row for row, _code, _msg in errors[:10])
+        shown = [f"{places[row]}: {msg}" for row, _code, msg in errors[:10]]
+        hint = ""
+        if all(code.strip().isdigit() and len(code.strip()) < 3 for _row, code, _msg in errors):
+            hint = (
+                "\n  these look like label indices (as CAML's LR model writes), not codes; "
+                "map them to codes with the model's label list first"
+            )
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
-            + "\n  ".join(errors[:10])
+            + "\n  ".join(shown)
             + ("\n  ..." if len(errors) > 10 else "")
+            + hint
         )
-    return pl.DataFrame(mapped, schema=["raw", "raw_type", "code", "kind"], orient="row")
+    return pl.DataFrame(
+        mapped, schema=dict.fromkeys(["raw", "raw_type", "code", "kind"], pl.String), orient="row"
+    )
 
 
 def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
@@ -195,8 +202,11 @@ def normalize_labels(
     role = GOLD if gold_docs is None else PREDICTIONS
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
     file_format = open_source(con, path, name, role, options.format, extras)
-    src = con.sql("SELECT * FROM src LIMIT 0")
-    columns = [c.lower() for c in src.columns]
+    try:
+        src = con.sql("SELECT * FROM src LIMIT 0")
+        columns = [c.lower() for c in src.columns]
+    except duckdb.Error as exc:
+        raise read_error(path, file_format, name, exc) from None
     _check_columns(path, name, columns, src.types)
     record = InputRecord(
         name=name,
@@ -206,12 +216,15 @@ def normalize_labels(
         unknown_code_policy=unknown_codes,
     )
 
-    def where(row: int) -> str:
-        return _where(path, file_format, row)
+    def where(rows) -> dict[int, str]:
+        return locate(path, file_format, name, rows)
+
+    def where_one(row: int) -> str:
+        return where([row])[row]
 
     has_score = "score" in columns and gold_docs is not None
     has_type = "code_type" in columns
-    con.execute(f"""
+    materialize = f"""
         CREATE TEMP TABLE raw AS
         SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
                trim(CAST(doc_id AS VARCHAR)) AS doc_id,
@@ -220,7 +233,11 @@ def normalize_labels(
                    AS code_type,
                {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
                {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
-        FROM src""")
+        FROM src"""
+    try:  # the file is read here, so its read errors (bad bytes, corrupt pages) surface here
+        con.execute(materialize)
+    except duckdb.Error as exc:
+        raise read_error(path, file_format, name, exc) from None
     record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
     if record.rows == 0 and gold_docs is None:
         raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
@@ -229,24 +246,24 @@ def normalize_labels(
         "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' LIMIT 1"
     ).fetchone()
     if bad_doc:
-        raise InputError(f"{name}: {where(bad_doc[0])}: empty doc_id")
+        raise InputError(f"{name}: {where_one(bad_doc[0])}: empty doc_id")
     if has_type:
         bad_type = con.execute(
             "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') LIMIT 1"
         ).fetchone()
         if bad_type:
             raise InputError(
-                f"{name}: {where(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
             )
     if has_score:
         bad = con.execute("""
-            SELECT row, score_raw FROM raw
+            SELECT row, score_raw, doc_id, code FROM raw
             WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
-            ORDER BY row LIMIT 1""").fetchone()
+            ORDER BY row, code LIMIT 1""").fetchone()
         if bad:
             raise InputError(
-                f"{name}: {where(bad[0])}: score {bad[1]!r} is not a finite number; "
-                "fix or remove the row"
+                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
+                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
             )
 
     raw_codes = con.sql("""
@@ -287,6 +304,13 @@ def normalize_labels(
     record.labels = con.execute(
         "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
     ).fetchone()[0]
+    if gold_docs is None and record.labels == 0:
+        # Every count would be zero and every metric undefined: say so instead of reporting.
+        dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
+        raise InputError(
+            f"{name}: the gold holds no labels: all {record.documents} document(s) in {path} "
+            f"are empty{dropped}; a gold needs at least one code to evaluate against"
+        )
     with atomic_path(out) as tmp:
         con.execute(f"""
             COPY (SELECT DISTINCT doc_id, code FROM labels

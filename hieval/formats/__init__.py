@@ -1,21 +1,22 @@
 """Readers that turn what ICD-coding models actually write into hieval's long format.
 
 Every adapter registers a DuckDB view ``src`` with the columns ``doc_id, code`` and optionally
-``score``, ``code_type`` and ``row`` (the line or record that produced the row, for error
-messages). Validation and normalisation then happen once, in :mod:`hieval.inputs`, whatever the
-format. Nothing here unpickles: NumPy files are loaded with ``allow_pickle=False``.
+``score``, ``code_type`` and ``_line`` (the PSV line, CSV record, table row or JSON record that
+produced the row; :func:`locate` turns it into words for error messages). Validation and
+normalisation then happen once, in :mod:`hieval.inputs`, whatever the format. Nothing here
+unpickles: NumPy files are loaded with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from hieval.errors import InputError
-from hieval.formats import caml, dense, long, wide
+from hieval.formats import caml, dense, long, text, wide
 
 GOLD, PREDICTIONS = "gold", "predictions"
 
@@ -114,6 +115,62 @@ def check_file(path: Path, name: str) -> None:
         raise InputError(f"{name}: {path} is a directory; point it at a label file")
     if path.stat().st_size == 0:
         raise InputError(f"{name}: file {path} is empty")
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise text.unreadable(path, name, exc) from None
+
+
+def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:
+    """Separator, longest record and what a record holds, for formats DuckDB reads as CSV."""
+    if fmt == "caml_gold":
+        return ",", caml.GOLD_MAX_LINE_SIZE, caml.GOLD_WHAT
+    separator = long.SEPARATORS.get(path.suffix.lower())
+    if fmt == "long" and separator is not None:
+        return separator, long.MAX_LINE_SIZE, f"long format ({long.WHAT})"
+    return None
+
+
+def locate(path: Path, fmt: str, name: str, rows: Iterable[int]) -> dict[int, str]:
+    """Where each row of ``src`` came from, in the file's own terms: the line a CSV record
+    starts on, the row of a table or matrix, the record of a JSON file.
+
+    CSV records are counted by DuckDB; their lines are found here, by one scan of the file,
+    only when a message needs them, so that valid files pay nothing.
+    """
+    rows = sorted(set(rows))
+    layout = _csv_layout(path, fmt)
+    if layout is not None:
+        lines = text.record_lines(path, name, layout[0], rows)
+        return {
+            r: f"{path}, line {lines[r]}" if r in lines else f"{path}, record {r}" for r in rows
+        }
+    if fmt == "caml_psv":
+        return {r: f"{path}, line {r}" for r in rows}
+    unit = "record" if fmt == "caml_scores" else "row"
+    return {r: f"{path}, {unit} {r}" for r in rows}
+
+
+def _duckdb_reason(exc: duckdb.Error) -> str:
+    """DuckDB's first line and its reason line, without the dump of reader options."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    skip = ("Original Line", "Possible", "file =", "delimiter =")
+    reasons = [line for line in lines[1:] if not line.startswith(skip) and " = " not in line]
+    return "; ".join(lines[:1] + reasons[:1])
+
+
+def read_error(path: Path, fmt: str, name: str, exc: duckdb.Error) -> InputError:
+    """The user's message for a file DuckDB failed to read: the real reason where it can be
+    found (a line that is not UTF-8, too long, or with the wrong number of fields)."""
+    layout = _csv_layout(path, fmt)
+    if layout is not None:
+        text.diagnose(path, name, *layout)  # raises the precise message when it finds one
+    elif path.suffix.lower() == ".parquet":
+        return InputError(
+            f"{name}: {path} is not a readable Parquet file ({_duckdb_reason(exc)}); re-export it"
+        )
+    return InputError(f"{name}: cannot read {path} as {fmt}: {_duckdb_reason(exc)}")
 
 
 def open_source(
@@ -138,6 +195,5 @@ def open_source(
     try:
         spec.load(con, path, name, role=role, extras=extras or Extras())
     except duckdb.Error as exc:
-        first = str(exc).splitlines()[0]
-        raise InputError(f"{name}: cannot read {path} as {fmt}: {first}") from None
+        raise read_error(path, fmt, name, exc) from None
     return fmt

@@ -1,7 +1,7 @@
 """CAML-style files (Mullenbach et al., 2018), as many ICD-coding repositories still write them.
 
 - ``preds_test.psv``: one line per document, ``hadm_id|code|code|...``, no header; a document
-  with no predicted codes is ``hadm_id|``.
+  with no predicted codes is ``hadm_id|``, or the bare ``hadm_id`` CAML itself writes.
 - ``pred_100_scores_test.json``: ``{hadm_id: {code: score}}``.
 - gold ``test_full.csv``: ``SUBJECT_ID,HADM_ID,TEXT,LABELS`` with ``;``-separated labels; TEXT
   (the note) is never materialised.
@@ -16,45 +16,73 @@ import duckdb
 import polars as pl
 
 from hieval.errors import InputError
-from hieval.paths import duckdb_path
+from hieval.formats import long, text
 
 _ROWS = {"_line": pl.Int64, "doc_id": pl.String, "code": pl.String}
+# A gold record carries the whole note (all of an admission's notes concatenated): real MIMIC
+# discharge summaries run to hundreds of kB, so allow far more than DuckDB's 2 MB default.
+GOLD_MAX_LINE_SIZE = 16 * text.MB
+GOLD_WHAT = "CAML gold (SUBJECT_ID,HADM_ID,TEXT,LABELS)"
 
 
 def load_psv(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
     """Register ``src`` from a pipe-separated CAML prediction (or label) file."""
     rows = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            doc, sep, rest = line.partition("|")
-            if not sep or not doc.strip():
-                raise InputError(
-                    f"{name}: {path}, line {number}: expected 'hadm_id|code|code|...', "
-                    f"got {line[:80]!r}"
-                )
-            codes = [c for c in rest.split("|") if c.strip()]
-            rows += [(number, doc.strip(), c) for c in codes] or [(number, doc.strip(), None)]
+    for number, _raw, line in text.decoded_lines(path, name):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        doc, sep, rest = line.partition("|")
+        doc = doc.strip()
+        # CAML writes a document without codes as its bare id; a line of words is not one.
+        if not doc or (not sep and len(doc.split()) != 1):
+            raise InputError(
+                f"{name}: {path}, line {number}: expected 'hadm_id|code|code|...', "
+                f"got {line[:80]!r}"
+            )
+        codes = [c for c in rest.split("|") if c.strip()]
+        rows += [(number, doc, c) for c in codes] or [(number, doc, None)]
     con.register("src", pl.DataFrame(rows, schema=_ROWS, orient="row"))
 
 
+class _Pairs(list):
+    """A JSON object's ``(key, value)`` pairs in file order, duplicates kept for checking."""
+
+
 def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
-    """Register ``src`` from a CAML score file; scores stay text until validated."""
+    """Register ``src`` from a CAML score file; scores stay text until validated.
+
+    A JSON object may legally repeat a key, and ``json`` keeps the last one: a document written
+    twice would silently lose its first scores. So repeated documents (and repeated codes within
+    a document) are refused.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(text.decode_whole(path, name), object_pairs_hook=_Pairs)
+    except json.JSONDecodeError as exc:
         raise InputError(f"{name}: {path} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    if not isinstance(data, _Pairs) or not all(isinstance(v, _Pairs) for _, v in data):
         raise InputError(
             f"{name}: {path} must map each document to {{code: score}}, e.g. "
             '{"12345": {"401.9": 0.93}}'
         )
+    seen: set[str] = set()
     rows = []
-    for number, (doc, scores) in enumerate(data.items(), start=1):
+    for number, (doc, scores) in enumerate(data, start=1):
+        if doc in seen:
+            raise InputError(
+                f"{name}: {path}: document {doc!r} appears more than once; JSON keeps only the "
+                "last, so write each document once with all its scores"
+            )
+        seen.add(doc)
+        codes = [c for c, _ in scores]
+        if len(set(codes)) != len(codes):
+            repeated = next(c for i, c in enumerate(codes) if c in codes[:i])
+            raise InputError(
+                f"{name}: {path}: document {doc!r} lists code {repeated!r} more than once; "
+                "give each code one score"
+            )
         # A document with no scores is kept (code NULL) so that it still counts as evaluated.
-        rows += [(number, str(doc), str(c), json.dumps(v)) for c, v in scores.items()] or [
+        rows += [(number, str(doc), str(c), json.dumps(v)) for c, v in scores] or [
             (number, str(doc), None, None)
         ]
     con.register("src", pl.DataFrame(rows, schema={**_ROWS, "score": pl.String}, orient="row"))
@@ -62,23 +90,27 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
 
 def looks_like_gold(path: Path) -> bool:
     """True when a CSV's header is CAML's gold layout (it has HADM_ID and LABELS)."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        header = {h.strip().upper() for h in handle.readline().split(",")}
+    with path.open("rb") as handle:
+        first = handle.readline()
+    first = first[len(text.UTF8_BOM) :] if first.startswith(text.UTF8_BOM) else first
+    header = {h.strip().strip('"').upper() for h in first.decode("utf-8", "replace").split(",")}
     return {"HADM_ID", "LABELS"} <= header
 
 
 def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
-    """Register ``src`` from a CAML gold CSV, streaming past the note text."""
-    rel = con.read_csv(
-        duckdb_path(path), header=True, all_varchar=True, sep=",", quotechar='"', escapechar='"'
-    )
-    columns = {c.upper(): c for c in rel.columns}
+    """Register ``src`` from a CAML gold CSV, streaming past the note text.
+
+    ``_line`` numbers the records from 1 after the header, as for the long format.
+    """
+    names = long.check_header(path, name, ",")
+    columns = {c.upper(): c for c in names}
     missing = [c for c in ("HADM_ID", "LABELS") if c not in columns]
     if missing:
         raise InputError(
             f"{name}: {path} lacks column(s) {missing}; CAML gold needs "
-            f"SUBJECT_ID,HADM_ID,TEXT,LABELS (found {rel.columns})"
+            f"SUBJECT_ID,HADM_ID,TEXT,LABELS (found {names})"
         )
+    rel = long.read_csv(con, path, names, ",", GOLD_MAX_LINE_SIZE)
     rel.select(
         duckdb.SQLExpression("row_number() OVER ()").alias("_line"),
         duckdb.ColumnExpression(columns["HADM_ID"]).alias("doc_id"),

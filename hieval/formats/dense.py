@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from hieval.errors import InputError
+from hieval.formats import text
 
 
 def _read_list(path: Path, name: str, what: str) -> list[str]:
@@ -22,7 +23,7 @@ def _read_list(path: Path, name: str, what: str) -> list[str]:
             f"{name}: the {what} list {path} does not exist; give it in the model sheet "
             f"({'code_list' if what == 'code' else 'doc_list'}) or place it beside the matrix"
         )
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line.strip() for line in text.decode_whole(path, name).splitlines() if line.strip()]
 
 
 def _matrix(path: Path, name: str) -> np.ndarray:
@@ -47,6 +48,23 @@ def _matrix(path: Path, name: str) -> np.ndarray:
     return loaded
 
 
+def _check_decisions(
+    matrix: np.ndarray, path: Path, name: str, docs: list[str], codes: list[str]
+) -> None:
+    """A gold matrix holds 0/1 decisions; any other value (0.5, 2, NaN) would be counted as a
+    label by "non-zero", so it is refused, naming the document (row) and the code (column)."""
+    if matrix.dtype == bool:
+        return
+    bad = ~np.isin(matrix, (0, 1))  # NaN is never in (0, 1)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        raise InputError(
+            f"{name}: {path}, row {row + 1} (document {docs[row]!r}), column {col + 1} "
+            f"(code {codes[col]!r}): value {matrix[row, col].item()!r} is not 0 or 1; a gold "
+            f"matrix holds 0/1 decisions ({int(bad.sum())} cell(s) are neither)"
+        )
+
+
 def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
     """Register ``src``: one row per non-zero decision, or per score, plus each document."""
     matrix = _matrix(path, name)
@@ -58,8 +76,14 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
             f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} but the lists hold "
             f"{len(docs)} documents and {len(codes)} codes"
         )
-    binary = matrix.dtype == bool or (
-        np.issubdtype(matrix.dtype, np.integer) and np.isin(matrix, (0, 1)).all()
+    if role == "gold":
+        _check_decisions(matrix, path, name, docs, codes)
+    # A gold is decisions whatever its dtype (float 0/1 is common); predictions are decisions
+    # only when stored as bool or 0/1 integers, and scores otherwise.
+    binary = (
+        role == "gold"
+        or matrix.dtype == bool
+        or (np.issubdtype(matrix.dtype, np.integer) and np.isin(matrix, (0, 1)).all())
     )
     con.register("dense_docs", pa.table({"di": np.arange(len(docs)), "doc_id": docs}))
     con.register("dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes}))

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import duckdb
 
 from hieval.errors import InputError
+from hieval.formats import text
 from hieval.paths import duckdb_path
 
 SEPARATORS = {".csv": ",", ".tsv": "\t", ".txt": "\t"}
+# A long-format record is an id, a code and a score: a line of megabytes is the wrong file (or
+# an unbalanced quote swallowing the rest), which deserves a message rather than a long read.
+MAX_LINE_SIZE = 2 * text.MB
+WHAT = "doc_id,code[,score]"
 
 
 def check_header(path: Path, name: str, separator: str) -> list[str]:
-    """The header's column names; a duplicated name is an error (it would shadow a column)."""
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
-        header = next(csv.reader(handle, delimiter=separator), [])
-    names = [h.strip().lower() for h in header]
-    dupes = sorted({h for h in names if names.count(h) > 1})
+    """The header's column names (BOM and surrounding spaces dropped); a duplicated name is an
+    error (it would shadow a column), and an unnamed column gets DuckDB's ``columnN`` name."""
+    header = text.header(path, name, separator)
+    names = [h.strip() or f"column{i}" for i, h in enumerate(header)]
+    lowered = [h.lower() for h in names]
+    dupes = sorted({h for h in lowered if lowered.count(h) > 1})
     if dupes:
         raise InputError(
             f"{name}: {path}, line 1: column {dupes[0]!r} appears more than once in the header "
@@ -27,8 +32,32 @@ def check_header(path: Path, name: str, separator: str) -> list[str]:
     return names
 
 
+def read_csv(
+    con: duckdb.DuckDBPyConnection, path: Path, names: list[str], separator: str, max_line_size: int
+) -> duckdb.DuckDBPyRelation:
+    """``path`` as text columns named from its header, with no sniffing.
+
+    Sniffing guesses: it can take a ragged row for the header or skip leading rows. With the
+    columns given, every row must match the header, quotes are RFC 4180 and codes stay text.
+    """
+    return con.read_csv(
+        duckdb_path(path),
+        header=True,
+        sep=separator,
+        quotechar='"',
+        escapechar='"',
+        columns=dict.fromkeys(names, "VARCHAR"),
+        auto_detect=False,
+        max_line_size=max_line_size,
+    )
+
+
 def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
-    """Register ``src``; CSV/TSV are read as text so codes keep their leading zeros."""
+    """Register ``src``; CSV/TSV are read as text so codes keep their leading zeros.
+
+    ``_line`` numbers the data records from 1 (blank lines not counted); the physical line is
+    worked out only when a message needs it (:func:`hieval.formats.locate`).
+    """
     if path.suffix.lower() == ".parquet":
         try:
             rel = con.read_parquet(duckdb_path(path))
@@ -42,8 +71,8 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     separator = SEPARATORS.get(path.suffix.lower())
     if separator is None:
         raise InputError(f"{name}: long format needs .parquet, .csv or .tsv, not {path.name}")
-    check_header(path, name, separator)
-    rel = con.read_csv(duckdb_path(path), sep=separator, header=True, all_varchar=True)
-    rel.create_view("long_in")
-    # Data rows are numbered from 1; the line in the file is one more (the header).
-    con.sql("SELECT *, row_number() OVER () + 1 AS _line FROM long_in").create_view("src")
+    names = check_header(path, name, separator)
+    if not names:
+        raise InputError(f"{name}: {path} holds only blank lines; long format needs a header")
+    read_csv(con, path, names, separator, MAX_LINE_SIZE).create_view("long_in", replace=True)
+    con.sql("SELECT *, row_number() OVER () AS _line FROM long_in").create_view("src", replace=True)

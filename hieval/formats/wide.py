@@ -15,6 +15,7 @@ from hieval.errors import InputError
 from hieval.paths import duckdb_path
 
 ID, TARGET = "_id", "target"
+ROW = "_hieval_row"
 
 
 def looks_wide(path: Path) -> bool:
@@ -43,6 +44,13 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
             "one score column per code"
         )
     if role == "gold":
+        target_type = con.sql(f'SELECT "{TARGET}" FROM wide_in LIMIT 0').types[0]
+        if target_type.id != "list":
+            raise InputError(
+                f"{name}: {path}: column `{TARGET}` is {target_type}, not a list of codes; a "
+                "wide table's gold is one list of code strings per document (e.g. "
+                "['401.9', '96.04']); re-export it with `target` as a list column"
+            )
         con.sql(f"""
             SELECT row_number() OVER () AS _line, CAST("{ID}" AS VARCHAR) AS doc_id,
                    unnest(CASE WHEN len("{TARGET}") = 0 OR "{TARGET}" IS NULL THEN [NULL]
@@ -51,10 +59,15 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         return
     if len(columns) == 2:
         raise InputError(f"{name}: {path} has no score columns besides `_id` and `target`")
+    # _line is the document's row in the table, so that a message names the row, the document
+    # and the code of a bad score rather than a position among the unpivoted cells.
     con.sql(f"""
-        SELECT CAST("{ID}" AS VARCHAR) AS doc_id, code, CAST(score AS VARCHAR) AS score
-        FROM (UNPIVOT (SELECT * EXCLUDE ("{TARGET}") FROM wide_in)
-              ON COLUMNS(* EXCLUDE ("{ID}")) INTO NAME code VALUE score)
+        SELECT row_number() OVER () AS {ROW}, * EXCLUDE ("{TARGET}") FROM wide_in
+    """).create_view("wide_rows", replace=True)
+    con.sql(f"""
+        SELECT {ROW} AS _line, CAST("{ID}" AS VARCHAR) AS doc_id, code,
+               CAST(score AS VARCHAR) AS score
+        FROM (UNPIVOT wide_rows ON COLUMNS(* EXCLUDE ("{ID}", {ROW})) INTO NAME code VALUE score)
         UNION ALL
-        SELECT CAST("{ID}" AS VARCHAR), NULL, NULL FROM wide_in
+        SELECT {ROW}, CAST("{ID}" AS VARCHAR), NULL, NULL FROM wide_rows
     """).create_view("src", replace=True)

@@ -283,6 +283,11 @@ def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[
     """Level table from a ``child,parent`` edge list; levels are depths ``d1`` (children of the
     root), ``d2``, ... A single node without a parent is the root; several make a forest under
     a synthetic ``root``."""
+    if edges.height == 0:
+        raise HierarchyError(
+            f"{source} holds no edges (a header but no rows); give one 'child,parent' row per "
+            "node below the root"
+        )
     edges = edges.with_columns(pl.col("parent").replace("", None))
     titles = (
         dict(zip(edges["child"], edges["title"], strict=True)) if "title" in edges.columns else {}
