@@ -74,10 +74,7 @@ def _named_format(text: str) -> tuple[str, str]:
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    value = _finite(text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"threshold must be in [0, 1], got {value}")
     return value
