@@ -89,7 +89,7 @@ def test_nan_threshold_on_the_command_line_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
-    assert "threshold must be in [0, 1], got nan" in capsys.readouterr().err
+    assert "expected a finite number, got 'nan'" in capsys.readouterr().err
     assert not out.exists()
 
 
