@@ -14,6 +14,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/resources.smk"
 include: "workflow/rules/hierarchy.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/inputs.smk"
