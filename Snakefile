@@ -23,6 +23,11 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/meta.smk"
 
 
+# A SLURM run whose job states can never be read stops here, before submitting anything.
+onstart:
+    check_slurm_status_command()
+
+
 rule all:
     default_target: True
     input:

@@ -1,6 +1,6 @@
 """What each job asks a scheduler for: memory and wall time from the sizes of its inputs.
 
-Every submitted rule declares `mem_mb` and `runtime` itself (in `resources:`), so a profile's
+Each submitted rule asks for `mem_mb` and `runtime` in its own `resources` block, so a profile's
 or the command line's `--default-resources` (a site's partition and account) can never take
 them away. Snakemake evaluates these functions again when a job is ready to run, with its
 inputs on disk; a dry run, before the inputs exist, shows the floors. A retried job (the SLURM
@@ -58,16 +58,31 @@ def runtime(wildcards, input, attempt):
     return (FLOOR_MINUTES + math.ceil(input_mb(input) / 100)) * attempt
 
 
+def slurm_status_command(settings):
+    """The command the SLURM plugin (2.8.0) will really read job states with: `squeue` is
+    replaced by `sacct` when finished jobs leave squeue (MinJobAge) before three first status
+    checks, and `sacct` by `squeue` where sacct is not installed."""
+    command = getattr(settings, "status_command", None)
+    if shutil.which("sacct") is None:
+        return "squeue"
+    if command == "squeue":
+        from snakemake_executor_plugin_slurm.job_status_query import get_min_job_age
+
+        age = get_min_job_age()
+        first_check = getattr(settings, "init_seconds_before_status_checks", None) or 40
+        if age is None or age < 3 * first_check:
+            return "sacct"
+    return command
+
+
 def check_slurm_status_command():
-    """Refuse a SLURM run that would wait forever: the plugin reads job states with `sacct` by
-    default, which fails on a cluster without an accounting database, and then takes every
-    finished job for a running one."""
+    """Refuse a SLURM run that would wait forever: job states read with `sacct` on a cluster
+    without an accounting database never arrive, and every finished job is taken for a
+    running one."""
     plugin = workflow.executor_plugin
     if plugin is None or plugin.name != "slurm":
         return
-    if getattr(workflow.executor_settings, "status_command", None) != "sacct":
-        return
-    if shutil.which("sacct") is None:  # the plugin falls back to squeue by itself
+    if slurm_status_command(workflow.executor_settings) != "sacct":
         return
     try:
         probe = subprocess.run(
@@ -82,9 +97,7 @@ def check_slurm_status_command():
         raise WorkflowError(
             f"sacct cannot read SLURM job states here ({probe.stderr.strip()}), so Snakemake "
             "would wait forever for jobs that have finished. Without an accounting database, "
-            "run with --slurm-status-command squeue (see the README, On a SLURM cluster)."
+            "run with --slurm-status-command squeue, on a cluster whose MinJobAge is at least "
+            "three times --slurm-init-seconds-before-status-checks (see the README, On a "
+            "SLURM cluster)."
         )
-
-
-onstart:
-    check_slurm_status_command()
