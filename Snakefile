@@ -14,12 +14,18 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/resources.smk"
 include: "workflow/rules/hierarchy.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/inputs.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/meta.smk"
+
+
+# A SLURM run whose job states can never be read stops here, before submitting anything.
+onstart:
+    check_slurm_status_command()
 
 
 rule all:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 import yaml
 from helpers import REPO, SNAKEMAKE, snakemake
 
+# Rules that run on the submitting host, never as cluster jobs.
+LOCAL_RULES = {"all", "report", "paper_table1", "fetch_hierarchy"}
 REFERENCE = REPO.parent / "shared" / "reference" / "cophe_icd9_graph_desc.json"
 
 
@@ -281,7 +284,9 @@ def test_sharded_equals_unsharded(tmp_path):
 
 
 def test_slurm_profile_dry_run(tmp_path):
-    """The SLURM profile plans every job with the plugin installed (no cluster needed)."""
+    """The SLURM profile, with a site profile layered on it, plans every job with the plugin
+    installed (no cluster needed): the site's partition and account reach every job, and no
+    job loses the memory and wall time its rule declares."""
     shutil.copytree(REPO / "config", tmp_path / "config")
     result = subprocess.run(
         [
@@ -292,6 +297,8 @@ def test_slurm_profile_dry_run(tmp_path):
             str(tmp_path),
             "--profile",
             str(REPO / "profiles/slurm"),
+            "--profile",
+            str(REPO / "profiles/site-example"),
             "--config",
             "shards=2",
             "-n",
@@ -305,5 +312,12 @@ def test_slurm_profile_dry_run(tmp_path):
     plan = result.stdout + result.stderr
     assert "This was a dry-run" in plan
     assert "scatteritem=2-of-2" in plan
-    assert "mem_mb=6000" in plan and "runtime=60" in plan  # the count rule's resources
-    assert "Group job per_model" in plan
+    # Each planned job: "rule NAME:" then indented lines up to its resources (grouped jobs are
+    # indented once more).
+    jobs = re.findall(r"^ *(?:local)?rule (\w+):\n(?: +.*\n)*? +resources: (.*)$", plan, re.M)
+    submitted = [(rule, res) for rule, res in jobs if rule not in LOCAL_RULES]
+    assert {rule for rule, _ in submitted} >= {"build_levels", "count", "metrics"}
+    for rule, resources in submitted:
+        assert re.search(r"\bmem_mb=\d+", resources), f"{rule}: {resources}"
+        assert re.search(r"\bruntime=\d+", resources), f"{rule}: {resources}"
+        assert "slurm_partition=YOUR_PARTITION" in resources, f"{rule}: {resources}"

@@ -13,6 +13,9 @@ rule demo_data:
         "logs/demo/demo_data.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
         seed=config["demo"]["seed"],

@@ -15,6 +15,9 @@ rule split_gold:
         "logs/shards/gold.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
     script:
@@ -30,6 +33,9 @@ rule split_predictions:
         "logs/shards/{model}.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
     script:
@@ -48,6 +54,9 @@ rule icm_weights:
         "logs/counts/{model}/icm_weights.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         icm=icm_params(),
         hieval=HIEVAL_CODE,
@@ -71,6 +80,9 @@ rule count:
     conda:
         "../envs/hieval.yaml"
     threads: 2
+    resources:
+        mem_mb=count_mem_mb,
+        runtime=runtime,
     params:
         max_level=config["max_level"],
         icm=icm_params(),
@@ -96,6 +108,9 @@ rule gather_counts:
         "logs/counts/{model}/gather.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
     script:
@@ -115,6 +130,9 @@ rule metrics:
         "logs/metrics/{model}.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         icm=icm_params(),
         label_set=config["comparison"]["label_set"],

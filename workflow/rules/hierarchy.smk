@@ -28,6 +28,9 @@ rule build_levels:
         "logs/hierarchy/build_levels.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
         source=HIERARCHY["source"],

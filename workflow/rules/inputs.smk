@@ -12,6 +12,9 @@ rule normalize_gold:
         "logs/inputs/gold.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
         name="gold",
@@ -35,6 +38,9 @@ rule normalize_predictions:
         "logs/inputs/{model}.log",
     conda:
         "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
         name="{model}",

@@ -17,7 +17,10 @@ rule meta_evaluation:
         "logs/meta/meta_evaluation.log",
     conda:
         "../envs/hieval.yaml"
-    threads: 4
+    threads: 2
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
     params:
         # A JSON string: Snakemake records it, so any change to the meta config reruns the job.
         meta=json.dumps(config["meta"], sort_keys=True),
