@@ -40,7 +40,6 @@ from hieval.inputs import (
 )
 from hieval.keys import ROWS_PER_SLICE
 from hieval.metrics import metrics_table, sort_tidy
-from hieval.paths import duckdb_path
 from hieval.suite import suite_rows
 
 Log = Callable[[str], None]
@@ -160,15 +159,22 @@ _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
 
 
-def memory_limit_problem(text: str) -> str | None:
-    """Why ``text`` is not a memory limit both DuckDB and the count jobs read, or None.
+def _size_bytes(text: str) -> int | None:
+    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes; None when ``text`` is not such a size.
 
-    Accepted: a number and a unit (``2GB``, ``800MB``, ``1.5 GiB``), which DuckDB reads the same
-    way. A bare number (DuckDB refuses it), DuckDB's percentages and ``-1`` are refused: the
-    count jobs' budget needs bytes.
+    Accepted: a positive number and a unit, which DuckDB reads the same way. A bare number
+    (DuckDB refuses it), DuckDB's percentages and ``-1`` are not sizes: the count jobs' budget
+    needs bytes.
     """
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", str(text))
-    if match and match.group(2).upper() in _UNITS and float(match.group(1)) > 0:
+    if not match or match.group(2).upper() not in _UNITS or float(match.group(1)) <= 0:
+        return None
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def memory_limit_problem(text: str) -> str | None:
+    """Why ``text`` is not a memory limit both DuckDB and the count jobs read, or None."""
+    if _size_bytes(text) is not None:
         return None
     return (
         f"{text!r} is not a size such as 2GB, 800MB or 1.5GiB (a number and a unit: "
@@ -178,10 +184,10 @@ def memory_limit_problem(text: str) -> str | None:
 
 def parse_bytes(text: str) -> int:
     """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
-    if problem := memory_limit_problem(text):
-        raise HievalError(f"engine.memory_limit {problem}")
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", str(text))
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    size = _size_bytes(text)
+    if size is None:
+        raise HievalError(f"engine.memory_limit {memory_limit_problem(text)}")
+    return size
 
 
 @dataclass(frozen=True)
@@ -341,7 +347,7 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     shard_of = con.sql(
         "SELECT doc_id, (md5_number(doc_id) % $n::UHUGEINT)::BIGINT AS shard "
         "FROM (SELECT DISTINCT doc_id FROM read_parquet($source))",
-        params={"n": len(outputs), "source": duckdb_path(source)},
+        params={"n": len(outputs), "source": paths.duckdb_path(source)},
     ).pl()
     sizes = [0] * len(outputs)
     with contextlib.ExitStack() as stack:

@@ -173,7 +173,7 @@ def test_byte_order_mark_changes_nothing(tmp_path, gold_name, gold_text, pred_na
 
 def test_byte_order_mark_does_not_hide_a_caml_gold(tmp_path):
     path = write(tmp_path / "gold.csv", BOM + b"HADM_ID,SUBJECT_ID,TEXT,LABELS\nd1,1,x,401.9\n")
-    assert caml.looks_like_gold(path)
+    assert caml.looks_like_gold(path, "gold")
 
 
 # --- 4. A model that predicts nothing; a gold without labels ----------------------------------

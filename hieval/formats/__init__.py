@@ -100,7 +100,7 @@ def detect(path: Path, name: str) -> str:
     if suffix == ".parquet":
         return "wide" if wide.looks_wide(path) else "long"
     if suffix in (".csv", ".tsv", ".txt"):
-        return "caml_gold" if caml.looks_like_gold(path) else "long"
+        return "caml_gold" if caml.looks_like_gold(path, name) else "long"
     raise InputError(
         f"{name}: cannot tell the format of {path} from its name; name it with the `format` "
         f"column (or --format {name}=FORMAT), one of {', '.join(FORMATS)}"

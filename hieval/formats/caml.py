@@ -88,13 +88,10 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
     con.register("src", pl.DataFrame(rows, schema={**_ROWS, "score": pl.String}, orient="row"))
 
 
-def looks_like_gold(path: Path) -> bool:
-    """True when a CSV's header is CAML's gold layout (it has HADM_ID and LABELS)."""
-    with path.open("rb") as handle:
-        first = handle.readline()
-    first = first[len(text.UTF8_BOM) :] if first.startswith(text.UTF8_BOM) else first
-    header = {h.strip().strip('"').upper() for h in first.decode("utf-8", "replace").split(",")}
-    return {"HADM_ID", "LABELS"} <= header
+def looks_like_gold(path: Path, name: str) -> bool:
+    """True when a CSV's header (read as every CSV header is: BOM dropped, quotes honoured)
+    is CAML's gold layout: it has HADM_ID and LABELS."""
+    return {"HADM_ID", "LABELS"} <= {h.strip().upper() for h in text.header(path, name, ",")}
 
 
 def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:

@@ -59,14 +59,8 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     worked out only when a message needs it (:func:`hieval.formats.locate`).
     """
     if path.suffix.lower() == ".parquet":
-        try:
-            rel = con.read_parquet(duckdb_path(path))
-        except duckdb.Error as exc:
-            first = str(exc).splitlines()[0]
-            raise InputError(
-                f"{name}: {path} is not a readable Parquet file ({first}); re-export it"
-            ) from None
-        rel.create_view("src", replace=True)
+        # A read error surfaces in open_source, which words it (hieval.formats.read_error).
+        con.read_parquet(duckdb_path(path)).create_view("src", replace=True)
         return
     separator = SEPARATORS.get(path.suffix.lower())
     if separator is None:
