@@ -12,15 +12,15 @@ own:
 
 - ``DuckDB full-scan floor``: read both Parquet files and hash every value — no evaluation
   can be faster than reading its input;
-- ``hieval counts + metrics``: :func:`hieval.counts.count` (flat, set-based and CoPHE at the
+- ``hieval counts + metrics``: :func:`hieval.engine.counts.count` (flat, set-based and CoPHE at the
   paper's levels e2, e1, e0, c; the per-document table streamed to a Parquet file, as the
-  workflow writes it) and :func:`hieval.metrics.metrics_table` on its nodes;
+  workflow writes it) and :func:`hieval.metrics.prf.metrics_table` on its nodes;
 - with ``--shards N``: ``shard split`` (the workflow's ``split_by_document``, once, cached) and
   ``hieval counts + metrics, sharded``: the N shards counted in turn in one process, gathered
   as the workflow gathers them, and the node table compared with the unsharded one;
-- ``hieval ICM``: :func:`hieval.icm.icm` over the whole hierarchy (node weights from the gold,
+- ``hieval ICM``: `icm()` over the whole hierarchy (node weights from the gold,
   then the per-item sums: two reads of the inputs);
-- ``hieval one pass``: :func:`hieval.evaluation.evaluate`, what the workflow's count job runs:
+- ``hieval one pass``: :func:`hieval.engine.driver.evaluate`, what the workflow's count job runs:
   node weights, counts, per-document table and ICM/HF/PROP-F sums over one encoding;
 - ``dense baseline``: :mod:`benchmarks.dense_baseline`, where its matrices fit in memory.
 
@@ -95,7 +95,7 @@ def shard_dir(gold: str | Path, shards: int) -> Path:
 
 def _unsharded_nodes(gold: str | Path) -> Path:
     """Where the unsharded node table of this data set and counting code is kept."""
-    from hieval import counts
+    from hieval.engine import counts
 
     stem = Path(gold).name.removesuffix("_gold.parquet")
     digest = hashlib.sha256(Path(counts.__file__).read_bytes()).hexdigest()[:10]
@@ -113,7 +113,7 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
 
     ``options``: ``threads``; ``shards``.
     """
-    from hieval.counts import evaluated_levels
+    from hieval.engine.counts import evaluated_levels
     from hieval.hierarchy.table import level_order
 
     all_levels = level_order(ancestors)
@@ -130,8 +130,8 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         ).fetchone()
         return {"seconds": time.perf_counter() - start, "rows": rows}
     if step == "hieval":
-        from hieval.counts import count
-        from hieval.metrics import metrics_table
+        from hieval.engine.counts import count
+        from hieval.metrics.prf import metrics_table
 
         docs_out = _docs_out(gold, "count")
         start = time.perf_counter()
@@ -164,8 +164,8 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         import polars as pl
         import pyarrow.parquet as pq
 
-        from hieval.counts import count
-        from hieval.metrics import metrics_table
+        from hieval.engine.counts import count
+        from hieval.metrics.prf import metrics_table
 
         n, folder = options["shards"], shard_dir(gold, options["shards"])
         shard_rows = [
@@ -213,14 +213,14 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
             "micro": _micro_rows(nodes),
         }
     if step == "icm":
-        from hieval.icm import icm
+        from hieval.engine.icm import icm
 
         start = time.perf_counter()
         values = icm(gold, pred, ancestors, all_levels, threads=threads)
         return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
     if step == "onepass":
-        from hieval.evaluation import evaluate
-        from hieval.icm import IcmParams, icm_values
+        from hieval.engine.driver import evaluate
+        from hieval.engine.icm import IcmParams, icm_values
 
         params = IcmParams()
         docs_out = _docs_out(gold, "onepass")
@@ -301,7 +301,7 @@ def mem_available_gb() -> float:
 def baseline_need_gb(gold: Path, pred: Path, ancestors: Path, info: dict) -> float:
     """The dense baseline's planned peak (GB); a cheap lower bound first when it is huge."""
     from benchmarks.dense_baseline import BYTES, plan
-    from hieval.counts import evaluated_levels
+    from hieval.engine.counts import evaluated_levels
     from hieval.hierarchy.table import level_order
 
     lower = BYTES * 2 * info["documents"] * info["codes"] / 1024**3

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.demo import make_demo
+from hieval.engine.icm import IcmParams, icm
+from hieval.experiments.demo import make_demo
 from hieval.hierarchy.sources import edge_list_table, load_source
-from hieval.icm import IcmParams, icm
 
 
 def synthetic(items: int, categories: int, seed: int):

@@ -16,21 +16,21 @@ from rich.console import Console
 from hieval import __version__, paths
 from hieval.atomic import staged_folder
 from hieval.config import check_model_name
-from hieval.counts import evaluated_levels
+from hieval.engine.counts import evaluated_levels
+from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
 from hieval.formats import FORMATS
 from hieval.hierarchy.sources import DOWNLOADS, download
 from hieval.hierarchy.table import read_level_table
-from hieval.icm import EMPTY_GOLD, IcmParams
 from hieval.inputs import (
     CODE_FORMATS,
     UNKNOWN_CODE_POLICIES,
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
 )
+from hieval.metrics.suite import LABEL_SETS
 from hieval.pipeline import build_hierarchy, count_model, model_metrics, normalize, read_records
 from hieval.report import combine, node_report, write_csv, write_reports
-from hieval.suite import LABEL_SETS
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -26,7 +26,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from hieval.codes import ICD9_LEVELS
-from hieval.counts import evaluated_levels
+from hieval.engine.counts import evaluated_levels
 from hieval.errors import HievalError, InputError
 from hieval.inputs import LabelOptions
 from hieval.pipeline import memory_limit_problem

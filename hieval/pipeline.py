@@ -16,13 +16,16 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from hieval import counts as counting
-from hieval import icm, paths
+from hieval import paths
 from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
+from hieval.engine import counts as counting
+from hieval.engine import icm
+from hieval.engine.driver import evaluate
+from hieval.engine.groups import default_threads
+from hieval.engine.icm import IcmParams
+from hieval.engine.keys import ROWS_PER_SLICE
 from hieval.errors import HievalError
-from hieval.evaluation import evaluate
-from hieval.groups import default_threads
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
 from hieval.hierarchy.table import (
     LevelTable,
@@ -30,7 +33,6 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
-from hieval.icm import IcmParams
 from hieval.inputs import (
     InputRecord,
     LabelOptions,
@@ -38,9 +40,8 @@ from hieval.inputs import (
     placed_ancestors,
     write_parquet,
 )
-from hieval.keys import ROWS_PER_SLICE
-from hieval.metrics import metrics_table, sort_tidy
-from hieval.suite import suite_rows
+from hieval.metrics.prf import metrics_table, sort_tidy
+from hieval.metrics.suite import suite_rows
 
 Log = Callable[[str], None]
 

@@ -9,10 +9,10 @@ import polars as pl
 
 from hieval.atomic import atomic_path, write_text
 from hieval.inputs import write_parquet
-from hieval.metrics import METRICS, TIDY_SCHEMA, sort_tidy
+from hieval.metrics.prf import METRICS, TIDY_SCHEMA, sort_tidy
 
 FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
-#: The paper's names of the hieval.suite rows (family, metric), in report order.
+#: The paper's names of the hieval.metrics.suite rows (family, metric), in report order.
 SUITE_COLUMNS = (
     ("ICM", ("icm", "icm")),
     ("ICM-Norm", ("icm", "icm_norm")),

@@ -2,7 +2,7 @@
 
 import json
 
-from hieval.icm import IcmParams
+from hieval.engine.icm import IcmParams
 from hieval.pipeline import Engine, count_model
 from hieval.workflow_script import run_rule
 

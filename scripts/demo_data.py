@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from hieval.demo import write_demo
+from hieval.experiments.demo import write_demo
 from hieval.workflow_script import run_rule
 
 

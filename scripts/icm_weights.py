@@ -2,7 +2,7 @@
 
 import json
 
-from hieval.icm import IcmParams
+from hieval.engine.icm import IcmParams
 from hieval.pipeline import icm_weights
 from hieval.workflow_script import run_rule
 

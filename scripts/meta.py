@@ -3,8 +3,8 @@
 import json
 
 from hieval.atomic import write_text
+from hieval.experiments.meta import MetaParams, parameters, render_markdown, run
 from hieval.inputs import write_parquet
-from hieval.meta import MetaParams, parameters, render_markdown, run
 from hieval.workflow_script import run_rule
 
 

@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 from hieval import paths
+from hieval.engine.icm import IcmParams
 from hieval.hierarchy.table import read_level_table
-from hieval.icm import IcmParams
 from hieval.pipeline import model_metrics
 from hieval.report import node_report, write_csv
 from hieval.workflow_script import run_rule

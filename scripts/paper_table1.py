@@ -1,8 +1,8 @@
 """Snakemake script: regenerate the CoPHE paper's Table 1 through hieval's own code path."""
 
 from hieval.atomic import write_text
+from hieval.experiments.paper import table1_markdown
 from hieval.hierarchy.table import read_level_table
-from hieval.paper import table1_markdown
 from hieval.workflow_script import run_rule
 
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from hieval import paths
-from hieval.counts import evaluated_levels
+from hieval.engine.counts import evaluated_levels
 from hieval.hierarchy.table import level_order
 from hieval.pipeline import read_records
 from hieval.report import combine, write_reports

@@ -15,8 +15,8 @@ from helpers import REPO, snakemake
 
 from hieval.cli import main
 from hieval.config import MODEL_NAME_PATTERN, check_model_name, load_model_sheet
+from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, InputError
-from hieval.icm import IcmParams
 from hieval.inputs import LabelOptions
 from hieval.pipeline import Engine, normalize
 

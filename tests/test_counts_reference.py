@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hieval.counts import count
-from hieval.metrics import metrics_table
-from hieval.paper import table1_markdown
+from hieval.engine.counts import count
+from hieval.experiments.paper import table1_markdown
+from hieval.metrics.prf import metrics_table
 
 LEVELS = ("e2", "e1", "e0", "c", "chapter")
 N_DOCS = 300
@@ -84,7 +84,7 @@ def _prf(tp, fp, fn):
 
 
 def naive_metrics(nodes: dict) -> dict:
-    """(family, level, average, metric) -> value, with the conventions of hieval.metrics."""
+    """(family, level, average, metric) -> value, with the conventions of hieval.metrics.prf."""
     groups = defaultdict(list)
     for (family, level, _node), c in nodes.items():
         groups[(family, level)].append(c[:3])

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hieval import keys
-from hieval.counts import count
+from hieval.engine import keys
+from hieval.engine.counts import count
+from hieval.engine.keys import CodeSpace
 from hieval.errors import HievalError
-from hieval.keys import CodeSpace
 from hieval.pipeline import Engine, parse_bytes
 from tests.test_counts_reference import doc_dict, naive_counts, node_dict, to_frame
 
@@ -107,7 +107,7 @@ def test_memory_budget_refuses_with_the_shards_that_fit():
 
 
 def test_progress_is_logged_every_tenth_on_large_jobs_only():
-    from hieval.evaluation import Progress
+    from hieval.engine.driver import Progress
 
     lines: list[str] = []
     progress = Progress(20_000_000, lines.append)
@@ -126,7 +126,7 @@ def _both_paths(labels, levels, params):
     """Weights and item sums through the level slots and through the explicit expansion."""
     import dataclasses
 
-    from hieval.icm import items_from_labels, weights_from_labels
+    from hieval.engine.icm import items_from_labels, weights_from_labels
 
     out = []
     for space in (labels.space, dataclasses.replace(labels.space, tree_slots=None)):
@@ -141,8 +141,8 @@ def test_icm_level_slots_equal_the_ancestor_expansion(icd9, icd9_ancestors, seed
     """ICD-9 is a regular tree of levels, so ICM takes the level-slot path; it must give the
     very numbers of the general path (each label expanded to its distinct ancestors). Labels
     include internal codes (e1, e0 and block depth) and codes outside the hierarchy."""
-    from hieval.icm import IcmParams
-    from hieval.keys import encode
+    from hieval.engine.icm import IcmParams
+    from hieval.engine.keys import encode
 
     space = CodeSpace.build(icd9_ancestors, icd9.levels)
     assert space.tree_slots is not None
@@ -177,7 +177,7 @@ def test_a_level_without_rows_counts_nothing_there():
 
 
 def test_an_empty_ancestor_table_leaves_flat_counts_and_zero_icm():
-    from hieval.icm import icm
+    from hieval.engine.icm import icm
 
     empty = pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
     gold, pred = {"d1": ["x", "y"], "d2": ["z"]}, {"d1": ["x"], "d2": ["q"]}

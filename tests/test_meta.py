@@ -1,4 +1,4 @@
-"""The formal-property experiments (hieval.meta): generator, the five tests, table, workflow."""
+"""The formal-property experiments (experiments.meta): generator, five tests, table, workflow."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from helpers import REPO, snakemake
 from polars.testing import assert_frame_equal
 
-from hieval import meta
-from hieval.suite import PAPER_METRICS
+from hieval.experiments import meta
+from hieval.metrics.suite import PAPER_METRICS
 
 SMALL = meta.MetaParams(trials=2, items=80, seed=7)
 

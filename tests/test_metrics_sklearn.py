@@ -12,8 +12,8 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from hieval.counts import count
-from hieval.metrics import metrics_table
+from hieval.engine.counts import count
+from hieval.metrics.prf import metrics_table
 
 LEVELS = ("e2", "e1", "e0", "c", "chapter")
 

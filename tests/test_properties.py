@@ -20,10 +20,10 @@ from sklearn.metrics import precision_recall_fscore_support
 from sklearn.preprocessing import MultiLabelBinarizer
 
 from hieval.codes import normalize
-from hieval.counts import count, evaluated_levels
+from hieval.engine.counts import count, evaluated_levels
 from hieval.hierarchy.sources import edge_list_table
 from hieval.hierarchy.table import LevelTable
-from hieval.metrics import metrics_table
+from hieval.metrics.prf import metrics_table
 
 # Each count() opens a DuckDB connection (~30 ms), so the example budgets are modest; the tests
 # that count several times per example get fewer examples to keep the file fast.

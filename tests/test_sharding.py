@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from hieval.engine.icm import IcmParams
 from hieval.hierarchy.table import write_level_table
-from hieval.icm import IcmParams
 from hieval.pipeline import (
     count_model,
     gather_counts,

@@ -10,11 +10,11 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, hamming_loss, jaccard_score
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from hieval import icm
-from hieval.counts import count
+from hieval.engine import icm
+from hieval.engine.counts import count
+from hieval.engine.icm import IcmParams
 from hieval.hierarchy.sources import edge_list_table
-from hieval.icm import IcmParams
-from hieval.suite import score_all, suite_rows
+from hieval.metrics.suite import score_all, suite_rows
 
 
 def problem(seed: int):

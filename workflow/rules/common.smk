@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hieval.config import code_fingerprint, load_model_sheet, validate_config
-from hieval.demo import MODELS as DEMO_MODELS
+from hieval.experiments.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS
 from hieval.inputs import LabelOptions

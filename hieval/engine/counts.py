@@ -9,7 +9,7 @@ Per document and node, x counts the predicted leaves under the node and y the go
 Both output tables are sums over documents, so shards of documents add up to the whole and a
 bootstrap can resample documents without recounting.
 
-Why numpy over sorted integer keys (:mod:`hieval.keys`) rather than a SQL group-by: the cost is
+Why numpy over sorted integer keys (see keys.py) rather than a SQL group-by: the cost is
 grouping (document, level, node) — at MIMIC-IV-and-beyond scale tens of millions of groups. A
 hash group-by (DuckDB's, measured at 100× MIMIC-III: ~3.5 s after integer encoding) spends most of
 that on a hash table that outgrows the caches. With labels sorted once by (document, code in
@@ -32,8 +32,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
-from hieval.groups import Slice, parallel_map, runs, slices, sum_by_doc
-from hieval.keys import LEAF, CodeSpace, Labels, Source, encode
+from hieval.engine.groups import Slice, parallel_map, runs, slices, sum_by_doc
+from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode
 
 FAMILIES = ("flat", "set", "cophe")
 

@@ -23,11 +23,11 @@ import math
 import polars as pl
 
 from hieval.codes import CODE_TYPES, icd9_branch
-from hieval.counts import FAMILIES
+from hieval.engine.counts import FAMILIES
 
 AVERAGES = ("micro", "macro", "macro_hm", "mean")
 METRICS = ("tp", "fp", "fn", "precision", "recall", "f1")
-#: Families and metrics of hieval.suite (ICM and the comparison metrics), for ordering reports.
+#: Families and metrics of the suite (ICM and the comparison metrics), for ordering reports.
 SUITE_FAMILIES = ("icm", "label", "example", "propensity", "hierarchical")
 SUITE_METRICS = ("icm", "icm_norm", "accuracy", "hamming_loss", "jaccard", "subset_accuracy")
 TIDY_SCHEMA = {

@@ -24,7 +24,7 @@ The five tests (what the better output does, against the worse one):
 The paper under-specifies the generator (its Figure 1 and some formulas did not survive), so
 every choice made here is a named parameter or listed in :data:`GENERATOR_CHOICES`, and both are
 written into the report. Everything is pure Python over NumPy and Polars; scoring goes through
-:func:`hieval.suite.score_all`, the same engine as the workflow. Trials are seeded from the seed
+``score_all``, the same engine as the workflow. Trials are seeded from the seed
 and the trial index alone, so the table is bit-for-bit identical whatever the number of workers.
 """
 
@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from hieval.hierarchy.sources import edge_list_table
-from hieval.suite import PAPER_METRICS, score_all
+from hieval.metrics.suite import PAPER_METRICS, score_all
 
 #: The tests, in the paper's order, with the label used in reports.
 TESTS = {

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from hieval.counts import count, evaluated_levels
+from hieval.engine.counts import count, evaluated_levels
 from hieval.errors import HievalError
 from hieval.hierarchy.table import LevelTable
 from hieval.inputs import placed_ancestors
-from hieval.metrics import metrics_table
+from hieval.metrics.prf import metrics_table
 
 GOLD = ("364.11", "364.24", "364.9")
 PREDICTED = ("364.11", "364.21", "364.3", "364.41")

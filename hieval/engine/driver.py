@@ -16,10 +16,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
-from hieval.groups import Slice, parallel_map, slices
-from hieval.icm import FixedWeights, IcmParams, ItemSums, slice_item_sums, weights_from_labels
-from hieval.keys import CodeSpace, Source, encode
+from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
+from hieval.engine.groups import Slice, parallel_map, slices
+from hieval.engine.icm import (
+    FixedWeights,
+    IcmParams,
+    ItemSums,
+    slice_item_sums,
+    weights_from_labels,
+)
+from hieval.engine.keys import CodeSpace, Source, encode
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ def evaluate(
 ) -> Evaluation:
     """Count ``evaluated`` levels and sum ICM over the whole tree (``levels``, to the root).
 
-    ``weights`` are the ICM node weights of the whole gold (:func:`hieval.icm.node_weights`);
+    ``weights`` are the ICM node weights of the whole gold (:func:`hieval.engine.icm.node_weights`);
     when not given they are computed from this gold, which is right for an unsharded run only.
     The per-document table is streamed to ``docs_out`` when given; ``log`` hears of progress.
     """

@@ -9,7 +9,7 @@ gold items carrying c or a descendant of c (1/N for a category never seen in the
 IC of a set follows the paper's recursion through deepest common ancestors; on a tree it equals
 the sum, over the union A(S) of the ancestor-or-self sets of the members, of
 Δ(n) = IC(n) − IC(parent(n)), the root having IC 0. So the engine needs each label's
-ancestors, one (document, node) group-by (a sort of integer keys, :mod:`hieval.groups`) and a
+ancestors, one (document, node) group-by (a sort of integer keys, :mod:`hieval.engine.groups`) and a
 sum per item, never a Python loop over items.
 
 The per-item sums (IC of P, G and P ∪ G) are additive, kept per document, so documents can be
@@ -28,8 +28,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from hieval.groups import Slice, parallel_map, slices, sum_by_doc
-from hieval.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode
+from hieval.engine.groups import Slice, parallel_map, slices, sum_by_doc
+from hieval.engine.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode
 
 EMPTY_GOLD = ("keep", "drop")
 #: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a

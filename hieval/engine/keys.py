@@ -64,7 +64,7 @@ class CodeSpace:
     node is first met at one and the same level by all the codes under it (a regular tree of
     levels, such as ICD-9's): then a code's distinct ancestors are exactly its ancestors at the
     levels where they are canonical, and the whole-tree groups are the levels' own groups,
-    with no expansion and sort (see :meth:`hieval.groups.Slice.tree_groups`).
+    with no expansion and sort (see :meth:`hieval.engine.groups.Slice.tree_groups`).
     """
 
     codes: pl.Series

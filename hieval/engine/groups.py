@@ -1,6 +1,6 @@
 """Group-bys over sorted label keys: runs of adjacent keys, not hash tables.
 
-A :class:`Slice` holds the labels of a range of documents (see :meth:`hieval.keys.Labels.chunks`)
+A :class:`Slice` holds the labels of a range of documents (see ``Labels.chunks``)
 and computes each level's (document, node) groups once, so the counting and the ICM sums of the
 same evaluation share them.
 """
@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from hieval.keys import CodeSpace, Labels, split_keys
+from hieval.engine.keys import CodeSpace, Labels, split_keys
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Slice:
 
 
 def slices(labels: Labels) -> Iterator[Slice]:
-    """The labels' slices (see :meth:`hieval.keys.Labels.chunks`)."""
+    """The labels' slices (see :meth:`hieval.engine.keys.Labels.chunks`)."""
     for first, end, keys in labels.chunks():
         yield Slice(first, end, keys, labels.space)
 

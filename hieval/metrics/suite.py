@@ -1,7 +1,7 @@
 """ICM and the metrics Amigó & Delgado (ACL 2022) compare it with, as tidy rows.
 
 Everything here is computed from additive tables the engine already keeps — the flat per-label
-and per-document counts and the per-item sums of :mod:`hieval.icm` — so it shards like the
+and per-document counts and the per-item sums of :mod:`hieval.engine.icm` — so it shards like the
 rest. Families (the paper's names in brackets):
 
 - ``icm`` / level ``overall`` / average ``mean``: ``icm`` [ICM], ``icm_norm`` [ICM-Norm].
@@ -33,7 +33,7 @@ import math
 
 import polars as pl
 
-from hieval.icm import IcmParams, icm_values
+from hieval.engine.icm import IcmParams, icm_values
 
 LABEL_SETS = ("observed", "hierarchy")
 
@@ -63,8 +63,8 @@ def suite_rows(
 ) -> pl.DataFrame:
     """Tidy rows (without the model column) for ICM and the comparison metrics.
 
-    ``nodes`` and ``docs`` are the count tables of :func:`hieval.counts.count`; ``items`` the
-    per-item sums of :func:`hieval.icm.item_sums`; ``n_labels`` the number of leaf codes of the
+    ``nodes`` and ``docs`` are the count tables of :func:`hieval.engine.counts.count`; ``items`` the
+    per-item sums of ``item_sums``; ``n_labels`` the number of leaf codes of the
     hierarchy, needed when ``label_set`` is ``hierarchy``.
     """
     if label_set not in LABEL_SETS:
@@ -193,13 +193,13 @@ def score_all(
     """Every metric of one output in one call, by its paper name (see ``PAPER_METRICS``).
 
     For experiments that score many small synthetic outputs in memory: the same engine as the
-    workflow (:func:`hieval.counts.count`, :mod:`hieval.icm`, :func:`suite_rows`). F-flat,
+    workflow (the engine driver). F-flat,
     F-set and F-CoPHE are micro F1 (flat on leaves; set-based and CoPHE ``overall`` up to
     ``max_level``, by default every level below the root).
     """
-    from hieval import icm
-    from hieval.counts import count
-    from hieval.metrics import metrics_table
+    from hieval.engine import icm
+    from hieval.engine.counts import count
+    from hieval.metrics.prf import metrics_table
 
     params = params or IcmParams()
     evaluated = levels[:-1] if max_level is None else levels[: levels.index(max_level) + 1]
