@@ -12,7 +12,7 @@ own:
 
 - ``DuckDB full-scan floor``: read both Parquet files and hash every value — no evaluation
   can be faster than reading its input;
-- ``hieval counts + metrics``: :func:`hieval.engine.counts.count` (flat, set-based and CoPHE at the
+- ``hieval counts + metrics``: :func:`hieval.engine.driver.count` (flat, set-based and CoPHE at the
   paper's levels e2, e1, e0, c; the per-document table streamed to a Parquet file, as the
   workflow writes it) and :func:`hieval.metrics.prf.metrics_table` on its nodes;
 - with ``--shards N``: ``shard split`` (the workflow's ``split_by_document``, once, cached) and
@@ -130,7 +130,7 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         ).fetchone()
         return {"seconds": time.perf_counter() - start, "rows": rows}
     if step == "hieval":
-        from hieval.engine.counts import count
+        from hieval.engine.driver import count
         from hieval.metrics.prf import metrics_table
 
         docs_out = _docs_out(gold, "count")
@@ -164,7 +164,7 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
         import polars as pl
         import pyarrow.parquet as pq
 
-        from hieval.engine.counts import count
+        from hieval.engine.driver import count
         from hieval.metrics.prf import metrics_table
 
         n, folder = options["shards"], shard_dir(gold, options["shards"])
@@ -213,22 +213,30 @@ def run_step(step: str, gold: str, pred: str, ancestors: str, options: dict) -> 
             "micro": _micro_rows(nodes),
         }
     if step == "icm":
-        from hieval.engine.icm import icm
+        from hieval.metrics.tidy import icm
 
         start = time.perf_counter()
         values = icm(gold, pred, ancestors, all_levels, threads=threads)
         return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
     if step == "onepass":
         from hieval.engine.driver import evaluate
-        from hieval.engine.icm import IcmParams, icm_values
+        from hieval.engine.icm import IcmParams
+        from hieval.metrics.suite import icm_values
 
         params = IcmParams()
         docs_out = _docs_out(gold, "onepass")
         start = time.perf_counter()
         result = evaluate(
-            gold, pred, ancestors, all_levels, levels, params, threads=threads, docs_out=docs_out
+            gold,
+            pred,
+            ancestors,
+            levels=all_levels,
+            evaluated=levels,
+            params=params,
+            threads=threads,
+            docs_out=docs_out,
         )
-        values = icm_values(result.items, params)
+        values = icm_values(result.item_sums, params)
         return {"seconds": time.perf_counter() - start, "icm": values["icm"]}
     if step == "baseline":
         from benchmarks.dense_baseline import dense_counts

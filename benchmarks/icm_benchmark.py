@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.engine.icm import IcmParams, icm
+from hieval.engine.icm import IcmParams
 from hieval.experiments.demo import make_demo
 from hieval.hierarchy.sources import edge_list_table, load_source
+from hieval.metrics.tidy import icm
 
 
 def synthetic(items: int, categories: int, seed: int):

@@ -7,30 +7,39 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
-from hieval import __version__, paths
+from hieval import __version__
 from hieval.atomic import staged_folder
-from hieval.config import check_model_name
-from hieval.engine.counts import evaluated_levels
+from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
+from hieval.config import check_model_name, gold_options, icm_params
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
-from hieval.formats import FORMATS
-from hieval.hierarchy.sources import DOWNLOADS, download
-from hieval.hierarchy.table import read_level_table
+from hieval.formats import FORMATS, GOLD, PREDICTIONS
+from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.inputs import (
     CODE_FORMATS,
+    DEFAULT_THRESHOLD,
+    DEFAULT_UNKNOWN_CODES,
+    DEFAULT_UNKNOWN_DOCS,
     UNKNOWN_CODE_POLICIES,
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
 )
-from hieval.metrics.suite import LABEL_SETS
-from hieval.pipeline import build_hierarchy, count_model, model_metrics, normalize, read_records
-from hieval.report import combine, node_report, write_csv, write_reports
+from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.pipeline import (
+    build_hierarchy,
+    count_model,
+    final_reports,
+    model_metrics,
+    normalize_file,
+)
+from hieval.resources import Resources, memory_limit_problem
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -80,14 +89,26 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"top-k must be at least 1, got {value}")
-    return value
+def _at_least_one(what: str):
+    """An argument type: a whole number of at least 1, named ``what`` in the message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be at least 1, got {value}")
+        return value
+
+    return parse
+
+
+def _memory_limit(text: str) -> str:
+    problem = memory_limit_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,55 +146,56 @@ def build_parser() -> argparse.ArgumentParser:
     _hierarchy_options(ev)
     ev.add_argument(
         "--max-level",
-        default="c",
+        default=DEFAULT_MAX_LEVEL,
         help="highest level evaluated; `overall` pools the levels up to it "
-        "(default: c, as in the CoPHE paper)",
+        f"(default: {DEFAULT_MAX_LEVEL}, as in the CoPHE paper)",
     )
     ev.add_argument(
         "--unknown-codes",
         choices=UNKNOWN_CODE_POLICIES,
-        default="place",
+        default=DEFAULT_UNKNOWN_CODES,
         help="codes not in the hierarchy: error, place by syntax (default), or drop",
     )
     ev.add_argument(
         "--unknown-docs",
         choices=UNKNOWN_DOC_POLICIES,
-        default="error",
+        default=DEFAULT_UNKNOWN_DOCS,
         help="predicted documents absent from the gold: error (default) or drop",
     )
     ev.add_argument(
         "--threshold",
         type=_fraction,
         default=None,
-        help="predict a scored code when score >= THRESHOLD (default 0.5 when a "
+        help=f"predict a scored code when score >= THRESHOLD (default {DEFAULT_THRESHOLD} when a "
         "score column exists and --top-k is not given)",
     )
     ev.add_argument(
         "--top-k",
-        type=_positive,
+        type=_at_least_one("top-k"),
         default=None,
         help="keep the K highest-scored codes per document (with --threshold, both must hold)",
     )
     ev.add_argument(
         "--code-format",
         choices=CODE_FORMATS,
-        default="auto",
+        default=LabelOptions.code_format,
         help="how files write codes: auto (dotted if any code has a dot), dotted, undotted",
     )
     ev.add_argument(
         "--code-type",
-        choices=("dx", "proc"),
+        choices=CODE_TYPES,
         default=None,
         help="kind of undotted codes in files without a code_type column",
     )
     ev.add_argument(
         "--icm-empty-gold",
         choices=EMPTY_GOLD,
-        default="keep",
+        default=IcmParams.empty_gold,
         help="ICM: gold documents without labels count and score -IC(P) (keep, default) or "
         "are left out (drop, as the pyevall package does)",
     )
-    for name, default in (("alpha1", 2.0), ("alpha2", 2.0), ("beta", 3.0)):
+    for name in ("alpha1", "alpha2", "beta"):
+        default = getattr(IcmParams, name)
         ev.add_argument(
             f"--icm-{name}",
             type=_finite,
@@ -181,10 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"ICM weight {name} (default {default:g}): "
             "ICM_i = alpha1 IC(P_i) + alpha2 IC(G_i) - beta IC(P_i u G_i)",
         )
+    for name in ("a", "b"):
+        default = getattr(IcmParams, f"propensity_{name}")
+        ev.add_argument(
+            f"--propensity-{name}",
+            type=_finite,
+            default=default,
+            help=f"PROP-F: Jain et al.'s propensity parameter {name.upper()} (default {default:g})",
+        )
     ev.add_argument(
         "--label-set",
         choices=LABEL_SETS,
-        default="observed",
+        default=DEFAULT_LABEL_SET,
         help="labels of LB-ACC, LB-F and EB-HAMM: observed in gold or predictions (default) or "
         "every leaf of the hierarchy",
     )
@@ -215,6 +245,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="dense arrays: the document of each row (default: NAME.docs.txt beside the matrix)",
     )
 
+    ev.add_argument(
+        "--memory-limit",
+        type=_memory_limit,
+        default=None,
+        help="bound the memory of normalisation (DuckDB) and of each count, e.g. 2GB "
+        "(config engine.memory_limit)",
+    )
+    ev.add_argument(
+        "--temp-directory",
+        type=Path,
+        default=None,
+        help="DuckDB's spill folder in normalisation (config engine.temp_directory)",
+    )
+    ev.add_argument(
+        "--threads",
+        type=_at_least_one("threads"),
+        default=None,
+        help="threads of the count (default: the cores this process may use)",
+    )
+
     hi = sub.add_parser(
         "hierarchy",
         help="build the level tables of a hierarchy",
@@ -235,6 +285,12 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
         ".json",
     )
     parser.add_argument(
+        "--hierarchy-sha256",
+        default=None,
+        metavar="SHA256",
+        help="pin of a downloaded source (cms: the CMS zip's sha256; config hierarchy.sha256)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=Path("resources"),
@@ -242,19 +298,45 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _hierarchy(args: argparse.Namespace, out: Path) -> tuple[Path, Path]:
-    source, path = args.hierarchy, None
+def hierarchy_config(args: argparse.Namespace) -> dict:
+    """``--hierarchy`` and ``--hierarchy-sha256`` as the config's ``hierarchy`` section."""
+    known = args.hierarchy in ("package", *DOWNLOADS)
+    return {
+        "source": args.hierarchy if known else "file",
+        "path": None if known else args.hierarchy,
+        "sha256": args.hierarchy_sha256,
+    }
+
+
+def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
+    """The hierarchy source and its file (a pinned download, fetched when missing)."""
+    source = hierarchy["source"]
     if source in DOWNLOADS:
         spec = DOWNLOADS[source]
-        path = args.cache / "hierarchy" / source / spec.filename
+        path = cache / "hierarchy" / source / spec.filename
         if not path.exists():
             console.print(f"downloading {spec.url}")
-            download(spec, path)
-    elif source != "package":
-        source, path = "file", Path(args.hierarchy)
+            download(spec, path, hierarchy["sha256"])
+        return source, path
+    return source, Path(hierarchy["path"]) if hierarchy["path"] else None
+
+
+def _hierarchy(
+    args: argparse.Namespace, out: Path, max_level: str | None = None
+) -> tuple[Path, Path, str]:
+    """Build the hierarchy's tables into ``out``; also return its name for reports."""
+    hierarchy = hierarchy_config(args)
+    source, path = _hierarchy_source(hierarchy, args.cache)
     levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
-    build_hierarchy(source, path, levels, ancestors, log=console.print)
-    return levels, ancestors
+    build_hierarchy(
+        source,
+        path,
+        levels_out=levels,
+        ancestors_out=ancestors,
+        sha256=hierarchy["sha256"],
+        max_level=max_level,
+    )
+    return levels, ancestors, describe(source, path)
 
 
 def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, dict]:
@@ -281,7 +363,7 @@ OUTPUT_ENTRIES = frozenset(
 )
 
 
-def evaluate(args: argparse.Namespace) -> None:
+def _run_evaluate(args: argparse.Namespace) -> None:
     """Run every stage for the given gold and prediction files.
 
     Everything is written into a staging folder that replaces ``--out`` only when complete, so
@@ -299,118 +381,153 @@ def evaluate(args: argparse.Namespace) -> None:
     )
 
 
+def config_from_args(args: argparse.Namespace) -> dict:
+    """The workflow config these options amount to (same keys, same meaning), so that the CLI
+    and the workflow derive reading options and parameters through the same functions."""
+    gold_file = dict(args.per_file.get("gold", {}))
+    return {
+        "hierarchy": hierarchy_config(args),
+        "gold": str(args.gold),
+        "gold_format": gold_file.get("format", "auto"),
+        "gold_code_list": gold_file.get("code_list"),
+        "gold_doc_list": gold_file.get("doc_list"),
+        "gold_code_format": args.code_format,
+        "gold_code_type": args.code_type,
+        "max_level": args.max_level,
+        "unknown_codes": args.unknown_codes,
+        "unknown_docs": args.unknown_docs,
+        "threshold": DEFAULT_THRESHOLD,
+        "icm": {
+            "alpha1": args.icm_alpha1,
+            "alpha2": args.icm_alpha2,
+            "beta": args.icm_beta,
+            "empty_gold": args.icm_empty_gold,
+        },
+        "comparison": {
+            "label_set": args.label_set,
+            "propensity_a": args.propensity_a,
+            "propensity_b": args.propensity_b,
+        },
+        "engine": {
+            "memory_limit": args.memory_limit,
+            "temp_directory": str(args.temp_directory) if args.temp_directory else None,
+        },
+    }
+
+
 def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> None:
-    """The stages of :func:`evaluate`, writing into ``out``.
+    """The stages of :func:`_run_evaluate`, writing into ``out``: one call per stage, the
+    same calls the workflow's scripts make.
 
     Every input is read and validated before anything is counted, so a bad file of the last
     model fails in seconds, not after the others were counted.
     """
+    args.per_file = _per_file_options(args, names)
+    config = config_from_args(args)
+    params = icm_params(config)
+    resources = Resources(threads=args.threads, **config["engine"])
     work = out / "work"
-    levels, ancestors = _hierarchy(args, work / "hierarchy")
-    table = read_level_table(levels)
-    try:
-        evaluated = evaluated_levels(table.levels, args.max_level)
-    except ValueError as exc:
-        raise HievalError(str(exc)) from None
-    try:
-        icm_params = IcmParams(args.icm_alpha1, args.icm_alpha2, args.icm_beta, args.icm_empty_gold)
-    except ValueError as exc:
-        raise HievalError(str(exc)) from None
-
-    log = console.print
-    per_file = _per_file_options(args, names)
-
-    def options_for(name: str, **scoring) -> LabelOptions:
-        return LabelOptions(
-            code_type=args.code_type,
-            code_format=args.code_format,
-            **scoring,
-            **per_file.get(name, {}),
-        )
-
+    levels, ancestors, hierarchy = _hierarchy(args, work / "hierarchy", config["max_level"])
+    common = {
+        "levels_file": levels,
+        "unknown_codes": config["unknown_codes"],
+        "resources": resources,
+    }
     gold = work / "inputs" / "gold.parquet"
     records = [work / "inputs" / "gold.json"]
-    normalize(
+    normalize_file(
         args.gold,
-        "gold",
-        gold,
-        records[0],
-        levels,
-        options_for("gold"),
-        args.unknown_codes,
-        log=log,
+        name="gold",
+        role=GOLD,
+        out=gold,
+        record_out=records[0],
+        options=gold_options(config),
+        **common,
     )
     labels = {}
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
         labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
         records.append(labels[name].with_suffix(".json"))
-        normalize(
+        normalize_file(
             path,
-            name,
-            labels[name],
-            records[-1],
-            levels,
-            options_for(name, threshold=args.threshold, top_k=args.top_k),
-            args.unknown_codes,
-            gold,
-            args.unknown_docs,
-            0.5,
-            log,
+            name=name,
+            role=PREDICTIONS,
+            out=labels[name],
+            record_out=records[-1],
+            options=LabelOptions(
+                code_type=args.code_type,
+                code_format=args.code_format,
+                threshold=args.threshold,
+                top_k=args.top_k,
+                **args.per_file.get(name, {}),
+            ),
+            gold=gold,
+            unknown_docs=config["unknown_docs"],
+            default_threshold=config["threshold"],
+            **common,
         )
-    tidy, reports = [], {}
     for number, name in enumerate(names, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(names)}): counting")
         counts = work / "counts" / name
         count_model(
             gold,
             labels[name],
-            levels,
-            ancestors,
-            args.max_level,
-            counts / "nodes.parquet",
-            counts / "docs.parquet",
-            counts / "items.parquet",
-            icm_params,
-            log=log,
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            nodes_out=counts / "nodes.parquet",
+            docs_out=counts / "docs.parquet",
+            item_sums_out=counts / "item_sums.parquet",
+            params=params,
+            resources=resources,
         )
-        tidy.append(
-            model_metrics(
-                counts,
-                name,
-                work / "metrics" / f"{name}.parquet",
-                levels,
-                icm_params,
-                args.label_set,
-            )
+        model_metrics(
+            model=name,
+            nodes=counts / "nodes.parquet",
+            docs=counts / "docs.parquet",
+            item_sums=counts / "item_sums.parquet",
+            levels_file=levels,
+            params=params,
+            label_set=config["comparison"]["label_set"],
+            metrics_out=work / "metrics" / f"{name}.parquet",
+            nodes_report_out=out / "nodes" / f"{name}.csv",
         )
-        reports[name] = node_report(
-            paths.read_parquet(counts / "nodes.parquet"), table.frame, table.levels
-        )
-    for name, frame in reports.items():
-        write_csv(frame, out / "nodes" / f"{name}.csv")
-    hierarchy = args.hierarchy if args.hierarchy in ("package", *DOWNLOADS) else "your tree"
-    write_reports(
-        combine(tidy, evaluated, names),
-        out,
-        evaluated,
-        names,
-        read_records(records),
-        f"{hierarchy} ({table.source})",
+    final_reports(
+        metrics=[work / "metrics" / f"{name}.parquet" for name in names],
+        records=records,
+        levels_file=levels,
+        max_level=config["max_level"],
+        models=names,
+        hierarchy=hierarchy,
+        out_dir=out,
     )
+
+
+def _configure_logging() -> logging.Handler:
+    """The library's progress lines on stderr, as plain lines beside the CLI's own."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("hieval")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    return handler
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 only when every output was written)."""
     args = build_parser().parse_args(argv)
+    handler = _configure_logging()
     try:
         if args.command == "evaluate":
-            evaluate(args)
+            _run_evaluate(args)
         else:
             _hierarchy(args, args.out)
     except HievalError as exc:
         console.print(f"[red]hieval: error:[/red] {exc}")
         return 1
+    finally:
+        logging.getLogger("hieval").removeHandler(handler)
     return 0
 
 

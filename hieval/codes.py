@@ -23,6 +23,8 @@ CODE_TYPES = (DX, PROC)
 
 #: The ICD-9 depth classes of the CoPHE paper, deepest first, then the root.
 ICD9_LEVELS = ("e2", "e1", "e0", "c", "chapter", "root")
+#: The highest level evaluated by default: the block level ``c``, as in the CoPHE paper.
+DEFAULT_MAX_LEVEL = "c"
 
 _DOTTED = {
     DX: re.compile(r"^(?:\d{3}|V\d{2})(?:\.\d{1,2})?$|^E\d{3}(?:\.\d)?$"),
@@ -87,7 +89,7 @@ def icd9_branch(node: str) -> str | None:
     return kind_of_dotted(node)
 
 
-def normalize(raw: str, code_type: str | None = None, code_format: str = "dotted") -> IcdCode:
+def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotted") -> IcdCode:
     """Convert one raw code to canonical dotted form.
 
     ``code_format`` says how the file writes codes: ``dotted`` (a code without a dot is a
@@ -125,4 +127,4 @@ def normalize(raw: str, code_type: str | None = None, code_format: str = "dotted
 
 def undotted_to_dotted(raw: str, kind: str) -> str:
     """Canonical form of an undotted code of known kind, as in the CMS description files."""
-    return normalize(raw, code_type=kind, code_format="undotted").code
+    return parse_code(raw, code_type=kind, code_format="undotted").code

@@ -27,9 +27,10 @@ from jsonschema import Draft202012Validator, validators
 
 from hieval.codes import ICD9_LEVELS
 from hieval.engine.counts import evaluated_levels
-from hieval.errors import HievalError, InputError
+from hieval.engine.icm import IcmParams
+from hieval.errors import ConfigError, InputError
 from hieval.inputs import LabelOptions
-from hieval.pipeline import memory_limit_problem
+from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
 
@@ -49,8 +50,24 @@ LITERAL_PATH_PATTERN = "^[^{}]*$"
 _ICD9_SOURCES = ("package", "cms", "cophe")
 
 
-class ConfigError(HievalError):
-    """A config value the schema or hieval's own checks refuse."""
+def gold_options(config: dict) -> LabelOptions:
+    """How to read the gold file, from a validated config (the workflow's and the CLI's)."""
+    return LabelOptions(
+        code_type=config["gold_code_type"],
+        code_format=config["gold_code_format"],
+        format=config["gold_format"],
+        code_list=config["gold_code_list"],
+        doc_list=config["gold_doc_list"],
+    )
+
+
+def icm_params(config: dict) -> IcmParams:
+    """ICM's weights and the propensity parameters of PROP-F, from a validated config."""
+    return IcmParams(
+        **config["icm"],
+        propensity_a=config["comparison"]["propensity_a"],
+        propensity_b=config["comparison"]["propensity_b"],
+    )
 
 
 def check_model_name(name: str) -> None:
@@ -156,7 +173,7 @@ def _max_level_problem(config: dict) -> str | None:
     if source in _ICD9_SOURCES or Path(path).suffix == ".json":
         try:
             evaluated_levels(ICD9_LEVELS, max_level)
-        except ValueError:
+        except ConfigError:
             return (
                 f"config key 'max_level': {max_level!r} is not a level of the ICD-9 hierarchy "
                 f"(hierarchy.source {source}); choose one of {', '.join(ICD9_LEVELS[:-1])}"

@@ -18,8 +18,13 @@ class HierarchyError(HievalError):
     """A hierarchy that is not a tree, misses codes, or cannot be obtained."""
 
 
-class InputError(HievalError):
-    """A gold or prediction file that cannot be read or fails validation."""
+class InputError(HievalError, ValueError):
+    """A gold or prediction file that cannot be read, fails validation, or exceeds what the
+    engine can count at once. Also a ``ValueError``, so library callers may catch either."""
+
+
+class ConfigError(HievalError, ValueError):
+    """A setting (config key, command-line option or parameter) that hieval refuses."""
 
 
 def preview(items, limit: int = 10) -> str:

@@ -12,6 +12,7 @@ document with no labels: it is kept with a null code, so the document still coun
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import duckdb
 import polars as pl
 
 from hieval.atomic import atomic_path
-from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, normalize
+from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, parse_code
 from hieval.errors import CodeError, InputError, preview
 from hieval.formats import GOLD, PREDICTIONS, Extras, locate, open_source, read_error
 from hieval.hierarchy.icd9 import icd9_nodes
@@ -28,8 +29,15 @@ from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.paths import duckdb_path
 
+log = logging.getLogger(__name__)
+
+#: A scored code is predicted when its score reaches this (unless a threshold or top-k is set).
+DEFAULT_THRESHOLD = 0.5
+ROLES = (GOLD, PREDICTIONS)
 UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
+DEFAULT_UNKNOWN_CODES = "place"
 UNKNOWN_DOC_POLICIES = ("error", "drop")
+DEFAULT_UNKNOWN_DOCS = "error"
 CODE_FORMATS = ("auto", "dotted", "undotted")
 
 
@@ -112,7 +120,7 @@ def _map_codes(
     mapped, errors = [], []
     for code, ctype, row in raw.iter_rows():
         try:
-            ic = normalize(code, ctype or default_type, fmt)
+            ic = parse_code(code, ctype or default_type, fmt)
             mapped.append((code, ctype, ic.code, ic.kind))
         except CodeError as exc:
             errors.append((row, code, str(exc)))
@@ -165,30 +173,34 @@ def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
 
 def normalize_labels(
     path: str | Path,
+    *,
     name: str,
+    role: str,
     out: str | Path,
-    hierarchy_codes: set[str],
-    hierarchy: LevelTable | None = None,
+    hierarchy: LevelTable,
     options: LabelOptions | None = None,
-    unknown_codes: str = "place",
+    unknown_codes: str = DEFAULT_UNKNOWN_CODES,
     gold_docs: str | Path | None = None,
-    unknown_docs: str = "error",
-    default_threshold: float = 0.5,
-    log=print,
+    unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
+    default_threshold: float = DEFAULT_THRESHOLD,
     duckdb_config: dict | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
 
+    ``role`` is ``gold`` or ``predictions``. Predictions are checked against ``gold_docs`` (the
+    normalised gold), when given: documents absent from it are an error or dropped
+    (``unknown_docs``). Scores select predictions by ``threshold`` (default
+    ``default_threshold``) and/or ``top_k`` per document; both given means both must hold.
+
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
     DuckDB straight to Parquet.
-
-    ``gold_docs`` (the normalised gold) is given for predictions: documents absent from it are
-    an error or dropped (``unknown_docs``). Scores select predictions by ``threshold`` (default
-    ``default_threshold``) and/or ``top_k`` per document; both given means both must hold.
     """
     options = options or LabelOptions()
     path = Path(path)
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    is_gold = role == GOLD
     check_threshold(default_threshold, "default_threshold")
     if unknown_codes not in UNKNOWN_CODE_POLICIES:
         raise InputError(
@@ -199,7 +211,6 @@ def normalize_labels(
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
     con = duckdb.connect(config=duckdb_config or {})
-    role = GOLD if gold_docs is None else PREDICTIONS
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
     file_format = open_source(con, path, name, role, options.format, extras)
     try:
@@ -222,7 +233,7 @@ def normalize_labels(
     def where_one(row: int) -> str:
         return where([row])[row]
 
-    has_score = "score" in columns and gold_docs is not None
+    has_score = "score" in columns and not is_gold
     has_type = "code_type" in columns
     materialize = f"""
         CREATE TEMP TABLE raw AS
@@ -239,7 +250,7 @@ def normalize_labels(
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
     record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
-    if record.rows == 0 and gold_docs is None:
+    if record.rows == 0 and is_gold:
         raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
 
     bad_doc = con.execute(
@@ -291,20 +302,22 @@ def normalize_labels(
         example = con.execute("""
             SELECT doc_id, code FROM labels WHERE code IS NOT NULL
             GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT 1""").fetchone()
-        log(
-            f"{name}: {record.duplicates_removed} duplicate (doc_id, code) rows counted once, "
-            f"e.g. document {example[0]!r} code {example[1]!r}"
+        log.info(
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            name,
+            record.duplicates_removed,
+            *example,
         )
 
-    _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, unknown_codes, path, name, log)
+    _apply_unknown_codes(con, record, hierarchy, unknown_codes, path, name)
     if gold_docs is not None:
-        _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name, log)
+        _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
 
     record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
     record.labels = con.execute(
         "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
     ).fetchone()[0]
-    if gold_docs is None and record.labels == 0:
+    if is_gold and record.labels == 0:
         # Every count would be zero and every metric undefined: say so instead of reporting.
         dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
         raise InputError(
@@ -318,7 +331,13 @@ def normalize_labels(
                      OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
                   ORDER BY doc_id, code NULLS FIRST)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
-    log(f"{name}: {record.rows} rows -> {record.labels} labels over {record.documents} documents")
+    log.info(
+        "%s: %d rows -> %d labels over %d documents",
+        name,
+        record.rows,
+        record.labels,
+        record.documents,
+    )
     return record
 
 
@@ -350,11 +369,14 @@ def _select_by_score(con, record: InputRecord, options: LabelOptions, default: f
         )
 
 
-def _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, policy, path, name, log) -> None:
+def _apply_unknown_codes(
+    con, record: InputRecord, hierarchy: LevelTable, policy: str, path: Path, name: str
+) -> None:
     codes = con.execute("""
         SELECT code, count(*) FROM labels WHERE code IS NOT NULL GROUP BY code ORDER BY code
     """).fetchall()
-    unknown = {code: n for code, n in codes if code not in hierarchy_codes}
+    known = set(hierarchy.frame["code"].to_list())
+    unknown = {code: n for code, n in codes if code not in known}
     record.unknown_codes = unknown
     if not unknown:
         return
@@ -366,20 +388,29 @@ def _apply_unknown_codes(con, record, hierarchy_codes, hierarchy, policy, path, 
         )
     if policy == "drop":
         con.execute("DELETE FROM labels WHERE list_contains(?, code)", [list(unknown)])
-        log(
-            f"{name}: dropped {sum(unknown.values())} rows with {len(unknown)} codes "
-            f"not in the hierarchy: {listing}"
+        log.info(
+            "%s: dropped %d rows with %d codes not in the hierarchy: %s",
+            name,
+            sum(unknown.values()),
+            len(unknown),
+            listing,
         )
     else:
-        if hierarchy is not None:
-            try:
-                placed_ancestors(unknown, hierarchy)
-            except CodeError as exc:
-                raise InputError(f"{name}: {path}: {exc}") from None
-        log(f"{name}: {len(unknown)} codes not in the hierarchy placed by their syntax: {listing}")
+        try:
+            placed_ancestors(unknown, hierarchy)
+        except CodeError as exc:
+            raise InputError(f"{name}: {path}: {exc}") from None
+        log.info(
+            "%s: %d codes not in the hierarchy placed by their syntax: %s",
+            name,
+            len(unknown),
+            listing,
+        )
 
 
-def _apply_unknown_docs(con, record, gold_docs, policy, path, name, log) -> None:
+def _apply_unknown_docs(
+    con, record: InputRecord, gold_docs: str | Path, policy: str, path: Path, name: str
+) -> None:
     con.execute(
         "CREATE TEMP TABLE gold_docs AS SELECT DISTINCT doc_id FROM read_parquet(?)",
         [duckdb_path(gold_docs)],
@@ -397,7 +428,9 @@ def _apply_unknown_docs(con, record, gold_docs, policy, path, name, log) -> None
         )
     record.unknown_documents_dropped = len(docs)
     con.execute("DELETE FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)")
-    log(f"{name}: dropped {len(docs)} documents that are not in the gold: {preview(docs)}")
+    log.info(
+        "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
+    )
 
 
 def _sql_path(path: Path) -> str:

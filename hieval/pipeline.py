@@ -1,15 +1,18 @@
-"""The stages of an evaluation as functions over files: the Snakemake scripts and the CLI both
-call these, so a number from ``snakemake`` and from ``hieval evaluate`` is the same number.
+"""The stages of an evaluation, each composed once: the Snakemake scripts and the CLI both make
+one call per stage, so a number from ``snakemake`` and from ``hieval evaluate`` is the same
+number. Functions take the paths the workflow's rules declare, keyword by keyword.
+
+Stages: :func:`build_hierarchy` → :func:`normalize_file` (gold, then each model) →
+[:func:`split_by_document` → :func:`icm_weights`] → :func:`count_model` → [:func:`gather_counts`]
+→ :func:`model_metrics` → :func:`final_reports`; the bracketed ones only run sharded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -19,40 +22,41 @@ import pyarrow.parquet as pq
 from hieval import paths
 from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
-from hieval.engine import counts as counting
-from hieval.engine import icm
-from hieval.engine.driver import evaluate
-from hieval.engine.groups import default_threads
+from hieval.engine.counts import evaluated_levels
+from hieval.engine.driver import evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import ROWS_PER_SLICE
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
 from hieval.hierarchy.table import (
     LevelTable,
+    level_order,
     read_level_table,
     validate,
     write_level_table,
 )
 from hieval.inputs import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_UNKNOWN_DOCS,
     InputRecord,
     LabelOptions,
     normalize_labels,
     placed_ancestors,
     write_parquet,
 )
-from hieval.metrics.prf import metrics_table, sort_tidy
-from hieval.metrics.suite import suite_rows
+from hieval.metrics.tidy import model_rows
+from hieval.report import combine, node_report, write_csv, write_reports
+from hieval.resources import Resources, label_rows
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 def build_hierarchy(
     source: str,
     path: str | Path | None,
+    *,
     levels_out: str | Path,
     ancestors_out: str | Path,
-    log: Log = print,
-    *,
     sha256: str | None = None,
     max_level: str | None = None,
 ) -> LevelTable:
@@ -66,59 +70,62 @@ def build_hierarchy(
     """
     if path is not None and source in DOWNLOADS:
         check_cached(path, sha256 or DOWNLOADS[source].sha256)
-    log(f"loading hierarchy source {source!r}" + (f" from {path}" if path else ""))
+    log.info("loading hierarchy source %r%s", source, f" from {path}" if path else "")
     table, leaves = load_source(source, path)
     if max_level is not None:
-        try:
-            counting.evaluated_levels(table.levels, max_level)
-        except ValueError as exc:
-            raise HievalError(f"{exc} (max_level in the config)") from None
+        evaluated_levels(table.levels, max_level)
     # The published CoPHE graph and users' JSON graphs have known irregularities: warn, not stop.
     strict = source in ("package", "cms") or (source == "file" and Path(path).suffix != ".json")
     for warning in validate(table, leaves, strict=strict):
-        log(f"warning: {warning}")
+        log.warning("warning: %s", warning)
     write_level_table(table, levels_out, ancestors_out)
     depths = table.frame.group_by("depth").len().sort("depth").rows()
-    log(f"{table.frame.height} nodes, {len(leaves)} leaf codes; nodes per depth: {dict(depths)}")
+    log.info(
+        "%d nodes, %d leaf codes; nodes per depth: %s",
+        table.frame.height,
+        len(leaves),
+        dict(depths),
+    )
     return table
 
 
-def normalize(
+def normalize_file(
     path: str | Path,
+    *,
     name: str,
+    role: str,
     out: str | Path,
     record_out: str | Path,
-    levels: str | Path,
+    levels_file: str | Path,
     options: LabelOptions,
     unknown_codes: str,
     gold: str | Path | None = None,
-    unknown_docs: str = "error",
-    default_threshold: float = 0.5,
-    log: Log = print,
-    engine: Engine | None = None,
+    unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
+    default_threshold: float = DEFAULT_THRESHOLD,
+    resources: Resources | None = None,
 ) -> InputRecord:
-    """Normalise one label file against the hierarchy and write its record beside it."""
-    table = read_level_table(levels)
-    engine = engine or Engine()
+    """Normalise one label file (``role`` gold or predictions) against the hierarchy in
+    ``levels_file`` and write its record beside it; predictions are checked against the normalised
+    ``gold``."""
+    resources = resources or Resources()
     try:
         record = normalize_labels(
             path,
-            name,
-            out,
-            set(table.frame["code"].to_list()),
-            table,
-            options,
-            unknown_codes,
-            gold,
-            unknown_docs,
-            default_threshold,
-            log,
-            engine.duckdb_config(),
+            name=name,
+            role=role,
+            out=out,
+            hierarchy=read_level_table(levels_file),
+            options=options,
+            unknown_codes=unknown_codes,
+            gold_docs=gold,
+            unknown_docs=unknown_docs,
+            default_threshold=default_threshold,
+            duckdb_config=resources.duckdb_config(),
         )
     except (duckdb.OutOfMemoryException, HievalError) as exc:
         if not _out_of_memory(exc):
             raise
-        raise HievalError(_memory_advice(name, Path(path), engine.memory_limit)) from None
+        raise HievalError(_memory_advice(name, Path(path), resources.memory_limit)) from None
     write_text(record_out, record.to_json())
     return record
 
@@ -151,94 +158,6 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
     )
 
 
-#: Peak memory of a count job (one pass: counts, ICM sums, streamed per-document table), fitted
-#: to benchmarks/harness.py at 100x and 1000x MIMIC-III with 2 threads (1.14 GB for 10.8M
-#: labels, 2.37 GB for 108M) and rounded up: a base, each thread's slice in flight, the keys
-#: and per-document sums.
-BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
-
-
-def _size_bytes(text: str) -> int | None:
-    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes; None when ``text`` is not such a size.
-
-    Accepted: a positive number and a unit, which DuckDB reads the same way. A bare number
-    (DuckDB refuses it), DuckDB's percentages and ``-1`` are not sizes: the count jobs' budget
-    needs bytes.
-    """
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", str(text))
-    if not match or match.group(2).upper() not in _UNITS or float(match.group(1)) <= 0:
-        return None
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-
-
-def memory_limit_problem(text: str) -> str | None:
-    """Why ``text`` is not a memory limit both DuckDB and the count jobs read, or None."""
-    if _size_bytes(text) is not None:
-        return None
-    return (
-        f"{text!r} is not a size such as 2GB, 800MB or 1.5GiB (a number and a unit: "
-        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-    )
-
-
-def parse_bytes(text: str) -> int:
-    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
-    size = _size_bytes(text)
-    if size is None:
-        raise HievalError(f"engine.memory_limit {memory_limit_problem(text)}")
-    return size
-
-
-@dataclass(frozen=True)
-class Engine:
-    """Machine settings: threads, and memory bounds.
-
-    Normalisation runs in DuckDB under ``memory_limit``, spilling to ``temp_directory``. The
-    counting engine keeps 8 bytes per label in memory, per-document sums, and one slice of
-    about a million labels per thread at work, so its peak grows with the labels of one job:
-    with ``memory_limit`` a count job that would exceed it stops before reading, saying how
-    many shards fit (``shards`` in the config splits the documents so that each job holds a
-    part). ``threads`` defaults to the cores this process may use.
-    """
-
-    threads: int | None = None
-    memory_limit: str | None = None
-    temp_directory: str | None = None
-
-    def __post_init__(self) -> None:
-        # A limit DuckDB cannot parse fails deep in a job with a parser error: check it first.
-        if self.memory_limit:
-            parse_bytes(self.memory_limit)
-
-    def duckdb_config(self) -> dict[str, str]:
-        """DuckDB connection settings for the bounds that are set."""
-        settings = {"memory_limit": self.memory_limit, "temp_directory": self.temp_directory}
-        return {key: str(value) for key, value in settings.items() if value}
-
-    def check_budget(self, labels: int) -> None:
-        """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
-        if not self.memory_limit:
-            return
-        budget = parse_bytes(self.memory_limit)
-        fixed = BASE_BYTES + BYTES_PER_THREAD * (self.threads or default_threads())
-        need = fixed + BYTES_PER_LABEL * labels
-        if need <= budget:
-            return
-        room = budget - fixed
-        shards = math.ceil(BYTES_PER_LABEL * labels / room) if room > 0 else None
-        advice = (
-            f"set shards: {shards} (or more) in the config so that each count job holds a part"
-            if shards
-            else "raise engine.memory_limit: it is below the engine's fixed needs"
-        )
-        raise HievalError(
-            f"this count job has {labels:,} labels and needs about {need / 1e9:.1f} GB, above "
-            f"engine.memory_limit {self.memory_limit}; {advice}"
-        )
-
-
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
     known = set(table.frame["code"].to_list())
@@ -254,38 +173,44 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
 def icm_weights(
     gold: str | Path,
     predictions: str | Path,
-    levels: str | Path,
+    *,
+    levels_file: str | Path,
     ancestors: str | Path,
     out: str | Path,
-    icm_params: IcmParams | None = None,
+    params: IcmParams,
 ) -> pl.DataFrame:
-    """Node weights (IC, Δ, inverse propensity) from the whole gold, written to ``out``.
+    """ICM node weights (IC, Δ, inverse propensity) from the whole gold, written to ``out``.
 
     They depend on every gold document, so a sharded run computes them once per model (the
     model's own codes outside the hierarchy are placed first, so that they weigh too) and
     every shard reads them.
     """
-    table = read_level_table(levels)
-    weights = icm.node_weights(
-        gold, ancestors, table.levels, icm_params or IcmParams(), _placed(gold, predictions, table)
+    table = read_level_table(levels_file)
+    weights = gold_weights(
+        gold,
+        ancestors,
+        levels=table.levels,
+        params=params,
+        placed=_placed(gold, predictions, table),
     )
     write_parquet(weights, out)
+    log.info("%d node weights", weights.height)
     return weights
 
 
 def count_model(
     gold: str | Path,
     predictions: str | Path,
-    levels: str | Path,
+    *,
+    levels_file: str | Path,
     ancestors: str | Path,
     max_level: str,
     nodes_out: str | Path,
     docs_out: str | Path,
-    items_out: str | Path,
-    icm_params: IcmParams | None = None,
+    item_sums_out: str | Path,
+    params: IcmParams,
     weights: str | Path | None = None,
-    engine: Engine | None = None,
-    log: Log = print,
+    resources: Resources | None = None,
 ) -> pl.DataFrame:
     """Count one model (or one shard of its documents); write the additive per-node,
     per-document and per-item tables.
@@ -294,44 +219,32 @@ def count_model(
     ``weights`` of :func:`icm_weights` (computed here from this gold when not given: right for
     an unsharded run only).
     """
-    table = read_level_table(levels)
-    engine = engine or Engine()
-    try:
-        evaluated = counting.evaluated_levels(table.levels, max_level)
-    except ValueError as exc:
-        raise HievalError(str(exc)) from None
-    engine.check_budget(label_rows(gold) + label_rows(predictions))
-    extra = _placed(gold, predictions, table)
-    params = icm_params or IcmParams()
-    try:
-        result = evaluate(
-            gold,
-            predictions,
-            ancestors,
-            table.levels,
-            evaluated,
-            params,
-            paths.read_parquet(weights) if weights is not None else None,
-            extra,
-            engine.threads,
-            Path(docs_out),
-            log,
-        )
-    except ValueError as exc:
-        raise HievalError(str(exc)) from None
-    nodes, items = result.nodes, result.items
-    write_parquet(nodes, nodes_out)
-    write_parquet(items, items_out)
-    log(
-        f"{nodes.height} (family, level, node) rows over levels {evaluated}; "
-        f"{result.documents} documents; {items.height} ICM items"
+    table = read_level_table(levels_file)
+    resources = resources or Resources()
+    evaluated = evaluated_levels(table.levels, max_level)
+    resources.check_budget(label_rows(gold) + label_rows(predictions))
+    result = evaluate(
+        gold,
+        predictions,
+        ancestors,
+        levels=table.levels,
+        evaluated=evaluated,
+        params=params,
+        weights=paths.read_parquet(weights) if weights is not None else None,
+        placed=_placed(gold, predictions, table),
+        threads=resources.threads,
+        docs_out=Path(docs_out),
     )
-    return nodes
-
-
-def label_rows(path: str | Path) -> int:
-    """Rows of a normalised label table, from its Parquet footer (nothing else is read)."""
-    return pq.ParquetFile(path).metadata.num_rows
+    write_parquet(result.nodes, nodes_out)
+    write_parquet(result.item_sums, item_sums_out)
+    log.info(
+        "%d (family, level, node) rows over levels %s; %d documents; %d ICM items",
+        result.nodes.height,
+        evaluated,
+        result.documents,
+        result.item_sums.height,
+    )
+    return result.nodes
 
 
 def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int]:
@@ -374,12 +287,13 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
 
 
 def gather_counts(
+    *,
     nodes: list[str | Path],
     docs: list[str | Path],
-    items: list[str | Path],
+    item_sums: list[str | Path],
     nodes_out: str | Path,
     docs_out: str | Path,
-    items_out: str | Path,
+    item_sums_out: str | Path,
 ) -> None:
     """Reduce shard count tables exactly: node counts are summed, document and item rows
     (disjoint across shards) concatenated, all sorted as an unsharded run sorts them."""
@@ -390,43 +304,70 @@ def gather_counts(
         .sort("family", "level", "node")
     )
     doc_table = pl.concat([paths.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
-    item_table = pl.concat([paths.read_parquet(p) for p in items]).sort("doc_id")
+    item_table = pl.concat([paths.read_parquet(p) for p in item_sums]).sort("doc_id")
     write_parquet(node_table, nodes_out)
     write_parquet(doc_table, docs_out)
-    write_parquet(item_table, items_out)
+    write_parquet(item_table, item_sums_out)
+    log.info("gathered %d shards", len(nodes))
 
 
 def model_metrics(
-    counts_dir: str | Path,
+    *,
     model: str,
-    out: str | Path,
-    levels: str | Path,
-    icm_params: IcmParams | None = None,
-    label_set: str = "observed",
+    nodes: str | Path,
+    docs: str | Path,
+    item_sums: str | Path,
+    levels_file: str | Path,
+    params: IcmParams,
+    label_set: str,
+    metrics_out: str | Path,
+    nodes_report_out: str | Path,
 ) -> pl.DataFrame:
-    """Tidy metric rows of one model from its count tables in ``counts_dir``, written to
-    ``out``: flat/set/CoPHE (diagnoses and procedures apart too, for ICD-9 hierarchies), ICM
-    and the comparison metrics."""
-    table = read_level_table(levels)
-    counts_dir = Path(counts_dir)
-    nodes = paths.read_parquet(counts_dir / "nodes.parquet")
-    split = table.levels == ICD9_LEVELS
-    n_labels = leaf_count(table) if label_set == "hierarchy" else None
-    extra = suite_rows(
-        nodes,
-        paths.read_parquet(counts_dir / "docs.parquet"),
-        paths.read_parquet(counts_dir / "items.parquet"),
-        icm_params or IcmParams(),
-        label_set,
-        n_labels,
-    ).select(pl.lit(model).alias("model"), pl.all())
-    # A stable row order: the intermediate file is reproducible bit for bit, like the reports.
-    tidy = sort_tidy(
-        pl.concat([metrics_table(nodes, model, split_kinds=split), extra]),
-        table.levels[:-1],
-        [model],
+    """One model's tidy metric rows (count families, diagnoses and procedures apart for ICD-9
+    hierarchies, ICM and the comparison metrics) and its per-node over/under-prediction
+    report, from the count tables the rule declares."""
+    table = read_level_table(levels_file)
+    node_table = paths.read_parquet(nodes)
+    tidy = model_rows(
+        node_table,
+        paths.read_parquet(docs),
+        paths.read_parquet(item_sums),
+        model=model,
+        levels=table.levels[:-1],
+        params=params,
+        label_set=label_set,
+        n_labels=leaf_count(table) if label_set == "hierarchy" else None,
+        split_kinds=table.levels == ICD9_LEVELS,
     )
-    write_parquet(tidy, out)
+    # A stable row order: the intermediate file is reproducible bit for bit, like the reports.
+    write_parquet(tidy, metrics_out)
+    write_csv(node_report(node_table, table.frame, table.levels), nodes_report_out)
+    return tidy
+
+
+def final_reports(
+    *,
+    metrics: list[str | Path],
+    records: list[str | Path],
+    levels_file: str | Path,
+    max_level: str,
+    models: list[str],
+    hierarchy: str,
+    out_dir: str | Path,
+) -> pl.DataFrame:
+    """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
+    ``out_dir``, from each model's metric rows and every input record."""
+    evaluated = evaluated_levels(level_order(levels_file), max_level)
+    tidy = combine([paths.read_parquet(p) for p in metrics], evaluated, models)
+    write_reports(
+        tidy,
+        out_dir,
+        levels=evaluated,
+        models=models,
+        records=[json.loads(Path(p).read_text("utf-8")) for p in records],
+        hierarchy=hierarchy,
+    )
+    log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
 
 
@@ -435,8 +376,3 @@ def leaf_count(table: LevelTable) -> int:
     anc = table.ancestors()
     internal = anc.filter(pl.col("ancestor") != pl.col("code"))["ancestor"].unique()
     return table.frame.filter(~pl.col("code").is_in(internal.implode())).height
-
-
-def read_records(paths: list[str | Path]) -> list[dict]:
-    """Input records (JSON) written by :func:`normalize`."""
-    return [json.loads(Path(p).read_text("utf-8")) for p in paths]

@@ -8,24 +8,19 @@ from pathlib import Path
 import polars as pl
 
 from hieval.atomic import atomic_path, write_text
+from hieval.codes import CODE_TYPES
 from hieval.inputs import write_parquet
-from hieval.metrics.prf import METRICS, TIDY_SCHEMA, sort_tidy
-
-FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
-#: The paper's names of the hieval.metrics.suite rows (family, metric), in report order.
-SUITE_COLUMNS = (
-    ("ICM", ("icm", "icm")),
-    ("ICM-Norm", ("icm", "icm_norm")),
-    ("LB-ACC", ("label", "accuracy")),
-    ("LB-F", ("label", "f1")),
-    ("EB-HAMM", ("example", "hamming_loss")),
-    ("EB-JACC", ("example", "jaccard")),
-    ("EB-SUBACC", ("example", "subset_accuracy")),
-    ("EB-F", ("example", "f1")),
-    ("PROP-F", ("propensity", "f1")),
-    ("HF", ("hierarchical", "f1")),
+from hieval.metrics.registry import (
+    FAMILY_TITLES,
+    LEAF,
+    OVERALL,
+    SPLIT_FAMILIES,
+    SUITE,
+    TIDY_SCHEMA,
+    paper_level,
+    sort_tidy,
+    wide,
 )
-SUITE_COLUMNS_BY_FAMILY = {key[0] for _, key in SUITE_COLUMNS}
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
@@ -42,107 +37,102 @@ def combine(
     return sort_tidy(tidy, levels, models)
 
 
-def wide_summary(tidy: pl.DataFrame) -> pl.DataFrame:
-    """One row per (model, family, level, average) with a column per metric."""
-    return (
-        tidy.pivot(
-            on="metric",
-            index=["model", "family", "level", "average"],
-            values="value",
-            maintain_order=True,
-        )
-        .select("model", "family", "level", "average", *METRICS)
-        .with_columns(pl.col("tp", "fp", "fn").cast(pl.Int64))
-    )
-
-
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+def _prf_table(
+    title: str, columns: list[tuple[str, str, str]], models: list[str], lookup: dict
+) -> list[str]:
+    """A Markdown table of micro P / R / F1 cells: one row per model, one column per
+    (heading, family, level)."""
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| Model | " + " | ".join(heading for heading, _, _ in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for model in models:
+        cells = []
+        for _, family, level in columns:
+            row = lookup.get((model, family, level))
+            cells.append(
+                " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
+            )
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def summary_markdown(
     tidy: pl.DataFrame,
+    *,
     levels: tuple[str, ...],
     models: list[str],
     records: list[dict],
     hierarchy: str,
 ) -> str:
     """A paper-style table (one row per model) plus per-level tables and input notes."""
-    micro = wide_summary(tidy.filter(pl.col("average") == "micro"))
+    micro = wide(tidy.filter(pl.col("average") == "micro"))
     lookup = {(r["model"], r["family"], r["level"]): r for r in micro.iter_rows(named=True)}
+    headline = [("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL)]
     lines = [
         "# Evaluation summary",
         "",
         f"Hierarchy: {hierarchy}. Levels evaluated: {', '.join(levels)}; `overall` pools them.",
         "Scores are micro-averaged percentages; flat compares leaf codes only.",
         "",
-        "| Model | Flat P | Flat R | Flat F1 | Set P | Set R | Set F1 "
-        "| CoPHE P | CoPHE R | CoPHE F1 |",
-        "|---|" + "---:|" * 9,
+        "| Model | "
+        + " | ".join(
+            f"{FAMILY_TITLES[f].split('-')[0]} {m}" for f, _ in headline for m in ("P", "R", "F1")
+        )
+        + " |",
+        "|---|" + "---:|" * (3 * len(headline)),
     ]
     for model in models:
         cells = []
-        for family, level in (("flat", "leaf"), ("set", "overall"), ("cophe", "overall")):
+        for family, level in headline:
             row = lookup.get((model, family, level))
             cells += [_pct(row[m]) if row else "-" for m in ("precision", "recall", "f1")]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     for family in ("set", "cophe"):
-        lines += [
-            "",
-            f"## {FAMILY_TITLES[family]} per level (P / R / F1, micro)",
-            "",
-            "| Model | " + " | ".join(levels) + " |",
-            "|---|" + "---:|" * len(levels),
-        ]
-        for model in models:
-            cells = []
-            for level in levels:
-                row = lookup.get((model, family, level))
-                cells.append(
-                    " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
-                )
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    if any(family.endswith("_dx") for family in micro["family"].unique()):
-        lines += [
-            "",
-            "## Diagnoses and procedures (overall, P / R / F1, micro)",
-            "",
-            "| Model | Flat dx | Flat proc | CoPHE dx | CoPHE proc |",
-            "|---|" + "---:|" * 4,
-        ]
-        for model in models:
-            cells = []
-            for family, level in (
-                ("flat_dx", "leaf"),
-                ("flat_proc", "leaf"),
-                ("cophe_dx", "overall"),
-                ("cophe_proc", "overall"),
-            ):
-                row = lookup.get((model, family, level))
-                cells.append(
-                    " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
-                )
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    suite = tidy.filter(pl.col("family").is_in(list(SUITE_COLUMNS_BY_FAMILY)))
+        lines += _prf_table(
+            f"{FAMILY_TITLES[family]} per level (P / R / F1, micro)",
+            [(level, family, level) for level in levels],
+            models,
+            lookup,
+        )
+    split = [
+        (
+            f"{FAMILY_TITLES[family]} {kind}",
+            f"{family}_{kind}",
+            LEAF if family == "flat" else OVERALL,
+        )
+        for family in ("flat", "cophe")
+        for kind in CODE_TYPES
+    ]
+    if any(family in SPLIT_FAMILIES for family in micro["family"].unique()):
+        lines += _prf_table(
+            "Diagnoses and procedures (overall, P / R / F1, micro)", split, models, lookup
+        )
+    suite = tidy.filter(pl.col("family").is_in([m.family for m in SUITE]))
     if suite.height:
         values = {
-            (r["model"], r["family"], r["metric"]): r["value"] for r in suite.iter_rows(named=True)
+            (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
+            for r in suite.iter_rows(named=True)
         }
-        header = " | ".join(name for name, _ in SUITE_COLUMNS)
         lines += [
             "",
             "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
             "",
             "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
             "",
-            f"| Model | {header} |",
-            "|---|" + "---:|" * len(SUITE_COLUMNS),
+            f"| Model | {' | '.join(m.paper for m in SUITE)} |",
+            "|---|" + "---:|" * len(SUITE),
         ]
         for model in models:
-            cells = [
-                f"{values[(model, *key)]:.4g}" if (model, *key) in values else "-"
-                for _, key in SUITE_COLUMNS
-            ]
+            keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
+            cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
     notes = [_record_note(r) for r in records]
     notes = [n for n in notes if n]
@@ -203,6 +193,7 @@ def node_report(
 def write_reports(
     tidy: pl.DataFrame,
     out_dir: str | Path,
+    *,
     levels: tuple[str, ...],
     models: list[str],
     records: list[dict],
@@ -212,5 +203,8 @@ def write_reports(
     out = Path(out_dir)
     write_parquet(tidy, out / "metrics.parquet")
     write_csv(tidy, out / "metrics.csv")
-    write_csv(wide_summary(tidy), out / "summary.csv")
-    write_text(out / "summary.md", summary_markdown(tidy, levels, models, records, hierarchy))
+    write_csv(wide(tidy), out / "summary.csv")
+    write_text(
+        out / "summary.md",
+        summary_markdown(tidy, levels=levels, models=models, records=records, hierarchy=hierarchy),
+    )

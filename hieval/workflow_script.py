@@ -1,12 +1,15 @@
 """Run a Snakemake ``script:`` with its log file, turning user errors into one clear message.
 
-Scripts stay thin: they read ``snakemake.input/params``, call :mod:`hieval.pipeline`, and write
-outputs. This wrapper sends progress to the rule's log (and stderr), and on a
-:class:`~hieval.errors.HievalError` writes the message without a traceback and exits 1.
+Scripts stay thin: they read ``snakemake.input/params`` and make one call into
+:mod:`hieval.pipeline` per stage. This wrapper configures the library's ``logging`` once — each
+line timestamped with the job's elapsed time and the rule's name, to the rule's log file and to
+stderr — and on a :class:`~hieval.errors.HievalError` writes the message without a traceback
+and exits 1.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import traceback
@@ -15,30 +18,51 @@ from typing import Any
 
 from hieval.errors import HievalError
 
+log = logging.getLogger("hieval.workflow")
 
-def run_rule(smk: Any, main: Callable[[Any, Callable[[str], None]], None]) -> None:
-    """Call ``main(snakemake, log)``; ``log`` appends timestamped lines to the rule's log."""
-    log_path = smk.log[0] if smk.log else None
-    handle = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
-    start = time.monotonic()
 
-    def log(message: str) -> None:
-        line = f"[{time.monotonic() - start:7.1f}s] {smk.rule}: {message}"
-        print(line, file=sys.stderr, flush=True)
-        if handle:
-            handle.write(line + "\n")
-            handle.flush()
+class _Elapsed(logging.Formatter):
+    """``[   1.2s] rule: message``: where in the job a line was written, and by which rule."""
 
+    def __init__(self, rule: str) -> None:
+        super().__init__()
+        self.rule, self.start = rule, time.monotonic()
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + self.formatException(record.exc_info)
+        return f"[{time.monotonic() - self.start:7.1f}s] {self.rule}: {message}"
+
+
+def configure_logging(rule: str, log_path: str | None) -> list[logging.Handler]:
+    """Send the ``hieval`` loggers' INFO lines to stderr and, when given, the rule's log file."""
+    formatter = _Elapsed(rule)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+    root = logging.getLogger("hieval")
+    root.setLevel(logging.INFO)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    return handlers
+
+
+def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
+    """Call ``main(snakemake)`` with logging configured for the rule."""
+    handlers = configure_logging(smk.rule, smk.log[0] if smk.log else None)
     try:
-        main(smk, log)
-        log("done")
+        main(smk)
+        log.info("done")
     except HievalError as exc:
-        log(f"error: {exc}")
+        log.error("error: %s", exc)
         sys.exit(1)
     except Exception:
         # A bug, not a user error: keep the whole traceback in the rule's log, then fail.
-        log("unexpected error (please report it):\n" + traceback.format_exc())
+        log.error("unexpected error (please report it):\n%s", traceback.format_exc())
         raise
     finally:
-        if handle:
-            handle.close()
+        for handler in handlers:
+            handler.close()
+            logging.getLogger("hieval").removeHandler(handler)

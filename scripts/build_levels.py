@@ -4,17 +4,15 @@ from hieval.pipeline import build_hierarchy
 from hieval.workflow_script import run_rule
 
 
-def main(smk, log):
-    path = smk.input.source if hasattr(smk.input, "source") else None
+def main(smk):
     # max_level comes from the config, not params: checking it must not make a new max_level
     # rebuild the hierarchy (and so renormalise every file); a user's tree has its levels known
     # only here, so an impossible max_level stops the run before any file is normalised.
     build_hierarchy(
         smk.params.source,
-        path,
-        smk.output.levels,
-        smk.output.ancestors,
-        log,
+        smk.input.source if hasattr(smk.input, "source") else None,
+        levels_out=smk.output.levels,
+        ancestors_out=smk.output.ancestors,
         sha256=smk.params.sha256,
         max_level=smk.config.get("max_level"),
     )

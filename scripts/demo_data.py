@@ -3,11 +3,11 @@
 from pathlib import Path
 
 from hieval.experiments.demo import write_demo
-from hieval.workflow_script import run_rule
+from hieval.workflow_script import log, run_rule
 
 
-def main(smk, log):
-    log(f"generating {smk.params.documents} documents with seed {smk.params.seed}")
+def main(smk):
+    log.info(f"generating {smk.params.documents} documents with seed {smk.params.seed}")
     write_demo(
         smk.input.levels,
         smk.output.gold,

@@ -1,12 +1,12 @@
 """Snakemake script: download a pinned hierarchy source into resources/."""
 
 from hieval.hierarchy.sources import DOWNLOADS, download
-from hieval.workflow_script import run_rule
+from hieval.workflow_script import log, run_rule
 
 
-def main(smk, log):
+def main(smk):
     spec = DOWNLOADS[smk.wildcards.source]
-    log(f"downloading {spec.url}")
+    log.info(f"downloading {spec.url}")
     download(spec, smk.output[0], smk.params.sha256)
 
 

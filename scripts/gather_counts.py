@@ -4,16 +4,15 @@ from hieval.pipeline import gather_counts
 from hieval.workflow_script import run_rule
 
 
-def main(smk, log):
+def main(smk):
     gather_counts(
-        list(smk.input.nodes),
-        list(smk.input.docs),
-        list(smk.input.icm_items),
-        smk.output.nodes,
-        smk.output.docs,
-        smk.output.icm_items,
+        nodes=list(smk.input.nodes),
+        docs=list(smk.input.docs),
+        item_sums=list(smk.input.item_sums),
+        nodes_out=smk.output.nodes,
+        docs_out=smk.output.docs,
+        item_sums_out=smk.output.item_sums,
     )
-    log(f"gathered {len(smk.input.nodes)} shards")
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -7,16 +7,15 @@ from hieval.pipeline import icm_weights
 from hieval.workflow_script import run_rule
 
 
-def main(smk, log):
-    weights = icm_weights(
+def main(smk):
+    icm_weights(
         smk.input.gold,
         smk.input.predictions,
-        smk.input.levels,
-        smk.input.ancestors,
-        smk.output[0],
-        IcmParams(**json.loads(smk.params.icm)),
+        levels_file=smk.input.levels,
+        ancestors=smk.input.ancestors,
+        out=smk.output[0],
+        params=IcmParams(**json.loads(smk.params.icm)),
     )
-    log(f"{weights.height} node weights")
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -5,16 +5,16 @@ import json
 from hieval.atomic import write_text
 from hieval.experiments.meta import MetaParams, parameters, render_markdown, run
 from hieval.inputs import write_parquet
-from hieval.workflow_script import run_rule
+from hieval.workflow_script import log, run_rule
 
 
-def main(smk, log):
+def main(smk):
     params = MetaParams.from_config(json.loads(smk.params.meta))
-    log(
+    log.info(
         f"{params.trials} trials of {len(params.tests)} tests, {params.items} items each, "
         f"seed {params.seed}, {smk.threads} worker process(es)"
     )
-    scores, table = run(params, smk.threads, log)
+    scores, table = run(params, smk.threads)
     write_parquet(scores, smk.output.trials)
     write_parquet(table, smk.output.table)
     info = json.dumps(parameters(params), indent=2, ensure_ascii=False)

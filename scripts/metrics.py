@@ -1,29 +1,23 @@
 """Snakemake script: tidy metrics and the per-node over/under-prediction report of one model."""
 
 import json
-from pathlib import Path
 
-from hieval import paths
 from hieval.engine.icm import IcmParams
-from hieval.hierarchy.table import read_level_table
 from hieval.pipeline import model_metrics
-from hieval.report import node_report, write_csv
 from hieval.workflow_script import run_rule
 
 
-def main(smk, log):
+def main(smk):
     model_metrics(
-        Path(smk.input.nodes).parent,
-        smk.wildcards.model,
-        smk.output.metrics,
-        smk.input.levels,
-        IcmParams(**json.loads(smk.params.icm)),
-        smk.params.label_set,
-    )
-    table = read_level_table(smk.input.levels)
-    write_csv(
-        node_report(paths.read_parquet(smk.input.nodes), table.frame, table.levels),
-        smk.output.nodes_report,
+        model=smk.wildcards.model,
+        nodes=smk.input.nodes,
+        docs=smk.input.docs,
+        item_sums=smk.input.item_sums,
+        levels_file=smk.input.levels,
+        params=IcmParams(**json.loads(smk.params.icm)),
+        label_set=smk.params.label_set,
+        metrics_out=smk.output.metrics,
+        nodes_report_out=smk.output.nodes_report,
     )
 
 

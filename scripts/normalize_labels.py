@@ -3,27 +3,27 @@
 import json
 
 from hieval.inputs import LabelOptions
-from hieval.pipeline import Engine, normalize
+from hieval.pipeline import normalize_file
+from hieval.resources import Resources
 from hieval.workflow_script import run_rule
 
 
-def main(smk, log):
-    # Engine settings come from the config, not params: they bound memory, never change a
-    # number, so changing them must not rerun anything.
-    gold = smk.input.gold if hasattr(smk.input, "gold") else None
-    normalize(
+def main(smk):
+    normalize_file(
         smk.input.labels,
-        smk.params.name,
-        smk.output.labels,
-        smk.output.record,
-        smk.input.levels,
-        LabelOptions(**json.loads(smk.params.options)),
-        smk.params.unknown_codes,
-        gold,
-        smk.params.unknown_docs,
-        smk.params.threshold,
-        log,
-        Engine(threads=smk.threads, **smk.config.get("engine", {})),
+        name=smk.params.name,
+        role=smk.params.role,
+        out=smk.output.labels,
+        record_out=smk.output.record,
+        levels_file=smk.input.levels,
+        options=LabelOptions(**json.loads(smk.params.options)),
+        unknown_codes=smk.params.unknown_codes,
+        gold=smk.input.gold if hasattr(smk.input, "gold") else None,
+        unknown_docs=smk.params.unknown_docs,
+        default_threshold=smk.params.threshold,
+        # Machine settings come from the config, not params: they bound memory, never change a
+        # number, so changing them must not rerun anything.
+        resources=Resources(threads=smk.threads, **smk.config.get("engine", {})),
     )
 
 

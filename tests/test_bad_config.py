@@ -18,7 +18,8 @@ from hieval.config import MODEL_NAME_PATTERN, check_model_name, load_model_sheet
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, InputError
 from hieval.inputs import LabelOptions
-from hieval.pipeline import Engine, normalize
+from hieval.pipeline import normalize_file
+from hieval.resources import Resources
 
 SCHEMAS = REPO / "workflow" / "schemas"
 GOLD = {
@@ -277,7 +278,7 @@ def test_memory_limit_syntax_is_checked_at_parse_time(tmp_path, limit):
 
 def test_library_engine_refuses_a_bad_memory_limit():
     with pytest.raises(HievalError, match=r"engine\.memory_limit 'lots' is not a size"):
-        Engine(memory_limit="lots")
+        Resources(memory_limit="lots")
 
 
 def test_out_of_memory_in_normalisation_says_what_to_raise(tmp_path):
@@ -297,7 +298,7 @@ def test_out_of_memory_estimate_is_enough(tmp_path):
     from hieval.pipeline import build_hierarchy
 
     levels = tmp_path / "levels.parquet"
-    build_hierarchy("package", None, levels, tmp_path / "anc.parquet", log=lambda _: None)
+    build_hierarchy("package", None, levels_out=levels, ancestors_out=tmp_path / "anc.parquet")
     codes = ["401.9", "364.11", "96.04", "250.00", "428.0"]
     rows = 200_000
     pl.DataFrame(
@@ -305,16 +306,16 @@ def test_out_of_memory_estimate_is_enough(tmp_path):
     ).write_csv(tmp_path / "gold.csv")
 
     def run(limit: str):
-        return normalize(
+        return normalize_file(
             tmp_path / "gold.csv",
-            "gold",
-            tmp_path / "gold.parquet",
-            tmp_path / "gold.json",
-            levels,
-            LabelOptions(),
-            "place",
-            log=lambda _: None,
-            engine=Engine(memory_limit=limit),
+            name="gold",
+            role="gold",
+            out=tmp_path / "gold.parquet",
+            record_out=tmp_path / "gold.json",
+            levels_file=levels,
+            options=LabelOptions(),
+            unknown_codes="place",
+            resources=Resources(memory_limit=limit),
         )
 
     with pytest.raises(HievalError, match="ran out of memory") as info:

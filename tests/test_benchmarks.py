@@ -15,7 +15,8 @@ if str(ROOT) not in sys.path:
 from benchmarks import generate as gen  # noqa: E402
 from benchmarks.dense_baseline import dense_counts, hieval_micro, plan  # noqa: E402
 from benchmarks.harness import measure, render, table_rows  # noqa: E402
-from hieval.engine.counts import count, evaluated_levels  # noqa: E402
+from hieval.engine.counts import evaluated_levels  # noqa: E402
+from hieval.engine.driver import count  # noqa: E402
 from hieval.hierarchy.table import write_level_table  # noqa: E402
 
 DOCS = 200

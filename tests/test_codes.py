@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hieval.codes import normalize, undotted_to_dotted
+from hieval.codes import parse_code, undotted_to_dotted
 from hieval.errors import CodeError
 
 
@@ -29,19 +29,19 @@ from hieval.errors import CodeError
     ],
 )
 def test_dotted(raw, code, kind):
-    ic = normalize(raw)
+    ic = parse_code(raw)
     assert (ic.code, ic.kind) == (code, kind)
 
 
 def test_depth_and_ancestors_from_syntax():
-    assert normalize("364.11").depth == "e2"
-    assert normalize("364.11").e1 == "364.1"
-    assert normalize("364.11").category == "364"
-    assert normalize("364.3").depth == "e1"
-    assert normalize("412").depth == "e0"
-    assert normalize("412").e1 is None
-    assert normalize("E849.7").category == "E849"
-    assert normalize("96.04").category == "96"
+    assert parse_code("364.11").depth == "e2"
+    assert parse_code("364.11").e1 == "364.1"
+    assert parse_code("364.11").category == "364"
+    assert parse_code("364.3").depth == "e1"
+    assert parse_code("412").depth == "e0"
+    assert parse_code("412").e1 is None
+    assert parse_code("E849.7").category == "E849"
+    assert parse_code("96.04").category == "96"
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_depth_and_ancestors_from_syntax():
     ],
 )
 def test_undotted(raw, code_type, code):
-    assert normalize(raw, code_type=code_type, code_format="undotted").code == code
+    assert parse_code(raw, code_type=code_type, code_format="undotted").code == code
 
 
 def test_undotted_to_dotted():
@@ -75,13 +75,13 @@ def test_undotted_to_dotted():
 
 def test_dotted_input_accepted_in_undotted_file():
     # A dot makes the code unambiguous whatever the file's declared format.
-    assert normalize("401.9", code_format="undotted").code == "401.9"
-    assert normalize("40.19", code_format="undotted").code == "40.19"
+    assert parse_code("401.9", code_format="undotted").code == "401.9"
+    assert parse_code("40.19", code_format="undotted").code == "40.19"
 
 
 def test_ambiguous_undotted_needs_code_type():
     with pytest.raises(CodeError, match="code_type") as err:
-        normalize("4019", code_format="undotted")
+        parse_code("4019", code_format="undotted")
     assert "4019" in str(err.value)
     assert "ambiguous" in str(err.value)
 
@@ -91,24 +91,24 @@ def test_ambiguous_undotted_needs_code_type():
 )
 def test_malformed_dotted_raises(raw):
     with pytest.raises(CodeError) as err:
-        normalize(raw)
+        parse_code(raw)
     assert repr(raw) in str(err.value)
 
 
 @pytest.mark.parametrize("raw", ["4O19", "401999", "E84971", "ABC"])
 def test_malformed_undotted_raises(raw):
     with pytest.raises(CodeError, match="malformed"):
-        normalize(raw, code_type="dx", code_format="undotted")
+        parse_code(raw, code_type="dx", code_format="undotted")
 
 
 def test_kind_mismatch_raises():
     # A dotted diagnosis declared as a procedure is an error, not silently accepted.
     with pytest.raises(CodeError):
-        normalize("401.9", code_type="proc")
+        parse_code("401.9", code_type="proc")
     with pytest.raises(CodeError):
-        normalize("96.04", code_type="dx")
+        parse_code("96.04", code_type="dx")
 
 
 def test_bad_code_type_raises():
     with pytest.raises(CodeError, match="code_type"):
-        normalize("401.9", code_type="diagnosis")
+        parse_code("401.9", code_type="diagnosis")

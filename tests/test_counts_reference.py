@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hieval.engine.counts import count
+from hieval.engine.driver import count
 from hieval.experiments.paper import table1_markdown
 from hieval.metrics.prf import metrics_table
 

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from hieval.engine import keys
-from hieval.engine.counts import count
+from hieval.engine.driver import count
 from hieval.engine.keys import CodeSpace
 from hieval.errors import HievalError
-from hieval.pipeline import Engine, parse_bytes
+from hieval.resources import Resources, parse_bytes
 from tests.test_counts_reference import doc_dict, naive_counts, node_dict, to_frame
 
 # A graph that is not a tree of levels: e0 node X sits under two blocks (B1 via a1, B2 via
@@ -94,45 +94,49 @@ def test_codes_outside_the_hierarchy_count_at_the_leaf_level_only():
 
 def test_memory_budget_refuses_with_the_shards_that_fit():
     # 550 MiB + 2 threads x 200 MiB + 20 bytes a label
-    Engine(memory_limit="2GB", threads=2).check_budget(10_000_000)  # 1.2 GB: fits
+    Resources(memory_limit="2GB", threads=2).check_budget(10_000_000)  # 1.2 GB: fits
     with pytest.raises(HievalError, match=r"needs about 3\.0 GB.*set shards: 2 "):
-        Engine(memory_limit="2GB", threads=2).check_budget(100_000_000)
+        Resources(memory_limit="2GB", threads=2).check_budget(100_000_000)
     with pytest.raises(HievalError, match=r"needs about 1\.8 GB"):  # more threads, more need
-        Engine(memory_limit="1.7GB", threads=6).check_budget(10)
+        Resources(memory_limit="1.7GB", threads=6).check_budget(10)
     with pytest.raises(HievalError, match=r"raise engine\.memory_limit"):
-        Engine(memory_limit="100MB", threads=1).check_budget(10)
+        Resources(memory_limit="100MB", threads=1).check_budget(10)
     assert parse_bytes("1.5GiB") == int(1.5 * 2**30) and parse_bytes("800MB") == 800 * 10**6
     with pytest.raises(HievalError, match="not a size"):
         parse_bytes("lots")
 
 
-def test_progress_is_logged_every_tenth_on_large_jobs_only():
+def test_progress_is_logged_every_tenth_on_large_jobs_only(caplog):
     from hieval.engine.driver import Progress
 
-    lines: list[str] = []
-    progress = Progress(20_000_000, lines.append)
+    caplog.set_level("INFO", logger="hieval")
+    progress = Progress(20_000_000)
     for _ in range(40):
         progress.advance(500_000)
+    lines = [r.getMessage() for r in caplog.records]
     assert [line.split("(")[1].split(")")[0] for line in lines] == [
         f"{p}%" for p in range(10, 101, 10)
     ]
-    quiet: list[str] = []
-    small = Progress(1_000, quiet.append)
+    caplog.clear()
+    small = Progress(1_000)
     small.advance(1_000)
-    assert quiet == []
+    assert caplog.records == []
 
 
 def _both_paths(labels, levels, params):
     """Weights and item sums through the level slots and through the explicit expansion."""
     import dataclasses
 
-    from hieval.engine.icm import items_from_labels, weights_from_labels
+    from hieval.engine.driver import evaluate_labels, labels_weights
 
     out = []
     for space in (labels.space, dataclasses.replace(labels.space, tree_slots=None)):
         encoded = dataclasses.replace(labels, space=space)
-        weights = weights_from_labels(encoded, levels, params)
-        out.append((weights, items_from_labels(encoded, weights, params)))
+        weights = labels_weights(encoded, levels=levels, params=params)
+        result = evaluate_labels(
+            encoded, levels=levels, evaluated=(), params=params, weights=weights
+        )
+        out.append((weights, result.item_sums))
     return out
 
 
@@ -177,7 +181,7 @@ def test_a_level_without_rows_counts_nothing_there():
 
 
 def test_an_empty_ancestor_table_leaves_flat_counts_and_zero_icm():
-    from hieval.engine.icm import icm
+    from hieval.metrics.tidy import icm
 
     empty = pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
     gold, pred = {"d1": ["x", "y"], "d2": ["z"]}, {"d1": ["x"], "d2": ["q"]}

@@ -31,13 +31,12 @@ def read(tmp_path, codes, icd9):
         out = tmp_path / f"out_{path.stem}_{len(list(tmp_path.iterdir()))}.parquet"
         normalize_labels(
             path,
-            "m",
-            out,
-            codes,
-            icd9,
-            LabelOptions(**options),
+            name="m",
+            role="gold" if gold_docs is None else "predictions",
+            out=out,
+            hierarchy=icd9,
+            options=LabelOptions(**options),
             gold_docs=gold_docs,
-            log=lambda _m: None,
         )
         frame = pl.read_parquet(out)
         result: dict[str, list[str]] = {}
@@ -197,6 +196,11 @@ def test_format_is_recorded(tmp_path, codes, icd9, gold):
     path = tmp_path / "preds_test.psv"
     path.write_text("100|401.9\n")
     record = normalize_labels(
-        path, "m", tmp_path / "o.parquet", codes, icd9, gold_docs=gold, log=lambda _m: None
+        path,
+        name="m",
+        role="predictions",
+        out=tmp_path / "o.parquet",
+        hierarchy=icd9,
+        gold_docs=gold,
     )
     assert record.format == "caml_psv"

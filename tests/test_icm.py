@@ -9,8 +9,9 @@ import random
 import polars as pl
 import pytest
 
-from hieval.engine.icm import IcmParams, icm
+from hieval.engine.icm import IcmParams
 from hieval.hierarchy.sources import edge_list_table
+from hieval.metrics.tidy import icm
 
 # root -> A (a1, a2, a3), B (b1); a3 never appears in the gold.
 EDGES = {"A": None, "B": None, "a1": "A", "a2": "A", "a3": "A", "b1": "B"}

@@ -18,14 +18,21 @@ def codes(icd9) -> set[str]:
     return set(icd9.frame["code"])
 
 
+def _role(kwargs: dict) -> dict:
+    """The keyword arguments with the file's role: predictions when a gold is given."""
+    return {"role": "predictions" if kwargs.get("gold_docs") else "gold", **kwargs}
+
+
 @pytest.fixture
-def run(codes, icd9, tmp_path):
+def run(codes, icd9, tmp_path, caplog):
     """normalize_labels with the package hierarchy; returns (record, output rows, log lines)."""
 
     def _run(path, name="model", out=None, **kwargs):
         out = out or tmp_path / f"{name}.parquet"
-        logs: list[str] = []
-        record = normalize_labels(path, name, out, codes, icd9, log=logs.append, **kwargs)
+        caplog.set_level("INFO", logger="hieval")
+        caplog.clear()
+        record = normalize_labels(path, name=name, out=out, hierarchy=icd9, **_role(kwargs))
+        logs = [r.getMessage() for r in caplog.records if r.name.startswith("hieval")]
         frame = pl.read_parquet(out)
         assert frame.columns == ["doc_id", "code"]
         assert frame.schema["doc_id"] == pl.String and frame.schema["code"] == pl.String
@@ -203,7 +210,7 @@ def refuses(codes, icd9, tmp_path):
     def _refuses(path: Path, *values: str, **kwargs) -> str:
         out = tmp_path / "out" / "labels.parquet"
         with pytest.raises(InputError) as err:
-            normalize_labels(path, "model", out, codes, icd9, log=lambda _m: None, **kwargs)
+            normalize_labels(path, name="model", out=out, hierarchy=icd9, **_role(kwargs))
         message = str(err.value)
         assert str(path) in message, message
         for value in values:

@@ -11,7 +11,7 @@ from helpers import REPO, snakemake
 from polars.testing import assert_frame_equal
 
 from hieval.experiments import meta
-from hieval.metrics.suite import PAPER_METRICS
+from hieval.metrics.registry import PAPER_METRICS
 
 SMALL = meta.MetaParams(trials=2, items=80, seed=7)
 

@@ -12,7 +12,7 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from hieval.engine.counts import count
+from hieval.engine.driver import count
 from hieval.metrics.prf import metrics_table
 
 LEVELS = ("e2", "e1", "e0", "c", "chapter")

@@ -45,7 +45,9 @@ def run(tmp_path, hierarchy, gold, pred, shards, params):
     out = tmp_path / f"s{shards}"
     out.mkdir()
     levels, ancestors = hierarchy / "levels.parquet", hierarchy / "ancestors.parquet"
-    weights = icm_weights(gold, pred, levels, ancestors, out / "w.parquet", params)
+    weights = icm_weights(
+        gold, pred, levels_file=levels, ancestors=ancestors, out=out / "w.parquet", params=params
+    )
     assert weights.height
     golds = [out / f"g{i}.parquet" for i in range(shards)]
     preds = [out / f"p{i}.parquet" for i in range(shards)]
@@ -57,27 +59,36 @@ def run(tmp_path, hierarchy, gold, pred, shards, params):
         count_model(
             golds[i],
             preds[i],
-            levels,
-            ancestors,
-            "c",
-            paths["nodes"],
-            paths["docs"],
-            paths["items"],
-            params,
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level="c",
+            nodes_out=paths["nodes"],
+            docs_out=paths["docs"],
+            item_sums_out=paths["items"],
+            params=params,
             weights=out / "w.parquet",
-            log=lambda _m: None,
         )
         for k in parts:
             parts[k].append(paths[k])
     gather_counts(
-        parts["nodes"],
-        parts["docs"],
-        parts["items"],
-        out / "nodes.parquet",
-        out / "docs.parquet",
-        out / "items.parquet",
+        nodes=parts["nodes"],
+        docs=parts["docs"],
+        item_sums=parts["items"],
+        nodes_out=out / "nodes.parquet",
+        docs_out=out / "docs.parquet",
+        item_sums_out=out / "items.parquet",
     )
-    return model_metrics(out, "m", out / "metrics.parquet", levels, params)
+    return model_metrics(
+        model="m",
+        nodes=out / "nodes.parquet",
+        docs=out / "docs.parquet",
+        item_sums=out / "items.parquet",
+        levels_file=levels,
+        params=params,
+        label_set="observed",
+        metrics_out=out / "metrics.parquet",
+        nodes_report_out=out / "nodes.csv",
+    )
 
 
 @pytest.mark.parametrize("empty_gold", ["keep", "drop"])

@@ -7,14 +7,21 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from sklearn.metrics import accuracy_score, f1_score, hamming_loss, jaccard_score
+from sklearn.metrics import (
+    accuracy_score,
+    f1_score,
+    hamming_loss,
+    jaccard_score,
+    precision_score,
+    recall_score,
+)
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from hieval.engine import icm
-from hieval.engine.counts import count
+from hieval.engine.driver import evaluate
 from hieval.engine.icm import IcmParams
 from hieval.hierarchy.sources import edge_list_table
-from hieval.metrics.suite import score_all, suite_rows
+from hieval.metrics.suite import suite_rows
+from hieval.metrics.tidy import score_all
 
 
 def problem(seed: int):
@@ -46,10 +53,15 @@ def frame(labels):
 def ours(table, gold, pred, label_set="observed", n_labels=None):
     params = IcmParams()
     g, p, anc = frame(gold), frame(pred), table.ancestors()
-    nodes, docs = count(g, p, anc, table.levels[:-1])
-    weights = icm.node_weights(g, anc, table.levels, params)
-    items = icm.item_sums(g, p, anc, table.levels, weights, params)
-    rows = suite_rows(nodes, docs, items, params, label_set, n_labels)
+    result = evaluate(g, p, anc, levels=table.levels, evaluated=table.levels[:-1], params=params)
+    rows = suite_rows(
+        result.nodes,
+        result.docs,
+        result.item_sums,
+        params=params,
+        label_set=label_set,
+        n_labels=n_labels,
+    )
     return {(r["family"], r["metric"]): r["value"] for r in rows.iter_rows(named=True)}
 
 
@@ -73,6 +85,26 @@ def test_example_and_label_based_match_sklearn(seed):
         f1_score(y_true, y_pred, average="macro", zero_division=1)
     )
     assert got["label", "accuracy"] == pytest.approx((y_true == y_pred).mean(axis=0).mean())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_example_based_precision_and_recall_match_sklearn_samples(seed):
+    """EB-P and EB-R, added to the registry alone: scikit-learn's ``average='samples'`` with
+    0/0 = 1 (an item with nothing predicted has precision 1, nothing gold recall 1)."""
+    table, _, _, gold, pred = problem(seed)
+    pred["d0"], gold["d1"] = [], []  # both zero divisions occur
+    docs = sorted(gold)
+    binarizer = MultiLabelBinarizer().fit([gold[d] for d in docs] + [pred[d] for d in docs])
+    y_true = binarizer.transform([gold[d] for d in docs])
+    y_pred = binarizer.transform([pred[d] for d in docs])
+    got = ours(table, gold, pred)
+    assert got["example", "precision"] == pytest.approx(
+        precision_score(y_true, y_pred, average="samples", zero_division=1)
+    )
+    assert got["example", "recall"] == pytest.approx(
+        recall_score(y_true, y_pred, average="samples", zero_division=1)
+    )
+    assert got["example", "precision"] != got["example", "recall"]  # not vacuous
 
 
 def test_hierarchy_label_set_counts_unseen_labels_as_perfect():
@@ -137,6 +169,8 @@ def test_score_all_names_every_metric_and_perfect_output_is_perfect():
         "EB-HAMM",
         "EB-JACC",
         "EB-SUBACC",
+        "EB-P",
+        "EB-R",
         "EB-F",
         "PROP-F",
         "HF",
@@ -151,6 +185,8 @@ def test_score_all_names_every_metric_and_perfect_output_is_perfect():
         "LB-F",
         "EB-JACC",
         "EB-SUBACC",
+        "EB-P",
+        "EB-R",
         "EB-F",
         "PROP-F",
         "HF",

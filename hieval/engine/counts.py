@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +31,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
-from hieval.engine.groups import Slice, parallel_map, runs, slices, sum_by_doc
-from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode
+from hieval.engine.groups import Slice, runs, sum_by_doc
+from hieval.engine.keys import LEAF, CodeSpace
+from hieval.errors import ConfigError
 
 FAMILIES = ("flat", "set", "cophe")
 
@@ -42,7 +42,7 @@ def evaluated_levels(levels: tuple[str, ...], max_level: str) -> tuple[str, ...]
     """The hierarchy levels from the deepest up to ``max_level`` (never the root)."""
     usable = levels[:-1]
     if max_level not in usable:
-        raise ValueError(
+        raise ConfigError(
             f"max_level {max_level!r} is not a level of this hierarchy; choose one of {usable}"
         )
     return usable[: usable.index(max_level) + 1]
@@ -58,7 +58,10 @@ class SliceCounts:
     labels: int  # input keys of the slice (for progress)
 
 
-NODE_SUMS = ("c_tp", "c_pred", "c_gold", "s_tp", "s_pred", "s_gold")
+#: Rows of a level's node sums: per family part (``cophe``: counts as they are; ``set``: clipped
+#: to 0/1, which at the leaf level is also flat), TP, predicted and gold leaves under the node.
+NODE_SUMS = ("cophe_tp", "cophe_pred", "cophe_gold", "set_tp", "set_pred", "set_gold")
+_ROW = {name: i for i, name in enumerate(NODE_SUMS)}
 
 
 def doc_combos(levels: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -77,20 +80,19 @@ def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
     node_sums = {}
     for level in (LEAF, *levels):
         g = part.groups(level)
-        xs, ys = g.x > 0, g.y > 0
-        both = xs & ys
+        has_pred, has_gold = g.pred > 0, g.gold > 0
+        clipped = (has_pred & has_gold, has_pred, has_gold)
         n = part.space.nodes[level].len()
         sums = np.zeros((len(NODE_SUMS), n), dtype=np.float64)
-        set_values = (both, xs, ys)
-        for row, value in zip(sums[3:], set_values, strict=True):
-            row += np.bincount(g.node, weights=value, minlength=n)
+        parts = {"set": clipped}
         if level == LEAF:
-            families = {"flat": set_values}
+            families = {"flat": clipped}
         else:
-            tp = np.minimum(g.x, g.y)
-            for row, value in zip(sums[:3], (tp, g.x, g.y), strict=True):
-                row += np.bincount(g.node, weights=value, minlength=n)
-            families = {"set": set_values, "cophe": (tp, g.x, g.y)}
+            parts["cophe"] = (np.minimum(g.pred, g.gold), g.pred, g.gold)
+            families = parts
+        for prefix, values in parts.items():
+            for suffix, value in zip(("tp", "pred", "gold"), values, strict=True):
+                sums[_ROW[f"{prefix}_{suffix}"]] += np.bincount(g.node, weights=value, minlength=n)
         node_sums[level] = sums
         for family, values in families.items():
             column = combos.index((family, level))
@@ -127,15 +129,16 @@ def doc_frame(rows: dict[str, np.ndarray], levels: tuple[str, ...], doc_ids: pl.
 
 def node_frame(sums: dict[str, np.ndarray], space: CodeSpace) -> pl.DataFrame:
     """The per-node table ``family, level, node, tp, fp, fn, n_gold, n_pred`` (nodes with a
-    gold or predicted leaf under them only), sorted by family, level and node."""
+    gold or predicted leaf under them only; ``n_*`` count those leaves, clipped per document
+    for flat and set-based), sorted by family, level and node."""
     parts = []
     for level, acc in sums.items():
-        seen = np.flatnonzero(acc[4] + acc[5] > 0)
+        seen = np.flatnonzero(acc[_ROW["set_pred"]] + acc[_ROW["set_gold"]] > 0)
         names = space.nodes[level].gather(seen)
         counts = acc[:, seen].astype(np.int64)
-        families = [("flat", 3)] if level == LEAF else [("set", 3), ("cophe", 0)]
-        for family, at in families:
-            tp, pred, gold = counts[at], counts[at + 1], counts[at + 2]
+        families = [("flat", "set")] if level == LEAF else [("set", "set"), ("cophe", "cophe")]
+        for family, prefix in families:
+            tp, pred, gold = (counts[_ROW[f"{prefix}_{s}"]] for s in ("tp", "pred", "gold"))
             parts.append(
                 pl.DataFrame(
                     {
@@ -222,40 +225,3 @@ class DocSink:
             self._stack.__exit__(*sys.exc_info())  # the temporary file goes, then re-raise
             raise
         self._stack.__exit__(*exc)
-
-
-def count_labels(
-    labels: Labels,
-    levels: tuple[str, ...],
-    threads: int | None = None,
-    docs_out: Path | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """The per-node and per-document tables of encoded labels (see :func:`count`)."""
-    totals: dict[str, np.ndarray] = {}
-    with DocSink(levels, labels.doc_ids, docs_out) as docs:
-        for counts in parallel_map(partial(count_slice, levels=levels), slices(labels), threads):
-            add_node_sums(totals, counts)
-            docs.add(counts.doc_rows)
-    nodes = node_frame(totals or empty_sums(labels.space, levels), labels.space)
-    return nodes, (docs.frame() if docs_out is None else None)
-
-
-def count(
-    gold: Source,
-    predictions: Source,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    extra_ancestors: pl.DataFrame | None = None,
-    threads: int | None = None,
-    docs_out: str | Path | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Count one model against the gold; return the per-node and per-document tables (the
-    latter is written to ``docs_out`` instead, slice by slice, when that is given).
-
-    ``levels`` are the hierarchy levels to evaluate (see :func:`evaluated_levels`);
-    ``extra_ancestors`` holds ancestor rows for codes placed outside the hierarchy.
-    Inputs are Parquet paths or frames with ``doc_id, code`` (and ``code, level, ancestor``).
-    """
-    space = CodeSpace.build(ancestors, tuple(levels), extra_ancestors)
-    labels = encode(gold, predictions, space)
-    return count_labels(labels, tuple(levels), threads, Path(docs_out) if docs_out else None)

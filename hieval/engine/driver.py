@@ -1,15 +1,20 @@
-"""One pass over a model's encoded labels for everything an evaluation sums per document.
+"""The engine driver: the one way labels are encoded and counted.
 
-The counts (flat, set-based, CoPHE) and the per-item ICM, HF and PROP-F sums read the same
-labels and share the leaf-level groups; computing them slice by slice in one pass reads and
-encodes the inputs once and keeps each slice's arrays in cache for both.
+Every evaluation — a workflow count job, ``hieval evaluate``, the meta experiments, the paper's
+tables, the benchmarks — goes through :func:`evaluate`: encode the gold and predicted labels
+once as sorted keys (:mod:`hieval.engine.keys`), then one pass over slices of documents that
+computes, slice by slice, the flat/set-based/CoPHE counts (:mod:`hieval.engine.counts`) and the
+per-item ICM, HF and PROP-F sums (:mod:`hieval.engine.icm`). Both read the same labels and share
+each level's groups, so one pass reads and encodes the inputs once and keeps each slice's arrays
+in cache for both. :func:`gold_weights` is the gold-only pass ICM's node weights need (once per
+model in a sharded run); :func:`count` is :func:`evaluate` without the item sums.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,31 +24,33 @@ import polars as pl
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
 from hieval.engine.groups import Slice, parallel_map, slices
 from hieval.engine.icm import (
-    FixedWeights,
     IcmParams,
     ItemSums,
+    gold_only,
+    slice_frequencies,
     slice_item_sums,
-    weights_from_labels,
+    weights_table,
 )
-from hieval.engine.keys import CodeSpace, Source, encode
+from hieval.engine.keys import CodeSpace, Labels, Source, encode
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The three additive tables of one model (or one shard of its documents)."""
+    """The additive tables of one model (or one shard of its documents)."""
 
     nodes: pl.DataFrame
     docs: pl.DataFrame | None  # None when streamed to a file
-    items: pl.DataFrame
-    weights: pl.DataFrame
+    item_sums: pl.DataFrame | None  # None when not asked for
     documents: int  # documents with a label or a prediction
 
 
 class Progress:
     """Logs the share of labels counted, every tenth of the way on large inputs."""
 
-    def __init__(self, total: int, log: Callable[[str], None], minimum: int = 5_000_000):
-        self.total, self.log, self.done, self.next = total, log, 0, 0.1
+    def __init__(self, total: int, minimum: int = 5_000_000):
+        self.total, self.done, self.next = total, 0, 0.1
         self.quiet = total < minimum  # small jobs finish before a line would help
         self.start = time.monotonic()
 
@@ -52,61 +59,171 @@ class Progress:
         share = self.done / self.total if self.total else 1.0
         if self.quiet or share < self.next:
             return
-        self.log(
-            f"counted {self.done:,} of {self.total:,} labels ({share:.0%}) "
-            f"in {time.monotonic() - self.start:.1f} s"
+        log.info(
+            "counted %s of %s labels (%.0f%%) in %.1f s",
+            f"{self.done:,}",
+            f"{self.total:,}",
+            100 * share,
+            time.monotonic() - self.start,
         )
         self.next = math.floor(share * 10 + 1) / 10
+
+
+def encode_labels(
+    gold: Source,
+    predictions: Source,
+    ancestors: Source,
+    *,
+    levels: tuple[str, ...],
+    placed: pl.DataFrame | None = None,
+) -> Labels:
+    """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes
+    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax)."""
+    clock = time.monotonic()
+    labels = encode(gold, predictions, CodeSpace.build(ancestors, tuple(levels), placed))
+    log.info(
+        "encoded %s labels of %s documents in %.1f s",
+        f"{labels.keys.size:,}",
+        f"{labels.doc_ids.len():,}",
+        time.monotonic() - clock,
+    )
+    return labels
+
+
+def labels_weights(
+    labels: Labels, *, levels: tuple[str, ...], params: IcmParams, threads: int | None = None
+) -> pl.DataFrame:
+    """ICM node weights from the gold of encoded labels (the gold-only pass)."""
+    gold = gold_only(labels)
+    freq = np.zeros(labels.space.tree_nodes.len(), dtype=np.int64)
+    exact = np.zeros(labels.space.codes.len(), dtype=np.int64)
+    for node_f, code_f in parallel_map(slice_frequencies, slices(gold), threads):
+        freq += node_f
+        exact += code_f
+    return weights_table(labels, (freq, exact), levels=levels, params=params)
+
+
+def gold_weights(
+    gold: Source,
+    ancestors: Source,
+    *,
+    levels: tuple[str, ...],
+    params: IcmParams,
+    placed: pl.DataFrame | None = None,
+    threads: int | None = None,
+) -> pl.DataFrame:
+    """ICM's node weights (IC, Δ, inverse propensity) from the whole gold.
+
+    IC depends on every gold document, so a sharded run computes this once and every shard of
+    documents reads it. ``levels`` holds every level up to the root: ICM uses the whole tree.
+    """
+    empty = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
+    labels = encode_labels(gold, empty, ancestors, levels=levels, placed=placed)
+    return labels_weights(labels, levels=levels, params=params, threads=threads)
 
 
 def evaluate(
     gold: Source,
     predictions: Source,
     ancestors: Source,
+    *,
     levels: tuple[str, ...],
     evaluated: tuple[str, ...],
-    params: IcmParams,
+    params: IcmParams | None = None,
     weights: pl.DataFrame | None = None,
-    extra_ancestors: pl.DataFrame | None = None,
+    placed: pl.DataFrame | None = None,
     threads: int | None = None,
     docs_out: Path | None = None,
-    log: Callable[[str], None] | None = None,
+    items: bool = True,
 ) -> Evaluation:
-    """Count ``evaluated`` levels and sum ICM over the whole tree (``levels``, to the root).
+    """Count the ``evaluated`` levels and (with ``items``) sum ICM over the whole tree
+    (``levels``, to the root) in one pass.
 
-    ``weights`` are the ICM node weights of the whole gold (:func:`hieval.engine.icm.node_weights`);
-    when not given they are computed from this gold, which is right for an unsharded run only.
-    The per-document table is streamed to ``docs_out`` when given; ``log`` hears of progress.
+    ``weights`` are the ICM node weights of the whole gold (:func:`gold_weights`); when not
+    given they are computed from this gold, which is right for an unsharded run only. The
+    per-document table is streamed to ``docs_out`` when given.
     """
-    log = log or (lambda _message: None)
-    clock = time.monotonic()
-    space = CodeSpace.build(ancestors, levels, extra_ancestors)
-    labels = encode(gold, predictions, space)
-    log(
-        f"encoded {labels.keys.size:,} labels of {labels.doc_ids.len():,} documents "
-        f"in {time.monotonic() - clock:.1f} s"
+    labels = encode_labels(gold, predictions, ancestors, levels=levels, placed=placed)
+    return evaluate_labels(
+        labels,
+        levels=levels,
+        evaluated=evaluated,
+        params=params,
+        weights=weights,
+        threads=threads,
+        docs_out=docs_out,
+        items=items,
     )
-    progress = Progress(labels.keys.size, log)
-    if weights is None:
-        weights = weights_from_labels(labels, levels, params, threads)
-    items = ItemSums(labels, weights, params)
-    fixed: FixedWeights = items.weights
+
+
+def evaluate_labels(
+    labels: Labels,
+    *,
+    levels: tuple[str, ...],
+    evaluated: tuple[str, ...],
+    params: IcmParams | None = None,
+    weights: pl.DataFrame | None = None,
+    threads: int | None = None,
+    docs_out: Path | None = None,
+    items: bool = True,
+) -> Evaluation:
+    """:func:`evaluate` of labels already encoded: the one pass over their slices."""
+    params = params or IcmParams()
+    progress = Progress(labels.keys.size)
+    sums = None
+    if items:
+        if weights is None:
+            weights = labels_weights(labels, levels=levels, params=params, threads=threads)
+        sums = ItemSums(labels, weights, params)
 
     def one_slice(part: Slice):
         # Only the results leave the worker: a slice's groups are dropped with it.
-        return part.first, part.end, count_slice(part, evaluated), slice_item_sums(part, fixed)
+        item_sums = slice_item_sums(part, sums.weights) if sums is not None else None
+        return part.first, part.end, count_slice(part, evaluated), item_sums
 
     totals: dict[str, np.ndarray] = {}
     with DocSink(evaluated, labels.doc_ids, docs_out) as docs:
-        for first, end, counts, sums in parallel_map(one_slice, slices(labels), threads):
+        for first, end, counts, item_sums in parallel_map(one_slice, slices(labels), threads):
             add_node_sums(totals, counts)
             docs.add(counts.doc_rows)
-            items.add(first, end, sums)
+            if sums is not None:
+                sums.add(first, end, item_sums)
             progress.advance(counts.labels)
     return Evaluation(
         node_frame(totals or empty_sums(labels.space, evaluated), labels.space),
         docs.frame() if docs_out is None else None,
-        items.frame(),
-        weights,
+        sums.frame() if sums is not None else None,
         docs.documents,
     )
+
+
+def count(
+    gold: Source,
+    predictions: Source,
+    ancestors: Source,
+    levels: tuple[str, ...],
+    placed: pl.DataFrame | None = None,
+    *,
+    threads: int | None = None,
+    docs_out: str | Path | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The per-node and per-document count tables of one model (the latter written to
+    ``docs_out`` instead, slice by slice, when that is given).
+
+    ``levels`` are the hierarchy levels to evaluate (see
+    :func:`hieval.engine.counts.evaluated_levels`); ``placed`` holds ancestor rows for codes
+    placed outside the hierarchy. Inputs are Parquet paths or frames with ``doc_id, code`` (and
+    ``code, level, ancestor``).
+    """
+    result = evaluate(
+        gold,
+        predictions,
+        ancestors,
+        levels=tuple(levels),
+        evaluated=tuple(levels),
+        placed=placed,
+        threads=threads,
+        docs_out=Path(docs_out) if docs_out else None,
+        items=False,
+    )
+    return result.nodes, result.docs

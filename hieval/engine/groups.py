@@ -17,17 +17,19 @@ from functools import cached_property
 import numpy as np
 
 from hieval.engine.keys import CodeSpace, Labels, split_keys
+from hieval.errors import InputError
 
 
 @dataclass(frozen=True)
 class Groups:
     """(document, node) groups in a slice of labels, ordered by document (numbered from the
-    slice's first document): x predicted and y gold labels under the node."""
+    slice's first document): ``pred`` predicted and ``gold`` gold leaves under the node (the
+    CoPHE paper's x and y)."""
 
     doc: np.ndarray
     node: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
+    pred: np.ndarray
+    gold: np.ndarray
 
 
 def runs(key: np.ndarray) -> np.ndarray:
@@ -41,7 +43,7 @@ def group(doc: np.ndarray, node: np.ndarray, pred: np.ndarray, ordered: bool) ->
     Documents are slice-local (below 2^30) and node ids below 2^32: the three fit one key.
     """
     if doc.size and int(doc[-1] if ordered else doc.max()) >= 1 << 30:
-        raise ValueError("a slice spans 2^30 documents or more; split the input into shards")
+        raise InputError("a slice spans 2^30 documents or more; split the input into shards")
     key = (doc << 32) | node
     if not ordered:
         flagged = (key << 1) | pred
@@ -51,10 +53,10 @@ def group(doc: np.ndarray, node: np.ndarray, pred: np.ndarray, ordered: bool) ->
         empty = np.zeros(0, dtype=np.int64)
         return Groups(empty, empty, empty, empty)
     start = runs(key)
-    x = np.add.reduceat(pred, start)
-    y = np.diff(np.append(start, key.size)) - x
+    n_pred = np.add.reduceat(pred, start)
+    n_gold = np.diff(np.append(start, key.size)) - n_pred
     first = key[start]
-    return Groups(first >> 32, first & 0xFFFFFFFF, x, y)
+    return Groups(first >> 32, first & 0xFFFFFFFF, n_pred, n_gold)
 
 
 def sum_by_doc(doc: np.ndarray, values: list[np.ndarray], n_docs: int) -> np.ndarray:
@@ -128,7 +130,7 @@ class Slice:
             for level, (canonical, tree_id) in space.tree_slots.items():
                 g = self.groups(level)
                 keep = canonical[g.node]
-                parts.append(Groups(g.doc[keep], tree_id[g.node[keep]], g.x[keep], g.y[keep]))
+                parts.append(Groups(g.doc[keep], tree_id[g.node[keep]], g.pred[keep], g.gold[keep]))
             return parts
         code = self.code
         start = space.anc_ptr[code]

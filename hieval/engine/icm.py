@@ -9,7 +9,7 @@ gold items carrying c or a descendant of c (1/N for a category never seen in the
 IC of a set follows the paper's recursion through deepest common ancestors; on a tree it equals
 the sum, over the union A(S) of the ancestor-or-self sets of the members, of
 Δ(n) = IC(n) − IC(parent(n)), the root having IC 0. So the engine needs each label's
-ancestors, one (document, node) group-by (a sort of integer keys, :mod:`hieval.engine.groups`) and a
+ancestors, one (document, node) group-by (a sort of integer keys, see groups.py) and a
 sum per item, never a Python loop over items.
 
 The per-item sums (IC of P, G and P ∪ G) are additive, kept per document, so documents can be
@@ -28,8 +28,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from hieval.engine.groups import Slice, parallel_map, slices, sum_by_doc
-from hieval.engine.keys import DOC_SHIFT, LEAF, CodeSpace, Labels, Source, encode
+from hieval.engine.groups import Slice, sum_by_doc
+from hieval.engine.keys import DOC_SHIFT, LEAF, CodeSpace, Labels
+from hieval.errors import ConfigError
 
 EMPTY_GOLD = ("keep", "drop")
 #: Per-item sums add weights in units of 2^-40: a per-item IC stays far below the 2^23 bits a
@@ -58,15 +59,20 @@ class IcmParams:
         for name in ("alpha1", "alpha2", "beta", "propensity_a", "propensity_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"icm {name} must be a number, not {value!r}")
+                raise ConfigError(f"icm {name} must be a number, not {value!r}")
             if not math.isfinite(value):
-                raise ValueError(f"icm {name} must be a finite number, not {value}")
+                raise ConfigError(f"icm {name} must be a finite number, not {value}")
         if self.empty_gold not in EMPTY_GOLD:
-            raise ValueError(f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}")
+            raise ConfigError(
+                f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}"
+            )
 
-
-def _empty_labels() -> pl.DataFrame:
-    return pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
+    def inverse_propensity(self, n_l, n: int):
+        """Jain et al.'s 1/p_l = 1 + C·(N_l + B)^(−A), C = (ln N − 1)·(B + 1)^A, for a label held
+        by ``n_l`` of ``n`` items (a number or a numpy array); the one place the formula is
+        written (node weights and PROP-F's empty class use it)."""
+        a, b = self.propensity_a, self.propensity_b
+        return 1 + (math.log(max(n, 1)) - 1) * (b + 1) ** a * (n_l + b) ** -a
 
 
 def _items(labels: Labels, params: IcmParams) -> np.ndarray:
@@ -96,30 +102,7 @@ def _self_node(space: CodeSpace) -> np.ndarray:
     return np.where(same, index, -1)
 
 
-def node_weights(
-    gold: Source,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    params: IcmParams,
-    extra_ancestors: pl.DataFrame | None = None,
-    threads: int | None = None,
-) -> pl.DataFrame:
-    """``node, ic, delta, inv_propensity`` for every node (and placed code).
-
-    ``inv_propensity`` is Jain et al.'s 1/p_l = 1 + C·(N_l + B)^(−A) with
-    C = (ln N − 1)·(B + 1)^A, N the number of items and N_l the items whose gold holds label l
-    itself; PROP-F weighs labels by it.
-
-    ``ancestors`` must hold every level up to the root (``levels``, deepest first): ICM uses
-    the whole tree, whatever ``max_level`` the CoPHE metrics use. IC depends on the whole gold,
-    so this is computed once and shared by every shard of documents.
-    """
-    space = CodeSpace.build(ancestors, levels, extra_ancestors)
-    labels = encode(gold, _empty_labels(), space)
-    return weights_from_labels(labels, levels, params, threads)
-
-
-def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
+def slice_frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
     """Per tree node, the documents of a (gold-only) slice with the node in A(G); per code,
     the documents holding the code itself."""
     n_nodes = part.space.tree_nodes.len()
@@ -128,19 +111,29 @@ def _frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
     return freq, np.bincount(leaf.node, minlength=part.space.codes.len())
 
 
-def weights_from_labels(
-    labels: Labels, levels: tuple[str, ...], params: IcmParams, threads: int | None = None
+def gold_only(labels: Labels) -> Labels:
+    """The gold labels alone (node weights depend on the gold, never on a model)."""
+    return Labels(_gold_keys(labels.keys), labels.doc_ids, labels.in_gold, labels.space)
+
+
+def weights_table(
+    labels: Labels,
+    frequencies: tuple[np.ndarray, np.ndarray],
+    *,
+    levels: tuple[str, ...],
+    params: IcmParams,
 ) -> pl.DataFrame:
-    """:func:`node_weights` of gold labels already encoded (predicted keys are ignored)."""
+    """``node, ic, delta, inv_propensity`` for every node (and placed code), from the summed
+    :func:`slice_frequencies` of the gold.
+
+    ``inv_propensity`` is :meth:`IcmParams.inverse_propensity` with N the number of items and
+    N_l the items whose gold holds label l itself; PROP-F weighs labels by it. ``levels`` must
+    hold every level up to the root (deepest first): ICM uses the whole tree, whatever
+    ``max_level`` the CoPHE metrics use.
+    """
     space = labels.space
-    items = _items(labels, params)
-    n_items = int(items.sum())
-    gold_only = Labels(_gold_keys(labels.keys), labels.doc_ids, labels.in_gold, space)
-    freq = np.zeros(space.tree_nodes.len(), dtype=np.int64)
-    exact_by_code = np.zeros(space.codes.len(), dtype=np.int64)
-    for node_f, code_f in parallel_map(_frequencies, slices(gold_only), threads):
-        freq += node_f
-        exact_by_code += code_f
+    n_items = int(_items(labels, params).sum())
+    freq, exact_by_code = frequencies
     self_node = _self_node(space)
     exact = np.zeros(space.tree_nodes.len(), dtype=np.int64)
     has_self = self_node >= 0
@@ -148,7 +141,7 @@ def weights_from_labels(
     con = duckdb.connect()
     con.register("anc_in", space.ancestors)
     con.register("counts", pl.DataFrame({"node": space.tree_nodes, "f": freq, "n_l": exact}))
-    return con.sql(
+    weights = con.sql(
         """
         WITH anc AS (
             SELECT code, level, ancestor, list_position($levels, level) AS rank
@@ -165,23 +158,19 @@ def weights_from_labels(
             SELECT code AS node, arg_min(ancestor, rank) AS parent
             FROM anc WHERE ancestor <> code GROUP BY code
         )
-        SELECT ic.node, ic.ic, ic.ic - coalesce(up.ic, 0.0) AS delta,
-               1 + (ln(greatest($n, 1)) - 1) * pow($b + 1, $a)
-                   * pow(ic.n_l + $b, -$a) AS inv_propensity
+        SELECT ic.node, ic.ic, ic.ic - coalesce(up.ic, 0.0) AS delta, ic.n_l
         FROM ic LEFT JOIN parent USING (node) LEFT JOIN ic AS up ON up.node = parent.parent
         ORDER BY ic.node
     """,
-        params={
-            "levels": list(levels),
-            "root": levels[-1],
-            "n": n_items,
-            "a": params.propensity_a,
-            "b": params.propensity_b,
-        },
+        params={"levels": list(levels), "root": levels[-1], "n": n_items},
     ).pl()
+    n_l = weights["n_l"].to_numpy().astype(np.float64)
+    return weights.select(
+        "node", "ic", "delta", pl.Series("inv_propensity", params.inverse_propensity(n_l, n_items))
+    )
 
 
-ITEM_SUMS = ("ic_pred", "ic_gold", "ic_union", "n_pred", "n_gold", "n_both")
+ITEM_SUMS = ("ic_pred", "ic_gold", "ic_union", "anc_pred", "anc_gold", "anc_both")
 PROP_SUMS = ("w_pred", "w_gold", "w_both")
 
 
@@ -215,7 +204,7 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
     as the rows of a (9, documents) array."""
     sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), part.n_docs), dtype=np.int64)
     for tree in part.tree_groups():
-        xs, ys = tree.x > 0, tree.y > 0
+        xs, ys = tree.pred > 0, tree.gold > 0
         delta, counted = weights.delta[tree.node], weights.counted[tree.node]
         sums[: len(ITEM_SUMS)] += sum_by_doc(
             tree.doc,
@@ -223,7 +212,7 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
             part.n_docs,
         )
     leaf = part.groups(LEAF)
-    lx, ly = leaf.x > 0, leaf.y > 0
+    lx, ly = leaf.pred > 0, leaf.gold > 0
     prop = weights.propensity[leaf.node]
     sums[len(ITEM_SUMS) :] = sum_by_doc(
         leaf.doc, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs
@@ -245,80 +234,19 @@ class ItemSums:
         self.sums[:, first:end] = sums
 
     def frame(self) -> pl.DataFrame:
+        """Per gold item: IC of P, G and P ∪ G, and what HF and PROP-F need.
+
+        Columns ``doc_id, ic_pred, ic_gold, ic_union`` (bits), ``anc_pred, anc_gold,
+        anc_both`` (sizes of the ancestor-augmented sets A(P), A(G) and their intersection,
+        the root excluded) and ``w_pred, w_gold, w_both`` (summed inverse propensities of the
+        predicted, gold and shared labels themselves). Items with neither labels nor
+        predictions are listed with zeros. Weights are summed in fixed point (units of 2^-40,
+        exact integer sums), so the result does not depend on the order slices are added in;
+        the rounding is below 1e-10 per item.
+        """
         items = np.flatnonzero(_items(self.labels, self.params))
         sums = self.sums[:, items]
         columns = {"doc_id": self.labels.doc_ids.gather(pl.Series(items, dtype=pl.Int64))}
         for name, row in zip((*ITEM_SUMS, *PROP_SUMS), sums, strict=True):
             columns[name] = row / FIXED_POINT if name.startswith(("ic_", "w_")) else row
         return pl.DataFrame(columns)
-
-
-def items_from_labels(
-    labels: Labels, weights: pl.DataFrame, params: IcmParams, threads: int | None = None
-) -> pl.DataFrame:
-    """:func:`item_sums` of labels already encoded."""
-    acc = ItemSums(labels, weights, params)
-
-    def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
-        return part.first, part.end, slice_item_sums(part, acc.weights)
-
-    for first, end, sums in parallel_map(one_slice, slices(labels), threads):
-        acc.add(first, end, sums)
-    return acc.frame()
-
-
-def item_sums(
-    gold: Source,
-    predictions: Source,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    weights: pl.DataFrame,
-    params: IcmParams,
-    extra_ancestors: pl.DataFrame | None = None,
-    threads: int | None = None,
-) -> pl.DataFrame:
-    """Per gold item: IC of P, G and P ∪ G, and what HF and PROP-F need.
-
-    Columns ``doc_id, ic_pred, ic_gold, ic_union, n_pred, n_gold, n_both`` (n_* count the
-    ancestor-augmented sets without the root) and ``w_pred, w_gold, w_both`` (summed inverse
-    propensities of the predicted, gold and shared labels themselves). Items with neither
-    labels nor predictions are listed with zeros. Weights are summed in fixed point (units of
-    2^-40, exact integer sums), so the result does not depend on the order the slices are
-    added in and is identical run after run; the rounding is below 1e-10 per item.
-    """
-    space = CodeSpace.build(ancestors, levels, extra_ancestors)
-    labels = encode(gold, predictions, space)
-    return items_from_labels(labels, weights, params, threads)
-
-
-def icm_values(items: pl.DataFrame, params: IcmParams) -> dict[str, float]:
-    """ICM, ICM(G, G) and ICM-Norm = max(0, (ICM(P,G) + ICM(G,G)) / (2·ICM(G,G))).
-
-    Means use a correctly rounded sum (``math.fsum``) so they do not depend on item order.
-    """
-    n = items.height
-    if n == 0:
-        return {"icm": 0.0, "icm_gold": 0.0, "icm_norm": 0.0}
-    a1, a2, b = params.alpha1, params.alpha2, params.beta
-    per_item = (a1 * items["ic_pred"] + a2 * items["ic_gold"] - b * items["ic_union"]).to_list()
-    per_gold = ((a1 + a2 - b) * items["ic_gold"]).to_list()
-    icm, icm_gold = math.fsum(per_item) / n, math.fsum(per_gold) / n
-    norm = max(0.0, (icm + icm_gold) / (2 * icm_gold)) if icm_gold else 0.0
-    return {"icm": icm, "icm_gold": icm_gold, "icm_norm": norm}
-
-
-def icm(
-    gold: Source,
-    predictions: Source,
-    ancestors: Source,
-    levels: tuple[str, ...],
-    params: IcmParams | None = None,
-    extra_ancestors: pl.DataFrame | None = None,
-    threads: int | None = None,
-) -> dict[str, float]:
-    """ICM of one model in one call (weights from this gold, then the per-item sums)."""
-    params = params or IcmParams()
-    space = CodeSpace.build(ancestors, levels, extra_ancestors)
-    labels = encode(gold, predictions, space)
-    weights = weights_from_labels(labels, levels, params, threads)
-    return icm_values(items_from_labels(labels, weights, params, threads), params)

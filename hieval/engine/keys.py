@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from hieval import paths
+from hieval.errors import InputError
 
 Source = str | Path | pl.DataFrame
 
@@ -92,7 +93,7 @@ class CodeSpace:
         twice = anc.filter(pl.struct("code", "level").is_duplicated())
         if twice.height:  # a level table holds one ancestor per code and level: never guess
             row = twice.sort("code", "level", "ancestor").row(0, named=True)
-            raise ValueError(
+            raise InputError(
                 f"the ancestor table gives code {row['code']!r} more than one ancestor at level "
                 f"{row['level']!r} ({twice.height} such rows); a level table holds one per level"
             )
@@ -265,7 +266,7 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
         for part in _slices(source):
             runs = part["doc_id"].rle().struct.unnest()
             if runs["value"].null_count():
-                raise ValueError("a label row has no doc_id")
+                raise InputError("a label row has no doc_id")
             run_values.append(runs["value"])
             run_of_row = np.repeat(
                 np.arange(n_runs, n_runs + runs.height, dtype=np.int64),
@@ -294,11 +295,11 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
         if flag == 0:
             gold_runs = n_runs
     if space.codes.len() + len(extra_codes) > 1 << CODE_BITS:
-        raise ValueError(f"more than {1 << CODE_BITS} distinct codes cannot be counted")
+        raise InputError(f"more than {1 << CODE_BITS} distinct codes cannot be counted")
     values = pl.concat(run_values) if run_values else pl.Series("value", [], dtype=pl.String)
     doc_ids = values.unique().sort().alias("doc_id")
     if doc_ids.len() >= _MAX_DOCS:
-        raise ValueError(f"more than {_MAX_DOCS} documents cannot be counted at once")
+        raise InputError(f"more than {_MAX_DOCS} documents cannot be counted at once")
     doc_of_run = doc_ids.search_sorted(values).cast(pl.Int64).to_numpy()
     in_gold = np.zeros(doc_ids.len(), dtype=bool)
     in_gold[doc_of_run[:gold_runs]] = True

@@ -31,6 +31,7 @@ and the trial index alone, so the table is bit-for-bit identical whatever the nu
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -41,7 +42,10 @@ import numpy as np
 import polars as pl
 
 from hieval.hierarchy.sources import edge_list_table
-from hieval.metrics.suite import PAPER_METRICS, score_all
+from hieval.metrics.registry import PAPER_METRICS
+from hieval.metrics.tidy import score_all
+
+log = logging.getLogger(__name__)
 
 #: The tests, in the paper's order, with the label used in reports.
 TESTS = {
@@ -521,9 +525,7 @@ def _run_job(job: tuple[MetaParams, int]) -> list[dict]:
     return run_trial(*job)
 
 
-def run_trials(
-    params: MetaParams, workers: int = 1, log: Callable[[str], None] | None = None
-) -> pl.DataFrame:
+def run_trials(params: MetaParams, workers: int = 1) -> pl.DataFrame:
     """Every (test, trial, metric): ``test, trial, metric, better, worse, changes``.
 
     Trials run in ``workers`` processes (spawned, not forked: DuckDB and Polars keep threads;
@@ -538,8 +540,8 @@ def run_trials(
     def collect(results: Iterable[list[dict]]) -> None:
         for done, result in enumerate(results, start=1):
             rows.extend(result)
-            if log and (done % step == 0 or done == len(jobs)):
-                log(f"{done}/{len(jobs)} trials scored")
+            if done % step == 0 or done == len(jobs):
+                log.info("%d/%d trials scored", done, len(jobs))
 
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=get_context("spawn")) as ex:
@@ -700,9 +702,7 @@ def render_markdown(table: pl.DataFrame, params: MetaParams) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(
-    params: MetaParams, workers: int = 1, log: Callable[[str], None] | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run(params: MetaParams, workers: int = 1) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The per-trial scores and the win table."""
-    scores = run_trials(params, workers, log)
+    scores = run_trials(params, workers)
     return scores, win_table(scores)

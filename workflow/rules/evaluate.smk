@@ -74,7 +74,7 @@ rule count:
     output:
         nodes="results/counts/{model}/shards/{scatteritem}/nodes.parquet",
         docs="results/counts/{model}/shards/{scatteritem}/docs.parquet",
-        icm_items="results/counts/{model}/shards/{scatteritem}/items.parquet",
+        item_sums="results/counts/{model}/shards/{scatteritem}/item_sums.parquet",
     log:
         "logs/counts/{model}/{scatteritem}.log",
     conda:
@@ -97,13 +97,13 @@ rule gather_counts:
             "results/counts/{{model}}/shards/{scatteritem}/nodes.parquet"
         ),
         docs=gather.split("results/counts/{{model}}/shards/{scatteritem}/docs.parquet"),
-        icm_items=gather.split(
-            "results/counts/{{model}}/shards/{scatteritem}/items.parquet"
+        item_sums=gather.split(
+            "results/counts/{{model}}/shards/{scatteritem}/item_sums.parquet"
         ),
     output:
         nodes="results/counts/{model}/nodes.parquet",
         docs="results/counts/{model}/docs.parquet",
-        icm_items="results/counts/{model}/items.parquet",
+        item_sums="results/counts/{model}/item_sums.parquet",
     log:
         "logs/counts/{model}/gather.log",
     conda:
@@ -121,7 +121,7 @@ rule metrics:
     input:
         nodes="results/counts/{model}/nodes.parquet",
         docs="results/counts/{model}/docs.parquet",
-        icm_items="results/counts/{model}/items.parquet",
+        item_sums="results/counts/{model}/item_sums.parquet",
         levels=LEVELS,
     output:
         metrics="results/metrics/{model}.parquet",

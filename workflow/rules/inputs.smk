@@ -18,6 +18,7 @@ rule normalize_gold:
     params:
         hieval=HIEVAL_CODE,
         name="gold",
+        role="gold",
         options=gold_options(),
         unknown_codes=config["unknown_codes"],
         unknown_docs=config["unknown_docs"],
@@ -44,6 +45,7 @@ rule normalize_predictions:
     params:
         hieval=HIEVAL_CODE,
         name="{model}",
+        role="predictions",
         options=model_options,
         unknown_codes=config["unknown_codes"],
         unknown_docs=config["unknown_docs"],

@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 
-from hieval.pipeline import BASE_BYTES, BYTES_PER_LABEL, BYTES_PER_THREAD, label_rows
+from hieval.resources import BASE_BYTES, BYTES_PER_LABEL, BYTES_PER_THREAD, label_rows
 
 MIB = 2**20
 # Every job is a Python interpreter with polars, numpy and DuckDB loaded, inside Snakemake.

@@ -1,0 +1,260 @@
+"""The metric registry: the one place that says what each metric of the tidy table is.
+
+A tidy row is ``model, family, level, average, metric, value``. Each :class:`Metric` here
+declares one (family, average, metric) kind of row: the levels it has rows at, its name in the
+papers, whether higher is better, which additive table it is computed from, and how. Everything
+that lists metrics derives from this module: the tidy table's row order, the columns of
+``summary.csv`` and ``summary.md``, the suite computation (:mod:`hieval.metrics.suite`), and the
+metric list of the meta experiments. Adding a metric computable from the existing tables is one
+entry here (and its test).
+
+Conventions (the field's differ silently; each is named here and in the README):
+
+- ``micro``: P, R, F1 from the counts summed over the nodes of a level.
+- ``macro``: the mean over the nodes of a level that have gold support or a prediction of
+  per-node P, R and F1 (F1 macro is the mean of per-node F1s).
+- ``macro_hm``: P and R as in ``macro``; F1 is the harmonic mean of macro P and macro R (the
+  convention of CAML and much of the ICD-coding literature).
+- Zero division gives 0 in the P/R/F1 families; the ``tp``, ``fp``, ``fn`` rows of every
+  average are the summed counts.
+- Example-based measures score an item with nothing predicted and nothing gold as 1 (0/0 = 1,
+  scikit-learn's ``zero_division=1``); ``mean`` averages over the gold items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from hieval.codes import CODE_TYPES
+from hieval.engine.counts import FAMILIES
+
+LEAF, OVERALL, EACH_LEVEL = "leaf", "overall", "each level"
+#: The additive tables metrics are computed from (see :mod:`hieval.engine.driver`).
+NODES, DOCUMENTS, ITEMS = "per-node counts", "per-document counts", "per-item sums"
+
+FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
+TIDY_SCHEMA = {
+    "model": pl.String,
+    "family": pl.String,
+    "level": pl.String,
+    "average": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+}
+#: The columns that identify a row of the tidy table, its value aside.
+TIDY_KEY = ("model", "family", "level", "average", "metric")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One kind of tidy row: what it is, where it comes from, and how it is computed.
+
+    ``per_unit`` (label- and example-based metrics) maps the per-label or per-item arrays
+    ``tp, fp, fn`` and the size ``n`` (items for labels, labels for items) to one value per unit;
+    the metric is their mean. Other metrics are computed by their family's module: P/R/F1 by
+    :mod:`hieval.metrics.prf`, ICM and the item-set measures by :mod:`hieval.metrics.suite`.
+    """
+
+    family: str
+    metric: str
+    average: str
+    level: str
+    source: str
+    formula: str
+    paper: str | None = None
+    higher_is_better: bool = True
+    per_unit: Callable[..., np.ndarray] | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.family, self.average, self.metric
+
+
+def ratio_or_one(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise, 1 where den is 0 (nothing to find and nothing found)."""
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    return np.divide(num, den, out=np.ones_like(num), where=den > 0)
+
+
+def exact_mean(values) -> float:
+    """Mean with a correctly rounded sum (``math.fsum``).
+
+    A parallel group-by sums floats in an order that varies between runs, which changes the last
+    bits of a mean; the correctly rounded sum does not depend on order, so reports regenerate
+    bit for bit.
+    """
+    values = list(values)
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+PRF_AVERAGES = ("micro", "macro", "macro_hm")
+#: The diagnosis and procedure parts of the count families (micro only), as the field reports them.
+SPLIT_FAMILIES = tuple(f"{f}_{kind}" for kind in CODE_TYPES for f in FAMILIES)
+COUNT_FAMILIES = (*FAMILIES, *SPLIT_FAMILIES)
+
+
+def _prf(family: str, paper_f1: str | None = None) -> list[Metric]:
+    """The tp/fp/fn/P/R/F1 rows of a count family under each of its averages."""
+    level = LEAF if family.split("_")[0] == "flat" else EACH_LEVEL
+    rows = []
+    for average in ("micro",) if family in SPLIT_FAMILIES else PRF_AVERAGES:
+        for metric, formula in (
+            ("tp", "summed true positives"),
+            ("fp", "summed false positives"),
+            ("fn", "summed false negatives"),
+            ("precision", "TP / (TP + FP)"),
+            ("recall", "TP / (TP + FN)"),
+            ("f1", "2TP / (2TP + FP + FN)"),
+        ):
+            paper = paper_f1 if (average, metric) == ("micro", "f1") else None
+            rows.append(Metric(family, metric, average, level, NODES, formula, paper))
+    return rows
+
+
+def _eb(tp, fp, fn, n):
+    return ratio_or_one(2 * tp, 2 * tp + fp + fn)
+
+
+#: Every metric, in the tidy table's order (families, then averages, then metrics, each in order
+#: of first appearance here).
+REGISTRY: tuple[Metric, ...] = (
+    *_prf("flat", "F-flat"),
+    *_prf("set", "F-set"),
+    *_prf("cophe", "F-CoPHE"),
+    *(m for family in SPLIT_FAMILIES for m in _prf(family)),
+    Metric(
+        "icm", "icm", "mean", OVERALL, ITEMS,
+        "mean over items of α1·IC(P) + α2·IC(G) − β·IC(P ∪ G), in bits", "ICM",
+    ),
+    Metric(
+        "icm", "icm_norm", "mean", OVERALL, ITEMS,
+        "max(0, (ICM + ICM(G,G)) / (2·ICM(G,G)))", "ICM-Norm",
+    ),
+    Metric(
+        "label", "accuracy", "macro", LEAF, NODES,
+        "mean over labels of (TP + TN) / N", "LB-ACC",
+        per_unit=lambda tp, fp, fn, n: ratio_or_one(n - fp - fn, np.full(len(tp), n)),
+    ),
+    Metric(
+        "label", "f1", "macro", LEAF, NODES,
+        "mean over labels of 2TP / (2TP + FP + FN)", "LB-F", per_unit=_eb,
+    ),
+    Metric(
+        "example", "precision", "mean", LEAF, DOCUMENTS,
+        "mean over items of TP / (TP + FP)", "EB-P",
+        per_unit=lambda tp, fp, fn, n: ratio_or_one(tp, tp + fp),
+    ),
+    Metric(
+        "example", "recall", "mean", LEAF, DOCUMENTS,
+        "mean over items of TP / (TP + FN)", "EB-R",
+        per_unit=lambda tp, fp, fn, n: ratio_or_one(tp, tp + fn),
+    ),
+    Metric(
+        "example", "f1", "mean", LEAF, DOCUMENTS,
+        "mean over items of 2TP / (2TP + FP + FN)", "EB-F", per_unit=_eb,
+    ),
+    Metric(
+        "example", "hamming_loss", "mean", LEAF, DOCUMENTS,
+        "mean over items of (FP + FN) / |L| (a loss)", "EB-HAMM", higher_is_better=False,
+        per_unit=lambda tp, fp, fn, n: (fp + fn) / n if n else np.zeros(len(tp)),
+    ),
+    Metric(
+        "example", "jaccard", "mean", LEAF, DOCUMENTS,
+        "mean over items of TP / (TP + FP + FN)", "EB-JACC",
+        per_unit=lambda tp, fp, fn, n: ratio_or_one(tp, tp + fp + fn),
+    ),
+    Metric(
+        "example", "subset_accuracy", "mean", LEAF, DOCUMENTS,
+        "share of items with P = G", "EB-SUBACC",
+        per_unit=lambda tp, fp, fn, n: (fp + fn == 0).astype(np.float64),
+    ),
+    Metric(
+        "propensity", "f1", "mean", LEAF, ITEMS,
+        "mean over items of 2(W(P ∩ G) + w∅) / (W(P) + W(G) + 2w∅), W summing 1/propensity",
+        "PROP-F",
+    ),
+    Metric(
+        "hierarchical", "f1", "mean", OVERALL, ITEMS,
+        "mean over items of 2|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), ancestor-augmented sets",
+        "HF",
+    ),
+)  # fmt: skip
+
+
+def _first_seen(values) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+FAMILIES_ORDER = _first_seen(m.family for m in REGISTRY)
+AVERAGES = _first_seen(m.average for m in REGISTRY)
+METRICS = _first_seen(m.metric for m in REGISTRY)
+#: The count metrics, integer-valued (``summary.csv`` writes them as integers).
+COUNT_METRICS = ("tp", "fp", "fn")
+#: The P/R/F1 metrics of the count families, in order.
+PRF_METRICS = _first_seen(m.metric for m in REGISTRY if m.family in COUNT_FAMILIES)
+#: Metrics computed by :mod:`hieval.metrics.suite` (ICM and the comparison metrics).
+SUITE = tuple(m for m in REGISTRY if m.family not in COUNT_FAMILIES)
+SUITE_FAMILIES = _first_seen(m.family for m in SUITE)
+#: Paper names of the metrics that have one, and whether higher is better (the meta experiments
+#: test each of them).
+PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper}
+BY_PAPER = {m.paper: m for m in REGISTRY if m.paper}
+
+
+def lookup(family: str, average: str, metric: str) -> Metric:
+    """The registered metric of a tidy row (its family, average and metric)."""
+    for entry in REGISTRY:
+        if entry.key == (family, average, metric):
+            return entry
+    raise KeyError(f"no registered metric {family}/{average}/{metric}")
+
+
+def paper_level(metric: Metric) -> str:
+    """The level of a metric's headline row: ``overall`` for per-level families."""
+    return OVERALL if metric.level == EACH_LEVEL else metric.level
+
+
+def sort_tidy(
+    tidy: pl.DataFrame, levels: tuple[str, ...], models: list[str] | None = None
+) -> pl.DataFrame:
+    """Order rows by model (sheet order), family, level (deep to high), average, metric, each in
+    the registry's order."""
+    orders = {
+        "family": list(FAMILIES_ORDER),
+        "level": [LEAF, *levels, OVERALL],
+        "average": list(AVERAGES),
+        "metric": list(METRICS),
+    }
+    if models is not None:
+        orders["model"] = models
+    keys = []
+    for column, order in orders.items():
+        rank = {v: i for i, v in enumerate(order)}
+        keys.append(pl.col(column).replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
+    extra = [] if models is not None else [pl.col("model")]
+    return tidy.sort([*extra, *keys, pl.col("family"), pl.col("level")], maintain_order=True)
+
+
+def wide(tidy: pl.DataFrame) -> pl.DataFrame:
+    """One row per (model, family, level, average) with a column per metric present, in the
+    registry's order; the counts as integers. Every row keeps every value it has."""
+    present = set(tidy["metric"].unique().to_list())
+    columns = [m for m in METRICS if m in present]
+    frame = tidy.pivot(
+        on="metric",
+        index=["model", "family", "level", "average"],
+        values="value",
+        maintain_order=True,
+    )
+    for column in columns:
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
+    counts = [c for c in COUNT_METRICS if c in columns]
+    return frame.select("model", "family", "level", "average", *columns).with_columns(
+        pl.col(counts).cast(pl.Int64)
+    )

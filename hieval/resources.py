@@ -1,0 +1,109 @@
+"""Machine settings of a run (config key ``engine``): threads and memory bounds.
+
+They never change a number, only whether and how fast a job runs, so the workflow reads them
+from the config rather than from rule parameters (changing them reruns nothing). The count
+jobs' memory model lives here too, because the workflow sizes SLURM requests from it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from hieval.engine.groups import default_threads
+from hieval.errors import ConfigError, HievalError
+
+#: Peak memory of a count job (one pass: counts, ICM sums, streamed per-document table), fitted
+#: to benchmarks/harness.py at 100x and 1000x MIMIC-III with 2 threads (1.14 GB for 10.8M
+#: labels, 2.37 GB for 108M) and rounded up: a base, each thread's slice in flight, the keys
+#: and per-document sums.
+BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
+
+
+def _size_bytes(text: str) -> int | None:
+    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes; None when ``text`` is not such a size.
+
+    Accepted: a positive number and a unit, which DuckDB reads the same way. A bare number
+    (DuckDB refuses it), DuckDB's percentages and ``-1`` are not sizes: the count jobs' budget
+    needs bytes.
+    """
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", str(text))
+    if not match or match.group(2).upper() not in _UNITS or float(match.group(1)) <= 0:
+        return None
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def memory_limit_problem(text: str) -> str | None:
+    """Why ``text`` is not a memory limit both DuckDB and the count jobs read, or None."""
+    if _size_bytes(text) is not None:
+        return None
+    return (
+        f"{text!r} is not a size such as 2GB, 800MB or 1.5GiB (a number and a unit: "
+        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+    )
+
+
+def parse_bytes(text: str) -> int:
+    """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
+    size = _size_bytes(text)
+    if size is None:
+        raise ConfigError(f"engine.memory_limit {memory_limit_problem(text)}")
+    return size
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Machine settings: threads, and memory bounds.
+
+    Normalisation runs in DuckDB under ``memory_limit``, spilling to ``temp_directory``. The
+    counting engine keeps 8 bytes per label in memory, per-document sums, and one slice of
+    about a million labels per thread at work, so its peak grows with the labels of one job:
+    with ``memory_limit`` a count job that would exceed it stops before reading, saying how
+    many shards fit (``shards`` in the config splits the documents so that each job holds a
+    part). ``threads`` defaults to the cores this process may use.
+    """
+
+    threads: int | None = None
+    memory_limit: str | None = None
+    temp_directory: str | None = None
+
+    def __post_init__(self) -> None:
+        # A limit DuckDB cannot parse fails deep in a job with a parser error: check it first.
+        if self.memory_limit:
+            parse_bytes(self.memory_limit)
+
+    def duckdb_config(self) -> dict[str, str]:
+        """DuckDB connection settings for the bounds that are set."""
+        settings = {"memory_limit": self.memory_limit, "temp_directory": self.temp_directory}
+        return {key: str(value) for key, value in settings.items() if value}
+
+    def check_budget(self, labels: int) -> None:
+        """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
+        if not self.memory_limit:
+            return
+        budget = parse_bytes(self.memory_limit)
+        fixed = BASE_BYTES + BYTES_PER_THREAD * (self.threads or default_threads())
+        need = fixed + BYTES_PER_LABEL * labels
+        if need <= budget:
+            return
+        room = budget - fixed
+        shards = math.ceil(BYTES_PER_LABEL * labels / room) if room > 0 else None
+        advice = (
+            f"set shards: {shards} (or more) in the config so that each count job holds a part"
+            if shards
+            else "raise engine.memory_limit: it is below the engine's fixed needs"
+        )
+        raise HievalError(
+            f"this count job has {labels:,} labels and needs about {need / 1e9:.1f} GB, above "
+            f"engine.memory_limit {self.memory_limit}; {advice}"
+        )
+
+
+def label_rows(path) -> int:
+    """Rows of a normalised label table, from its Parquet footer (nothing else is read)."""
+    return pq.ParquetFile(path).metadata.num_rows
