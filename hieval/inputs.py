@@ -212,7 +212,7 @@ def normalize_labels(
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
     con = duckdb.connect(config=duckdb_config or {})
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
-    file_format = open_source(con, path, name, role, options.format, extras)
+    file_format = open_source(con, path, name, role, fmt=options.format, extras=extras)
     try:
         src = con.sql("SELECT * FROM src LIMIT 0")
         columns = [c.lower() for c in src.columns]

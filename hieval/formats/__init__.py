@@ -178,6 +178,7 @@ def open_source(
     path: Path,
     name: str,
     role: str,
+    *,
     fmt: str = "auto",
     extras: Extras | None = None,
 ) -> str:
