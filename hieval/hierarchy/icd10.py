@@ -52,6 +52,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -145,7 +146,10 @@ def _row(code: str, kind: str, depth: str, chain: dict[str, str], title: str | N
 
 def _cm_package():
     try:
-        import simple_icd_10_cm as cm
+        # the package loads its data with importlib APIs Python deprecates; not the user's concern
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import simple_icd_10_cm as cm
     except ModuleNotFoundError as exc:
         raise HierarchyError(
             f"the {CM_DISTRIBUTION} package is missing ({exc}); install hieval with its "
