@@ -5,8 +5,8 @@ Canonical forms (what the ICD-10 hierarchy's nodes are called, see
 :mod:`hieval.hierarchy.icd10`):
 
 - ICD-10-CM diagnoses: upper case, dotted after the third character, ``E11.9``, ``T36.0X1A``,
-  ``M1A.0110``; a category has no dot, ``I10``. A category is a letter and two alphanumerics
-  (the second is a digit everywhere but ``QA0``, new in FY2026), then up to four alphanumerics.
+  ``M1A.0110``; a category has no dot, ``I10``. A category is a letter, a digit (or ``A``, for
+  ``QA0``, new in FY2026) and an alphanumeric; up to four alphanumerics follow the dot.
 - ICD-10-PCS procedures: seven characters from ``0-9`` and ``A-Z`` without ``I`` and ``O``,
   never dotted, ``0DTJ4ZZ``.
 
@@ -48,9 +48,12 @@ _PCS_DEPTH_BY_LENGTH = {1: "chapter", 2: "block", **_DEPTH_BY_LENGTH}
 #: ``F01``, ``X05``). No CM or PCS code contains ``:``, so a prefixed name is never a code.
 PCS_PREFIX = "PCS:"
 
-_CM_DOTTED = re.compile(r"^[A-Z][0-9A-Z]{2}(?:\.[0-9A-Z]{1,4})?$")
-_CM_UNDOTTED = re.compile(r"^[A-Z][0-9A-Z]{2}[0-9A-Z]{0,4}$")
-_PCS = re.compile(r"^[0-9A-HJ-NP-Z]{7}$")
+# The second character is a digit in every category but QA0 (FY2026); allowing only A besides
+# digits keeps words such as HELLO from passing as CM codes (HEL.LO).
+_CM_DOTTED = re.compile(r"^[A-Z][0-9A][0-9A-Z](?:\.[0-9A-Z]{1,4})?$")
+_CM_UNDOTTED = re.compile(r"^[A-Z][0-9A][0-9A-Z]{1,5}$")
+# PCS characters: digits and letters but I and O; the section (first) is one of 17 values.
+_PCS = re.compile(r"^[0-9BCDFGHX][0-9A-HJ-NP-Z]{6}$")
 
 ICD9, ICD10 = "icd9", "icd10"
 
@@ -210,7 +213,7 @@ def icd10_kind(code: str) -> str | None:
     return None
 
 
-_CM_RANGE = re.compile(r"^[A-Z][0-9A-Z]{2}-[A-Z][0-9A-Z]{2}$")
+_CM_RANGE = re.compile(r"^[A-Z][0-9A][0-9A-Z]-[A-Z][0-9A][0-9A-Z]$")
 
 
 def node_kind(node: str) -> str | None:

@@ -337,3 +337,14 @@ def test_damaged_cache_is_reported(tmp_path, monkeypatch, built):
     (folder / "leaves.parquet").write_bytes(b"not parquet")
     with pytest.raises(HierarchyError, match=r"damaged.*delete it"):
         h10.cached_icd10_table(tmp_path)
+
+
+def test_node_names_tell_their_kind(table):
+    """Every node's name says CM or PCS (so reports can split them by name alone)."""
+    named = table.frame.select(
+        "kind", pl.col("code").map_elements(h10_kind, return_dtype=pl.String).alias("named")
+    )
+    assert named.filter(pl.col("kind") != "range")["named"].to_list() == (
+        named.filter(pl.col("kind") != "range")["kind"].to_list()
+    )
+    assert h10_kind("root") is None
