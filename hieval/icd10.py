@@ -58,6 +58,10 @@ _PCS = re.compile(r"^[0-9BCDFGHX][0-9A-HJ-NP-Z]{6}$")
 ICD9, ICD10 = "icd9", "icd10"
 
 
+def _rank(level: str) -> int:
+    return ICD10_LEVELS.index(level)
+
+
 def _clean(raw: str) -> str:
     return raw.strip().upper().rstrip(".")
 
@@ -274,22 +278,18 @@ def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFr
             unplaced.append(code)
             continue
         base = known[chain[anchor][1]]
-        above = {level: base[level] for level in columns}
+        new_levels = dict(chain[:anchor])
         for level, node in chain[:anchor]:
-            if node in rows:
-                continue
-            row = {"code": node, "kind": kinds[code], "depth": level, **dict.fromkeys(columns)}
-            rank = ICD10_LEVELS.index(level)
-            for col in columns:
-                col_rank = ICD10_LEVELS.index(col)
-                if col_rank == rank:
-                    row[col] = node
-                elif col_rank > rank:
-                    row[col] = above[col]
-            for level2, node2 in chain[:anchor]:
-                if ICD10_LEVELS.index(level2) > rank:
-                    row[level2] = node2
-            rows[node] = row
+            # below its depth a node has no ancestors; from there up: the new prefixes, then
+            # whatever the deepest known prefix has
+            rows.setdefault(
+                node,
+                {"code": node, "kind": kinds[code], "depth": level}
+                | {
+                    col: new_levels.get(col, base[col]) if _rank(col) >= _rank(level) else None
+                    for col in columns
+                },
+            )
     if unplaced:
         raise CodeError(
             "codes not in the hierarchy have no ICD-10 category (or PCS section) in it, so they "

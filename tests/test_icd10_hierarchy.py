@@ -14,7 +14,7 @@ import simple_icd_10_cm as cm
 from hieval.codes import DX, PROC
 from hieval.errors import CodeError, HierarchyError
 from hieval.hierarchy import icd10 as h10
-from hieval.hierarchy.table import read_level_table, validate
+from hieval.hierarchy.table import LevelTable, read_level_table, validate
 from hieval.icd10 import ICD10_LEVELS, placed_icd10_ancestors
 from hieval.icd10 import node_kind as h10_kind
 
@@ -268,6 +268,28 @@ def test_retired_code_is_placed_under_its_deepest_known_prefix(table, rows):
     # existing ones do not
     assert {c for c, _lv in got} == {"S30.1XXA", "S30.1XXD", "S30.1XX", "S30.1X"}
     assert got[("S30.1X", "sub5")] == "S30.1X" and ("S30.1X", "sub6") not in got
+
+
+def test_placing_a_removed_leaf_restores_its_rows(table, leaves):
+    """Oracle: leaves taken out of the table are placed exactly where the table had them,
+    including X placeholders and the single-category blocks. (A category has no prefix to hang
+    under; blocks are ranges, not syntax: such a leaf, R99, cannot be placed.)"""
+    sample = sorted({*leaves[::300], "E08.37X1", "C50.911", "T36.0X1A", "0DTJ4ZZ"})
+    sample = [code for code in sample if len(code) > 3]
+    without = LevelTable(
+        frame=table.frame.filter(~pl.col("code").is_in(sample)),
+        levels=table.levels,
+        root=table.root,
+    )
+    placed = placed_icd10_ancestors(sample, without)
+    original = table.ancestors().filter(pl.col("code").is_in(sample))
+    assert placed.sort("code", "level").equals(original.sort("code", "level"))
+    assert set(placed["code"]) == set(sample)
+    no_category = LevelTable(
+        frame=table.frame.filter(pl.col("code") != "R99"), levels=table.levels, root=table.root
+    )
+    with pytest.raises(CodeError, match="cannot be placed: 'R99'"):
+        placed_icd10_ancestors(["R99"], no_category)
 
 
 def test_unknown_pcs_code_is_placed(table, rows):
