@@ -178,6 +178,7 @@ def _cm_nodes() -> tuple[dict[str, dict], dict[str, str]]:
                 f"title {title!r}; the package's format changed"
             )
         chapter = match.group(1)
+        _new(nodes, chapter)
         nodes[chapter] = _row(chapter, DX, "chapter", {"chapter": chapter}, title)
         for name in cm.get_children(number):
             members = cm.get_children(name, prioritize_blocks=True)
@@ -186,6 +187,7 @@ def _cm_nodes() -> tuple[dict[str, dict], dict[str, str]]:
                 continue
             block = name if "-" in name else f"{name}-{name}"
             above = {"block": block, "chapter": chapter}
+            _new(nodes, block)
             nodes[block] = _row(
                 block, DX, "block", above, cm.get_description(name, prioritize_blocks=True)
             )
@@ -199,6 +201,12 @@ def _cm_nodes() -> tuple[dict[str, dict], dict[str, str]]:
     return nodes, leaves
 
 
+def _new(nodes: dict, name: str) -> None:
+    """Refuse a second node of the same name (a chapter range equal to a block's, say)."""
+    if name in nodes:
+        raise HierarchyError(f"ICD-10-CM node {name} of {CM_DISTRIBUTION} appears twice")
+
+
 def _cm_subtree(cm, category: str, above: dict[str, str], nodes: dict, leaves: dict) -> None:
     """Rows for a category and its descendants, following the package's parent links and
     checking that each code extends its parent (with placeholder ``X`` in between)."""
@@ -207,8 +215,7 @@ def _cm_subtree(cm, category: str, above: dict[str, str], nodes: dict, leaves: d
         code = stack.pop()
         chain = syntactic_ancestors(code, DX)
         levels = above | {level: node for level, node in chain}
-        if code in nodes:
-            raise HierarchyError(f"ICD-10-CM code {code} appears twice in {CM_DISTRIBUTION}")
+        _new(nodes, code)
         children = cm.get_children(code)
         nodes[code] = _row(code, DX, code_depth(code), levels, cm.get_description(code))
         if not children:
@@ -228,7 +235,7 @@ def _cm_subtree(cm, category: str, above: dict[str, str], nodes: dict, leaves: d
                 if pad not in nodes:
                     pad_levels = above | {lv: n for lv, n in syntactic_ancestors(pad, DX)}
                     nodes[pad] = _row(pad, DX, level, pad_levels, None)
-            stack.append(child)
+        stack.extend(reversed(children))  # depth first, in the package's order
 
 
 # --- ICD-10-PCS -----------------------------------------------------------------------------
