@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
 from hieval.errors import InputError
-from hieval.formats import caml, dense, long, text, wide
+from hieval.formats import caml, dense, long, mimic4, text, wide
 
 GOLD, PREDICTIONS = "gold", "predictions"
 
@@ -70,6 +71,15 @@ FORMATS = {
             (GOLD, PREDICTIONS),
             ".npy/.npz matrix (documents x codes) with a code list and a document list",
         ),
+        *(
+            Format(
+                f"mimic4_icd{version}",
+                partial(mimic4.load, icd_version=version),
+                (GOLD, PREDICTIONS),
+                f"MIMIC-IV diagnoses_icd/procedures_icd (.csv[.gz]), ICD-{version} rows only",
+            )
+            for version in mimic4.VERSIONS
+        ),
     )
 }
 FORMAT_NAMES = ("auto", *FORMATS)
@@ -99,6 +109,12 @@ def detect(path: Path, name: str) -> str:
         return by_suffix[suffix]
     if suffix == ".parquet":
         return "wide" if wide.looks_wide(path) else "long"
+    if suffix in (".csv", ".tsv", ".txt", ".gz") and mimic4.looks_like_mimic4(path, name):
+        # Both ICD versions share MIMIC-IV's tables; which one is evaluated is the user's call.
+        raise InputError(
+            f"{name}: {path} is a MIMIC-IV diagnoses_icd/procedures_icd table; name its format "
+            "mimic4_icd9 or mimic4_icd10 (the rows of that icd_version are kept)"
+        )
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
     raise InputError(

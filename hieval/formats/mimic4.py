@@ -1,0 +1,189 @@
+"""MIMIC-IV ``hosp/diagnoses_icd`` and ``hosp/procedures_icd`` tables, read as they ship.
+
+Layout (PhysioNet MIMIC-IV v2 and v3), CSV, usually gzip-compressed (``.csv.gz``)::
+
+    diagnoses_icd:  subject_id,hadm_id,seq_num,icd_code,icd_version
+    procedures_icd: subject_id,hadm_id,seq_num,chartdate,icd_code,icd_version
+
+One row per code of a hospital admission, so ``hadm_id`` is the document and ``icd_code`` the
+code, undotted (``E119``, ``4019``, ``0DTJ4ZZ``). Both tables mix ICD-9 admissions (before
+October 2015) and ICD-10 ones; an evaluation uses one system, so the reader keeps the rows of
+one ``icd_version`` and counts the others (:func:`other_version_rows`) for the input record.
+
+Diagnosis or procedure? The code syntax cannot say (``4019`` is diagnosis 401.9 or procedure
+40.19), so every row gets a ``code_type``. It is decided by the columns, not the file name
+(files get renamed): ``procedures_icd`` is the table with ``chartdate``. A file name that says
+the opposite (``diagnoses_icd`` with a ``chartdate`` column) is refused as a likely mix-up.
+
+Gzip: DuckDB's CSV reader decompresses ``.gz`` by itself; the header is read here through
+``gzip`` because :mod:`hieval.formats.text` (header, BOM, line numbers in messages) reads
+plain files only. So places in messages are data-row numbers (``row 12``), not file lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import zlib
+from pathlib import Path
+
+import duckdb
+
+from hieval.codes import DX, PROC
+from hieval.errors import InputError
+from hieval.formats import long, text
+
+log = logging.getLogger(__name__)
+
+#: Columns every MIMIC-IV ICD table has (compared case-insensitively).
+REQUIRED = ("hadm_id", "icd_code", "icd_version")
+#: The column only ``procedures_icd`` has.
+PROCEDURE_MARKER = "chartdate"
+VERSIONS = (9, 10)
+_SEPARATORS = {".csv": ",", ".tsv": "\t"}
+# A MIMIC-IV row is a few ids and a code; a megabyte-long line is the wrong file.
+MAX_LINE_SIZE = text.MB
+_COUNTS_TABLE = "mimic4_version_counts"
+
+
+def _separator(path: Path, name: str) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    separator = _SEPARATORS.get(suffixes[-1] if suffixes else "")
+    if separator is None:
+        raise InputError(
+            f"{name}: a MIMIC-IV table must be .csv or .csv.gz (or .tsv[.gz]), not {path.name}"
+        )
+    return separator
+
+
+def read_header(path: Path, name: str, separator: str = ",") -> list[str]:
+    """The header's column names of a plain or gzip-compressed CSV (BOM and spaces dropped)."""
+    if path.suffix.lower() != ".gz":
+        return [h.strip() for h in text.header(path, name, separator)]
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.readline(MAX_LINE_SIZE)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(
+            f"{name}: {path} is not a readable gzip file ({exc}); check that it was copied whole"
+        ) from None
+    raw = raw.removeprefix(text.UTF8_BOM)
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(text.not_utf8(path, name, 1, raw, exc)) from None
+    fields = next(csv.reader(io.StringIO(line), delimiter=separator), [])
+    return [f.strip() for f in fields]
+
+
+def looks_like_mimic4(path: Path, name: str) -> bool:
+    """True when the header has ``hadm_id``, ``icd_code`` and ``icd_version``."""
+    try:
+        separator = _separator(path, name)
+        header = {h.lower() for h in read_header(path, name, separator)}
+    except InputError:
+        return False
+    return set(REQUIRED) <= header
+
+
+def code_type_of(columns: list[str], path: Path, name: str) -> str:
+    """``proc`` for ``procedures_icd`` (it has ``chartdate``), ``dx`` for ``diagnoses_icd``."""
+    kind = PROC if PROCEDURE_MARKER in {c.lower() for c in columns} else DX
+    stem = path.name.lower()
+    named = PROC if "procedure" in stem else DX if "diagnos" in stem else None
+    if named is not None and named != kind:
+        table = "procedures_icd" if kind == PROC else "diagnoses_icd"
+        raise InputError(
+            f"{name}: {path} is named like a {'procedure' if named == PROC else 'diagnosis'} "
+            f"table but its columns {columns} are those of {table} (procedures_icd alone has "
+            f"'{PROCEDURE_MARKER}'); check that the right file is given"
+        )
+    return kind
+
+
+def load(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    name: str,
+    role: str,
+    extras,
+    *,
+    icd_version: int,
+) -> None:
+    """Register ``src`` (``doc_id, code, code_type, _line``) with the rows of ``icd_version``.
+
+    ``_line`` numbers the data rows of the whole file from 1 (before rows of the other version
+    are skipped), so a message names the row of the file. Rows whose ``icd_version`` is neither
+    9 nor 10 are an error; a file without rows of ``icd_version`` is one too (the other version
+    was probably meant). The counts per version stay in the connection for
+    :func:`other_version_rows`.
+    """
+    if icd_version not in VERSIONS:
+        raise InputError(f"{name}: icd_version must be 9 or 10, not {icd_version!r}")
+    separator = _separator(path, name)
+    names = read_header(path, name, separator)
+    lowered = [n.lower() for n in names]
+    missing = [c for c in REQUIRED if c not in lowered]
+    if missing:
+        raise InputError(
+            f"{name}: {path} lacks column(s) {missing}; a MIMIC-IV diagnoses_icd/procedures_icd "
+            f"table has {', '.join(REQUIRED)} (found {names})"
+        )
+    dupes = sorted({n for n in lowered if lowered.count(n) > 1})
+    if dupes:
+        raise InputError(f"{name}: {path}: column {dupes[0]!r} appears more than once")
+    kind = code_type_of(names, path, name)
+    column = {n.lower(): n for n in names}
+    long.read_csv(con, path, names, separator, MAX_LINE_SIZE).select(
+        duckdb.SQLExpression("row_number() OVER ()").alias("_line"),
+        duckdb.ColumnExpression(column["hadm_id"]).alias("doc_id"),
+        duckdb.ColumnExpression(column["icd_code"]).alias("code"),
+        duckdb.SQLExpression(f"trim({_quote(column['icd_version'])})").alias("icd_version"),
+    ).create_view("mimic4_rows", replace=True)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {_COUNTS_TABLE} AS
+        SELECT icd_version, count(*) AS rows, min(_line) AS first_row
+        FROM mimic4_rows GROUP BY icd_version""")
+    counts = {v: (n, first) for v, n, first in con.execute(f"FROM {_COUNTS_TABLE}").fetchall()}
+    bad = {v: first for v, (_n, first) in counts.items() if v not in ("9", "10")}
+    if bad:
+        value, row = min(bad.items(), key=lambda item: item[1])
+        raise InputError(f"{name}: {path}, row {row}: icd_version {value!r} must be 9 or 10")
+    other = 10 if icd_version == 9 else 9
+    kept = counts.get(str(icd_version), (0, None))[0]
+    skipped = sum(n for v, (n, _first) in counts.items() if v != str(icd_version))
+    if kept == 0:
+        raise InputError(
+            f"{name}: {path} holds no ICD-{icd_version} rows ({skipped} rows of ICD-{other}); "
+            f"this evaluation keeps icd_version {icd_version}: choose the format "
+            f"mimic4_icd{other} and an ICD-{other} hierarchy, or check the file"
+        )
+    if skipped:
+        log.info(
+            "%s: %d rows of ICD-%d skipped in %s (this evaluation uses ICD-%d)",
+            name,
+            skipped,
+            other,
+            path,
+            icd_version,
+        )
+    con.sql(f"""
+        SELECT _line, doc_id, code, '{kind}' AS code_type
+        FROM mimic4_rows WHERE icd_version = '{icd_version}'""").create_view("src", replace=True)
+
+
+def _quote(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def other_version_rows(con: duckdb.DuckDBPyConnection, icd_version: int) -> int:
+    """How many rows :func:`load` skipped because they are of the other ``icd_version``."""
+    (skipped,) = con.execute(
+        f"SELECT coalesce(sum(rows), 0) FROM {_COUNTS_TABLE} WHERE icd_version <> ?",
+        [str(icd_version)],
+    ).fetchone()
+    return int(skipped)
