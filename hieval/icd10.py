@@ -31,7 +31,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
-from hieval.codes import normalize as normalize_icd9
+from hieval.codes import parse_code as normalize_icd9
 from hieval.errors import CodeError, preview
 from hieval.hierarchy.table import LevelTable
 

@@ -49,7 +49,7 @@ def write(path: Path, header: str, rows, *, bom: bool = False) -> Path:
 def src(path: Path, fmt: str) -> tuple[list[tuple], int]:
     """Rows of the registered view (sorted by _line) and the skipped count."""
     con = duckdb.connect()
-    assert open_source(con, path, "gold", "gold", fmt) == fmt
+    assert open_source(con, path, "gold", "gold", fmt=fmt) == fmt
     rows = con.sql("SELECT _line, doc_id, code, code_type FROM src ORDER BY _line").fetchall()
     return rows, other_version_rows(con, int(fmt.removeprefix("mimic4_icd")))
 
@@ -95,7 +95,6 @@ def test_header_with_bom_and_other_case(tmp_path):
 def test_icd9_rows_normalise_through_the_inputs(tmp_path, icd9):
     """End to end with the ICD-9 hierarchy: the code_type makes 4019 a diagnosis (401.9) in
     diagnoses_icd and 3893 a procedure (38.93) in procedures_icd."""
-    codes = set(icd9.frame["code"].to_list())
     result = {}
     for name, header, rows in (
         ("diagnoses_icd.csv.gz", DX_HEADER, DIAGNOSES),
@@ -105,12 +104,11 @@ def test_icd9_rows_normalise_through_the_inputs(tmp_path, icd9):
         out = tmp_path / f"{name}.parquet"
         record = normalize_labels(
             path,
-            "gold",
-            out,
-            codes,
-            icd9,
-            LabelOptions(format="mimic4_icd9"),
-            log=lambda _m: None,
+            name="gold",
+            role="gold",
+            out=out,
+            hierarchy=icd9,
+            options=LabelOptions(format="mimic4_icd9"),
         )
         assert record.format == "mimic4_icd9"
         assert record.rows == sum(r[-1] == "9" for r in rows)

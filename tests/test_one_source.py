@@ -176,7 +176,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 #: The library's layers, bottom-up, as the README's layout map draws them.
 LAYERS = (
     ("errors", "atomic", "paths", "codes", "data"),
-    ("hierarchy",),
+    ("hierarchy", "icd10"),
     ("formats", "inputs"),
     ("engine",),
     ("metrics",),
