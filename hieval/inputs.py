@@ -22,7 +22,7 @@ import polars as pl
 
 from hieval.atomic import atomic_path
 from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, parse_code
-from hieval.errors import CodeError, InputError, preview
+from hieval.errors import CodeError, ConfigError, InputError, preview
 from hieval.formats import GOLD, PREDICTIONS, Extras, locate, open_source, read_error
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.sources import sha256_file
@@ -199,7 +199,7 @@ def normalize_labels(
     options = options or LabelOptions()
     path = Path(path)
     if role not in ROLES:
-        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        raise ConfigError(f"role must be one of {ROLES}, not {role!r}")
     is_gold = role == GOLD
     check_threshold(default_threshold, "default_threshold")
     if unknown_codes not in UNKNOWN_CODE_POLICIES:

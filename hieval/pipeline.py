@@ -4,7 +4,9 @@ number. Functions take the paths the workflow's rules declare, keyword by keywor
 
 Stages: :func:`build_hierarchy` → :func:`normalize_file` (gold, then each model) →
 [:func:`split_by_document` → :func:`icm_weights`] → :func:`count_model` → [:func:`gather_counts`]
-→ :func:`model_metrics` → :func:`final_reports`; the bracketed ones only run sharded.
+→ :func:`model_metrics` → :func:`final_reports`. The workflow runs the bracketed ones always (one
+shard by default), so that a sharded and an unsharded run are the same jobs; the CLI counts
+each model whole and skips them.
 """
 
 from __future__ import annotations

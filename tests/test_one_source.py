@@ -214,3 +214,37 @@ def test_no_import_runs_back_up_the_layers():
                 if top in layer_of and layer_of[top] > here:
                     wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert wrong == []
+
+
+def test_every_tidy_row_is_a_registered_metric_at_its_level(icd9):
+    """An evaluation's rows are exactly the registry's (each at the levels it declares), and
+    summary.csv has a column for each metric with a value in every row."""
+    import polars as pl
+
+    from hieval.engine.driver import evaluate
+    from hieval.metrics.tidy import model_rows
+
+    gold, predictions = make_demo(icd9.frame, seed=3, documents=60)
+    levels = icd9.levels
+    result = evaluate(gold, predictions["over_predictor"], icd9.ancestors(), levels=levels,
+                      evaluated=levels[:-1], params=IcmParams())  # fmt: skip
+    tidy = model_rows(result.nodes, result.docs, result.item_sums, model="m",
+                      levels=levels[:-1], params=IcmParams(), split_kinds=True)  # fmt: skip
+    declared = {m.key: m for m in registry.REGISTRY}
+    seen = set()
+    for row in tidy.iter_rows(named=True):
+        key = (row["family"], row["average"], row["metric"])
+        assert key in declared, key
+        metric = declared[key]
+        allowed = (
+            {*levels[:-1], registry.OVERALL}
+            if metric.level == registry.EACH_LEVEL
+            else {metric.level}
+        )
+        assert row["level"] in allowed, (key, row["level"])
+        seen.add(key)
+    assert seen == set(declared)  # an ICD-9 evaluation produces every registered metric
+    wide = registry.wide(tidy)
+    assert wide.columns[4:] == list(registry.METRICS)
+    values = wide.select(pl.all().exclude("model", "family", "level", "average"))
+    assert values.select(pl.sum_horizontal(pl.all().is_not_null())).to_series().min() >= 1

@@ -93,16 +93,17 @@ def test_example_based_precision_and_recall_match_sklearn_samples(seed):
     0/0 = 1 (an item with nothing predicted has precision 1, nothing gold recall 1)."""
     table, _, _, gold, pred = problem(seed)
     pred["d0"], gold["d1"] = [], []  # both zero divisions occur
+    pred["d2"], gold["d2"] = [], []  # and an item with nothing to find and nothing found
     docs = sorted(gold)
     binarizer = MultiLabelBinarizer().fit([gold[d] for d in docs] + [pred[d] for d in docs])
     y_true = binarizer.transform([gold[d] for d in docs])
     y_pred = binarizer.transform([pred[d] for d in docs])
     got = ours(table, gold, pred)
     assert got["example", "precision"] == pytest.approx(
-        precision_score(y_true, y_pred, average="samples", zero_division=1)
+        precision_score(y_true, y_pred, average="samples", zero_division=1), abs=1e-12
     )
     assert got["example", "recall"] == pytest.approx(
-        recall_score(y_true, y_pred, average="samples", zero_division=1)
+        recall_score(y_true, y_pred, average="samples", zero_division=1), abs=1e-12
     )
     assert got["example", "precision"] != got["example", "recall"]  # not vacuous
 

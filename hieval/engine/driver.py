@@ -81,7 +81,9 @@ def encode_labels(
     (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax)."""
     clock = time.monotonic()
     labels = encode(gold, predictions, CodeSpace.build(ancestors, tuple(levels), placed))
-    log.info(
+    # Experiments encode thousands of tiny outputs: only a large job's encoding is news.
+    log.log(
+        logging.INFO if labels.keys.size >= 1_000_000 else logging.DEBUG,
         "encoded %s labels of %s documents in %.1f s",
         f"{labels.keys.size:,}",
         f"{labels.doc_ids.len():,}",

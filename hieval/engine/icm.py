@@ -67,12 +67,17 @@ class IcmParams:
                 f"icm empty_gold must be one of {EMPTY_GOLD}, not {self.empty_gold!r}"
             )
 
-    def inverse_propensity(self, n_l, n: int):
+    def inverse_propensity(self, n_l: float, n: int) -> float:
         """Jain et al.'s 1/p_l = 1 + C·(N_l + B)^(−A), C = (ln N − 1)·(B + 1)^A, for a label held
-        by ``n_l`` of ``n`` items (a number or a numpy array); the one place the formula is
-        written (node weights and PROP-F's empty class use it)."""
+        by ``n_l`` of ``n`` items; the one place the formula is written (node weights and
+        PROP-F's empty class use it).
+
+        Scalar on purpose: ``math.pow`` is the C library's, the same on every machine, whereas
+        numpy's vectorised power may differ in the last bit with the CPU's SIMD support, and
+        reports must regenerate bit for bit across machines.
+        """
         a, b = self.propensity_a, self.propensity_b
-        return 1 + (math.log(max(n, 1)) - 1) * (b + 1) ** a * (n_l + b) ** -a
+        return 1 + (math.log(max(n, 1)) - 1) * math.pow(b + 1, a) * math.pow(n_l + b, -a)
 
 
 def _items(labels: Labels, params: IcmParams) -> np.ndarray:
@@ -164,9 +169,9 @@ def weights_table(
     """,
         params={"levels": list(levels), "root": levels[-1], "n": n_items},
     ).pl()
-    n_l = weights["n_l"].to_numpy().astype(np.float64)
+    inverse = [params.inverse_propensity(float(n_l), n_items) for n_l in weights["n_l"]]
     return weights.select(
-        "node", "ic", "delta", pl.Series("inv_propensity", params.inverse_propensity(n_l, n_items))
+        "node", "ic", "delta", pl.Series("inv_propensity", inverse, dtype=pl.Float64)
     )
 
 
@@ -177,7 +182,7 @@ PROP_SUMS = ("w_pred", "w_gold", "w_both")
 @dataclass(frozen=True)
 class FixedWeights:
     """Node weights as fixed-point integers indexed like the code space (see FIXED_POINT):
-    Δ and "counted in n_*" per tree node, inverse propensity per code."""
+    Δ and "counted in anc_*" per tree node, inverse propensity per code."""
 
     delta: np.ndarray
     counted: np.ndarray

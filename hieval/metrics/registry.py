@@ -206,14 +206,6 @@ PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper}
 BY_PAPER = {m.paper: m for m in REGISTRY if m.paper}
 
 
-def lookup(family: str, average: str, metric: str) -> Metric:
-    """The registered metric of a tidy row (its family, average and metric)."""
-    for entry in REGISTRY:
-        if entry.key == (family, average, metric):
-            return entry
-    raise KeyError(f"no registered metric {family}/{average}/{metric}")
-
-
 def paper_level(metric: Metric) -> str:
     """The level of a metric's headline row: ``overall`` for per-level families."""
     return OVERALL if metric.level == EACH_LEVEL else metric.level
@@ -243,8 +235,9 @@ def sort_tidy(
 def wide(tidy: pl.DataFrame) -> pl.DataFrame:
     """One row per (model, family, level, average) with a column per metric present, in the
     registry's order; the counts as integers. Every row keeps every value it has."""
-    present = set(tidy["metric"].unique().to_list())
-    columns = [m for m in METRICS if m in present]
+    present = tidy["metric"].unique(maintain_order=True).to_list()
+    # Registered metrics in the registry's order; any other metric after them, never dropped.
+    columns = [m for m in METRICS if m in present] + [m for m in present if m not in METRICS]
     frame = tidy.pivot(
         on="metric",
         index=["model", "family", "level", "average"],

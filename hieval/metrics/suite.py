@@ -2,21 +2,12 @@
 
 Everything here is computed from additive tables the engine already keeps — the flat per-label
 and per-document counts and the per-item sums of :mod:`hieval.engine.icm` — so it shards like the
-rest. Families (the paper's names in brackets):
-
-- ``icm`` / level ``overall`` / average ``mean``: ``icm`` [ICM], ``icm_norm`` [ICM-Norm].
-- ``label`` / ``leaf`` / ``macro``: ``accuracy`` [LB-ACC] = mean over labels l of
-  (TP_l + TN_l) / N; ``f1`` [LB-F] = mean over labels of 2TP_l / (2TP_l + FP_l + FN_l).
-- ``example`` / ``leaf`` / ``mean``: ``hamming_loss`` [EB-HAMM] = mean over items of
-  (FP_i + FN_i) / |L| (a loss: lower is better); ``jaccard`` [EB-JACC] = mean of
-  TP_i / (TP_i + FP_i + FN_i); ``subset_accuracy`` [EB-SUBACC] = share of items with P_i = G_i;
-  ``f1`` [EB-F] = mean of 2TP_i / (2TP_i + FP_i + FN_i).
-- ``propensity`` / ``leaf`` / ``mean``: ``f1`` [PROP-F] = mean over items of
-  2·(W(P_i ∩ G_i) + w_∅) / (W(P_i) + W(G_i) + 2·w_∅), where W sums inverse propensities
-  1/p_l (Jain et al., A = 0.55, B = 1.5) and both sets are extended with an empty class ∅ held
-  by every item (N_∅ = N), so that empty sets score 1 instead of 0/0.
-- ``hierarchical`` / ``overall`` / ``mean``: ``f1`` [HF] = mean over items of
-  2·|A(P_i) ∩ A(G_i)| / (|A(P_i)| + |A(G_i)|) over ancestor-augmented sets (root excluded).
+rest. What each metric is (family, level, average, paper name, formula) is declared in
+:mod:`hieval.metrics.registry` (:data:`~hieval.metrics.registry.SUITE`); the label- and
+example-based formulas are its ``per_unit`` functions. Computed here: ICM and ICM-Norm (from the
+item sums' IC of P, G and P ∪ G), PROP-F (where W sums inverse propensities 1/p_l, Jain et al.,
+and both sets are extended with an empty class ∅ held by every item, N_∅ = N, so that empty
+sets score 1 instead of 0/0) and HF (F1 between ancestor-augmented sets, the root excluded).
 
 Conventions the paper leaves open: the label set L of LB-* and EB-HAMM is, by default, the
 labels seen in the gold or the predictions (``label_set: observed``, as scikit-learn does with a
@@ -33,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from hieval.engine.icm import IcmParams
+from hieval.errors import ConfigError
 from hieval.metrics.registry import DOCUMENTS, NODES, SUITE, Metric, exact_mean
 
 LABEL_SETS = ("observed", "hierarchy")
@@ -95,7 +87,7 @@ def suite_rows(
     the hierarchy, needed when ``label_set`` is ``hierarchy``.
     """
     if label_set not in LABEL_SETS:
-        raise ValueError(f"label_set must be one of {LABEL_SETS}, not {label_set!r}")
+        raise ConfigError(f"label_set must be one of {LABEL_SETS}, not {label_set!r}")
     n = items.height
     from_items = _item_values(items, params)
     if n == 0:  # no gold items: only ICM is defined (as 0)
@@ -106,7 +98,7 @@ def suite_rows(
     unseen = 0
     if label_set == "hierarchy":
         if n_labels is None:
-            raise ValueError("label_set 'hierarchy' needs the number of leaf codes")
+            raise ConfigError("label_set 'hierarchy' needs the number of leaf codes")
         unseen = max(n_labels - labels.height, 0)
     per_doc = (
         items.select("doc_id")

@@ -65,8 +65,21 @@ def score_all(
         (r["family"], r["level"], r["average"], r["metric"]): r["value"]
         for r in tidy.iter_rows(named=True)
     }
+    if result.item_sums is not None and result.item_sums.height == 0:
+        # No gold item: only ICM is defined; every other metric scores 0 by convention.
+        return {
+            name: values.get((m.family, paper_level(m), m.average, m.metric), 0.0)
+            for name, m in BY_PAPER.items()
+        }
+    missing = [
+        name
+        for name, m in BY_PAPER.items()
+        if (m.family, paper_level(m), m.average, m.metric) not in values
+    ]
+    if missing:  # a registry entry that no computation produces: a bug, never a silent 0
+        raise RuntimeError(f"no tidy row for the registered metrics {missing}")
     return {
-        name: values.get((m.family, paper_level(m), m.average, m.metric), 0.0)
+        name: values[(m.family, paper_level(m), m.average, m.metric)]
         for name, m in BY_PAPER.items()
     }
 
@@ -77,8 +90,12 @@ def icm(
     ancestors: Source,
     levels: tuple[str, ...],
     params: IcmParams | None = None,
+    *,
+    threads: int | None = None,
 ) -> dict[str, float]:
     """ICM, ICM(G, G) and ICM-Norm of one model in one call (node weights from this gold)."""
     params = params or IcmParams()
-    result = evaluate(gold, predictions, ancestors, levels=levels, evaluated=(), params=params)
+    result = evaluate(
+        gold, predictions, ancestors, levels=levels, evaluated=(), params=params, threads=threads
+    )
     return icm_values(result.item_sums, params)
