@@ -31,17 +31,21 @@ and the trial index alone, so the table is bit-for-bit identical whatever the nu
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from hieval.atomic import write_text
 from hieval.hierarchy.sources import edge_list_table
+from hieval.inputs import write_parquet
 from hieval.metrics.registry import PAPER_METRICS
 from hieval.metrics.tidy import score_all
 
@@ -700,6 +704,33 @@ def render_markdown(table: pl.DataFrame, params: MetaParams) -> str:
             for test, metric, share, ok in checks
         ]
     return "\n".join(lines) + "\n"
+
+
+def write_experiments(
+    params: MetaParams,
+    *,
+    workers: int,
+    trials_out: str | Path,
+    table_out: str | Path,
+    parameters_out: str | Path,
+    markdown_out: str | Path,
+) -> pl.DataFrame:
+    """The meta stage, composed once: run the trials, write the per-trial scores, the win
+    table, the parameters (JSON) and the Markdown report; return the win table."""
+    log.info(
+        "%d trials of %d tests, %d items each, seed %d, %d worker process(es)",
+        params.trials,
+        len(params.tests),
+        params.items,
+        params.seed,
+        workers,
+    )
+    scores, table = run(params, workers)
+    write_parquet(scores, trials_out)
+    write_parquet(table, table_out)
+    write_text(parameters_out, json.dumps(parameters(params), indent=2, ensure_ascii=False) + "\n")
+    write_text(markdown_out, render_markdown(table, params))
+    return table
 
 
 def run(params: MetaParams, workers: int = 1) -> tuple[pl.DataFrame, pl.DataFrame]:
