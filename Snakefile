@@ -32,5 +32,6 @@ rule all:
     default_target: True
     input:
         rules.report.output,
+        rules.publish.output,
         expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
         rules.paper_table1.output,

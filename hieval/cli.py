@@ -17,7 +17,7 @@ from rich.console import Console
 from hieval import __version__
 from hieval.atomic import staged_folder
 from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
-from hieval.config import check_model_name, gold_options, icm_params
+from hieval.config import check_model_name, gold_options, icm_params, report_settings
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
@@ -38,6 +38,7 @@ from hieval.pipeline import (
     final_reports,
     model_metrics,
     normalize_file,
+    publish_reports,
 )
 from hieval.resources import Resources, memory_limit_problem
 
@@ -143,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a model's predictions doc_id,code[,score]; repeat for several models",
     )
     ev.add_argument("--out", required=True, type=Path, help="output folder")
+    ev.add_argument(
+        "--train-gold",
+        type=Path,
+        default=None,
+        help="training-set gold, read like --gold: the report shows flat F1 per training "
+        "frequency of the codes (config train_gold)",
+    )
     _hierarchy_options(ev)
     ev.add_argument(
         "--max-level",
@@ -359,7 +367,18 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
 #: Every entry ``hieval evaluate`` writes into OUT: an existing OUT holding nothing else is
 #: replaced by the new run's outputs; any other folder is refused, never deleted.
 OUTPUT_ENTRIES = frozenset(
-    {"metrics.parquet", "metrics.csv", "summary.csv", "summary.md", "nodes", "work"}
+    {
+        "metrics.parquet",
+        "metrics.csv",
+        "summary.csv",
+        "summary.md",
+        "nodes",
+        "work",
+        "report.html",
+        "tables.tex",
+        "tables.md",
+        "figures",
+    }
 )
 
 
@@ -388,6 +407,7 @@ def config_from_args(args: argparse.Namespace) -> dict:
     return {
         "hierarchy": hierarchy_config(args),
         "gold": str(args.gold),
+        "train_gold": str(args.train_gold) if args.train_gold else None,
         "gold_format": gold_file.get("format", "auto"),
         "gold_code_list": gold_file.get("code_list"),
         "gold_doc_list": gold_file.get("doc_list"),
@@ -445,6 +465,16 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         **common,
     )
     labels = {}
+    model_options = {
+        name: LabelOptions(
+            code_type=args.code_type,
+            code_format=args.code_format,
+            threshold=args.threshold,
+            top_k=args.top_k,
+            **args.per_file.get(name, {}),
+        )
+        for name in names
+    }
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
         labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
@@ -455,13 +485,7 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             role=PREDICTIONS,
             out=labels[name],
             record_out=records[-1],
-            options=LabelOptions(
-                code_type=args.code_type,
-                code_format=args.code_format,
-                threshold=args.threshold,
-                top_k=args.top_k,
-                **args.per_file.get(name, {}),
-            ),
+            options=model_options[name],
             gold=gold,
             unknown_docs=config["unknown_docs"],
             default_threshold=config["threshold"],
@@ -501,6 +525,32 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         models=names,
         hierarchy=hierarchy,
         out_dir=out,
+    )
+    train_gold = None
+    if config["train_gold"]:
+        train_gold = work / "inputs" / "train_gold.parquet"
+        normalize_file(
+            config["train_gold"],
+            name="train_gold",
+            role=GOLD,
+            out=train_gold,
+            record_out=train_gold.with_suffix(".json"),
+            options=gold_options(config),
+            **common,
+        )
+    publish_reports(
+        tidy=out / "metrics.parquet",
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        records=records,
+        levels_file=levels,
+        max_level=config["max_level"],
+        hierarchy=hierarchy,
+        settings=report_settings(config, model_options),
+        html_out=out / "report.html",
+        tex_out=out / "tables.tex",
+        markdown_out=out / "tables.md",
+        figures_out=out / "figures",
+        train_gold=train_gold,
     )
 
 

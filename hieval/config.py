@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import hashlib
 import math
 import re
@@ -68,6 +69,19 @@ def icm_params(config: dict) -> IcmParams:
         propensity_a=config["comparison"]["propensity_a"],
         propensity_b=config["comparison"]["propensity_b"],
     )
+
+
+def report_settings(config: dict, model_options: dict[str, LabelOptions]) -> dict:
+    """The settings that change numbers: the run's (shared by every model) and each model's
+    reading options. The zoo's history keys evaluations by them; the HTML report shows them."""
+    run = {
+        key: config[key]
+        for key in ("hierarchy", "max_level", "unknown_codes", "unknown_docs", "threshold")
+    }
+    run["icm"] = dataclasses.asdict(icm_params(config))
+    run["label_set"] = config["comparison"]["label_set"]
+    models = {name: dataclasses.asdict(options) for name, options in model_options.items()}
+    return {"run": run, "models": models}
 
 
 def check_model_name(name: str) -> None:

@@ -21,7 +21,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from hieval import paths
+from hieval import __version__, paths
 from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.engine.counts import evaluated_levels
@@ -48,6 +48,9 @@ from hieval.inputs import (
 )
 from hieval.metrics.tidy import model_rows
 from hieval.report import combine, node_report, write_csv, write_reports
+from hieval.reports import html, paper_tables
+from hieval.reports.frequency import frequency_bins, train_frequencies
+from hieval.reports.history import append_history, history_rows
 from hieval.resources import Resources, label_rows
 
 log = logging.getLogger(__name__)
@@ -371,6 +374,68 @@ def final_reports(
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
+
+
+def publish_reports(
+    *,
+    tidy: str | Path,
+    nodes: dict[str, str | Path],
+    records: list[str | Path],
+    levels_file: str | Path,
+    max_level: str,
+    hierarchy: str,
+    settings: dict,
+    html_out: str | Path,
+    tex_out: str | Path,
+    markdown_out: str | Path,
+    figures_out: str | Path,
+    train_gold: str | Path | None = None,
+    intervals: str | Path | None = None,
+    history: str | Path | None = None,
+) -> None:
+    """The reports people read, from the tidy table of all models: paper tables (LaTeX and
+    Markdown) and the self-contained HTML report; with ``history``, this run's headline rows are
+    added to the zoo's history first (only evaluations with a new key)."""
+    table = read_level_table(levels_file)
+    evaluated = evaluated_levels(table.levels, max_level)
+    metrics = paths.read_parquet(tidy)
+    models = list(nodes)
+    record_list = [json.loads(Path(p).read_text("utf-8")) for p in records]
+    tables = paper_tables.paper_tables(metrics, levels=evaluated, models=models)
+    write_text(tex_out, paper_tables.to_latex(tables))
+    write_text(markdown_out, paper_tables.to_markdown(tables))
+    node_tables = {model: paths.read_parquet(path) for model, path in nodes.items()}
+    past = None
+    if history is not None:
+        rows = history_rows(metrics, records=record_list, settings=settings, version=__version__)
+        past = append_history(history, rows)
+    bins = None
+    if train_gold is not None:
+        bins = frequency_bins(node_tables, train_frequencies(paths.read_parquet(train_gold)))
+    page, drawn = html.render(
+        html.ReportInputs(
+            tidy=metrics,
+            nodes={
+                model: node_report(frame, table.frame, table.levels)
+                for model, frame in node_tables.items()
+            },
+            levels_frame=table.frame,
+            levels=evaluated,
+            all_levels=table.levels,
+            models=models,
+            records=record_list,
+            hierarchy=hierarchy,
+            version=__version__,
+            settings=settings,
+            intervals=paths.read_parquet(intervals) if intervals else None,
+            frequency_bins=bins,
+            history=past,
+        )
+    )
+    write_text(html_out, page)
+    for name, svg in drawn.items():
+        write_text(Path(figures_out) / f"{name}.svg", svg)
+    log.info("wrote %s, %s, %s and %d figures", html_out, tex_out, markdown_out, len(drawn))
 
 
 def leaf_count(table: LevelTable) -> int:

@@ -80,20 +80,35 @@ def summary_markdown(
         "# Evaluation summary",
         "",
         f"Hierarchy: {hierarchy}. Levels evaluated: {', '.join(levels)}; `overall` pools them.",
-        "Scores are micro-averaged percentages; flat compares leaf codes only.",
+        "Scores are percentages, micro-averaged unless named macro; flat compares leaf codes "
+        "only. Documents and labels: what the model's file holds after normalisation.",
         "",
-        "| Model | "
+        "| Model | Documents | Labels | "
         + " | ".join(
             f"{FAMILY_TITLES[f].split('-')[0]} {m}" for f, _ in headline for m in ("P", "R", "F1")
         )
-        + " |",
-        "|---|" + "---:|" * (3 * len(headline)),
+        + " | Flat macro F1 | CoPHE macro F1 |",
+        "|---|" + "---:|" * (3 * len(headline) + 4),
     ]
+    by_name = {r["name"]: r for r in records}
+    macro = {
+        (r["model"], r["family"]): r["value"]
+        for r in tidy.filter(
+            (pl.col("average") == "macro")
+            & (pl.col("metric") == "f1")
+            & pl.col("level").is_in([LEAF, OVERALL])
+        ).iter_rows(named=True)
+    }
     for model in models:
-        cells = []
+        record = by_name.get(model, {})
+        cells = [f"{record['documents']:,}" if "documents" in record else "-"]
+        cells.append(f"{record['labels']:,}" if "labels" in record else "-")
         for family, level in headline:
             row = lookup.get((model, family, level))
             cells += [_pct(row[m]) if row else "-" for m in ("precision", "recall", "f1")]
+        for family in ("flat", "cophe"):
+            value = macro.get((model, family))
+            cells.append(_pct(value) if value is not None else "-")
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     for family in ("set", "cophe"):
         lines += _prf_table(

@@ -180,7 +180,7 @@ LAYERS = (
     ("formats", "inputs"),
     ("engine",),
     ("metrics",),
-    ("report",),
+    ("report", "reports"),
     ("resources", "pipeline", "config"),
     ("cli", "workflow_script"),
     ("experiments",),

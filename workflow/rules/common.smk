@@ -10,6 +10,7 @@ from hieval.config import (
     gold_options as gold_label_options,
     icm_params as config_icm_params,
     load_model_sheet,
+    report_settings as run_settings,
     validate_config,
 )
 from hieval.experiments.demo import MODELS as DEMO_MODELS
@@ -36,6 +37,9 @@ HIERARCHY = config["hierarchy"]
 HIEVAL_CODE = code_fingerprint()
 
 LEVELS = "results/hierarchy/levels.parquet"
+# The zoo's history accumulates across runs, so it is no rule's output (Snakemake would delete
+# it before the rule runs); the publish rule adds this run's new evaluations to it.
+HISTORY = "results/history/evaluations.parquet"
 ANCESTORS = "results/hierarchy/ancestors.parquet"
 
 
@@ -104,3 +108,18 @@ def icm_params():
 def hierarchy_label():
     """A human-readable name of the hierarchy for reports."""
     return describe(HIERARCHY["source"], HIERARCHY["path"])
+
+
+def train_gold_input(wildcards):
+    """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
+    return (
+        {"train_gold": "results/inputs/train_gold.parquet"}
+        if config["train_gold"]
+        else {}
+    )
+
+
+def report_settings():
+    """The settings that change numbers (hieval.config.report_settings) as a JSON string."""
+    options = {name: spec.options() for name, spec in MODELS.items()}
+    return json.dumps(run_settings(config, options), sort_keys=True)

@@ -52,3 +52,29 @@ rule normalize_predictions:
         threshold=config["threshold"],
     script:
         "../../scripts/normalize_labels.py"
+
+
+rule normalize_train_gold:
+    input:
+        labels=config["train_gold"] or [],
+        levels=LEVELS,
+    output:
+        labels="results/inputs/train_gold.parquet",
+        record="results/inputs/train_gold.json",
+    log:
+        "logs/inputs/train_gold.log",
+    conda:
+        "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
+    params:
+        hieval=HIEVAL_CODE,
+        name="train_gold",
+        role="gold",
+        options=gold_options(),
+        unknown_codes=config["unknown_codes"],
+        unknown_docs=config["unknown_docs"],
+        threshold=config["threshold"],
+    script:
+        "../../scripts/normalize_labels.py"

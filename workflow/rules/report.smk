@@ -3,6 +3,7 @@
 
 localrules:
     report,
+    publish,
     paper_table1,
 
 
@@ -45,3 +46,50 @@ rule paper_table1:
         hieval=HIEVAL_CODE,
     script:
         "../../scripts/paper_table1.py"
+
+
+rule publish:
+    input:
+        unpack(train_gold_input),
+        tidy="results/report/metrics.parquet",
+        nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
+        records=[
+            "results/inputs/gold.json",
+            *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
+        ],
+        levels=LEVELS,
+    output:
+        html=report(
+            "results/report/report.html",
+            caption="../report/report_html.rst",
+            category="Report",
+        ),
+        tex=report(
+            "results/report/tables.tex",
+            caption="../report/tables.rst",
+            category="Tables",
+        ),
+        markdown=report(
+            "results/report/tables.md",
+            caption="../report/tables.rst",
+            category="Tables",
+        ),
+        figures=report(
+            directory("results/report/figures"),
+            patterns=["{name}.svg"],
+            caption="../report/figures.rst",
+            category="Figures",
+        ),
+    log:
+        "logs/report/publish.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
+        models=MODEL_NAMES,
+        max_level=config["max_level"],
+        hierarchy=hierarchy_label(),
+        settings=report_settings(),
+        history=HISTORY,
+    script:
+        "../../scripts/publish.py"

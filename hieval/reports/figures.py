@@ -1,0 +1,124 @@
+"""Figures for the HTML report, drawn with matplotlib and returned as inline SVG text.
+
+The SVG is made reproducible (fixed hash salt, no date), so a report regenerates bit for bit;
+text stays text (``svg.fonttype: none``), so the figures are small and searchable.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+
+from hieval.metrics.registry import FAMILY_TITLES
+
+_STYLE = {
+    "svg.hashsalt": "hieval",
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def _svg(fig) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]  # inline: no XML declaration or doctype
+    # matplotlib's RDF metadata block names its web site; an inline figure needs none of it.
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def per_level(tidy: pl.DataFrame, *, levels: tuple[str, ...], models: list[str]) -> str:
+    """Micro P, R and F1 per level, set-based beside CoPHE, one line per model."""
+    micro = tidy.filter(pl.col("average") == "micro")
+    values = {
+        (r["model"], r["family"], r["level"], r["metric"]): r["value"]
+        for r in micro.iter_rows(named=True)
+    }
+    with plt.rc_context(_STYLE):
+        fig, axes = plt.subplots(3, 2, figsize=(8, 7), sharex=True, sharey="row")
+        x = np.arange(len(levels))
+        for col, family in enumerate(("set", "cophe")):
+            for row, (metric, label) in enumerate(
+                (("precision", "precision"), ("recall", "recall"), ("f1", "F1"))
+            ):
+                ax = axes[row][col]
+                for model in models:
+                    y = [values.get((model, family, level, metric), np.nan) for level in levels]
+                    ax.plot(x, y, marker="o", label=model)
+                ax.set_ylim(0, 1)
+                ax.grid(axis="y", alpha=0.3)
+                if row == 0:
+                    ax.set_title(FAMILY_TITLES[family])
+                if col == 0:
+                    ax.set_ylabel(f"micro {label}")
+                if row == 2:
+                    ax.set_xticks(x, levels)
+                    ax.set_xlabel("level (deepest first)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        fig.legend(handles, labels, loc="lower center", ncols=min(len(models), 4), frameon=False)
+        return _svg(fig)
+
+
+def disagreement_heatmap(
+    counts: pl.DataFrame, *, groups: list[str], models: list[str], titles: dict[str, str]
+) -> str:
+    """CoPHE over-prediction (FP) and under-prediction (FN) per group of codes (rows) and model
+    (columns); ``counts`` has ``model, group, over, under``."""
+    lookup = {(r["model"], r["group"]): r for r in counts.iter_rows(named=True)}
+    with plt.rc_context(_STYLE):
+        fig, axes = plt.subplots(
+            1, 2, figsize=(4 + 1.2 * len(models), 1.5 + 0.28 * len(groups)), sharey=True
+        )
+        for ax, (column, title) in zip(
+            axes,
+            (("over", "over-prediction (FP)"), ("under", "under-prediction (FN)")),
+            strict=True,
+        ):
+            grid = np.array(
+                [[(lookup.get((m, g)) or {}).get(column, 0) for m in models] for g in groups],
+                dtype=float,
+            ).reshape(len(groups), len(models))
+            image = ax.imshow(grid, aspect="auto", cmap="Reds")
+            ax.set_title(title)
+            ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
+            ax.set_yticks(range(len(groups)), [f"{g} {titles.get(g, '')}"[:48] for g in groups])
+            for (i, j), value in np.ndenumerate(grid):
+                ax.text(j, i, f"{int(value):,}", ha="center", va="center", fontsize=7)
+            fig.colorbar(image, ax=ax, shrink=0.6)
+        fig.tight_layout()
+        return _svg(fig)
+
+
+def frequency_bins(rows: pl.DataFrame, *, bins: list[str], models: list[str]) -> str:
+    """Flat micro F1 per training-frequency bin of the codes, one bar per model."""
+    lookup = {(r["model"], r["bin"]): r["f1"] for r in rows.iter_rows(named=True)}
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        width = 0.8 / max(len(models), 1)
+        x = np.arange(len(bins))
+        for i, model in enumerate(models):
+            ax.bar(
+                x + i * width,
+                [lookup.get((model, b), np.nan) for b in bins],
+                width,
+                label=model,
+            )
+        ax.set_xticks(x + width * (len(models) - 1) / 2, bins)
+        ax.set_xlabel("occurrences of the code in the training gold")
+        ax.set_ylabel("flat micro F1")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8, frameon=False, ncols=2)
+        fig.tight_layout()
+        return _svg(fig)

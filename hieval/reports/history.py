@@ -1,0 +1,91 @@
+"""The history of a zoo evaluated on a schedule: one row per model and headline metric per
+distinct evaluation, in ``results/history/evaluations.parquet``.
+
+An evaluation is keyed by the sha256 of the gold and of the model's input files, a hash of the
+settings that change numbers (the model's reading options and the run's metric settings) and
+hieval's version. A row is appended only when its key is new, so a rerun on unchanged inputs
+adds nothing, and a model whose threshold changed gets new rows while the others do not. The
+file lives outside Snakemake's outputs on purpose: it accumulates across runs, and a declared
+output would be deleted before each run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from hieval import paths
+from hieval.inputs import write_parquet
+from hieval.metrics.registry import BY_PAPER, paper_level
+
+#: The headline metrics kept per evaluation (paper names of the registry).
+HEADLINE = ("F-flat", "F-set", "F-CoPHE", "ICM", "EB-F")
+SCHEMA = {
+    "timestamp": pl.String,
+    "model": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "gold_sha256": pl.String,
+    "inputs_sha256": pl.String,
+    "settings_sha256": pl.String,
+    "hieval_version": pl.String,
+    "key": pl.String,
+}
+
+
+def digest(value) -> str:
+    """sha256 of a JSON-able value, keys sorted (so dict order never changes a key)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def history_rows(
+    tidy: pl.DataFrame,
+    *,
+    records: list[dict],
+    settings: dict,
+    version: str,
+    timestamp: str | None = None,
+) -> pl.DataFrame:
+    """This run's rows: per model, its headline metrics and the evaluation's key.
+
+    ``settings`` holds ``run`` (settings shared by every model) and ``models`` (each model's
+    own reading options); ``records`` the input records (gold first, then the models).
+    """
+    by_name = {r["name"]: r for r in records}
+    gold = by_name["gold"]["sha256"]
+    when = timestamp or datetime.now(UTC).isoformat(timespec="seconds")
+    values = {
+        (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
+        for r in tidy.iter_rows(named=True)
+    }
+    rows = []
+    for model in dict.fromkeys(tidy["model"].to_list()):
+        record = by_name.get(model, {})
+        inputs = record.get("sha256", "")
+        settings_sha = digest(
+            {"run": settings.get("run"), "model": settings.get("models", {}).get(model)}
+        )
+        key = digest([gold, inputs, settings_sha, version])
+        for name in HEADLINE:
+            metric = BY_PAPER[name]
+            value = values.get(
+                (model, metric.family, paper_level(metric), metric.average, metric.metric)
+            )
+            if value is not None:
+                rows.append((when, model, name, value, gold, inputs, settings_sha, version, key))
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
+    """Add the rows whose key is new to the history at ``path``; return the whole history."""
+    path = Path(path)
+    old = paths.read_parquet(path) if path.exists() else pl.DataFrame(schema=SCHEMA)
+    new = rows.filter(~pl.col("key").is_in(old["key"].implode()))
+    history = pl.concat([old, new]) if new.height else old
+    if new.height or not path.exists():
+        write_parquet(history, path)
+    return history

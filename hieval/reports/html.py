@@ -1,0 +1,443 @@
+"""The HTML report: one self-contained file (inline CSS, inline SVG figures, a few lines of
+inline script to sort tables), readable offline on a laptop screen.
+
+Everything shown comes from files the run wrote: the tidy table, each model's per-node CoPHE
+counts, the level table (titles, which chapter a block is in), the input records (sha256 of
+every input, what normalisation did) and the run's settings — so each number is traceable to
+its inputs. No timestamp is written, so a rerun on the same inputs gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL, SPLIT_FAMILIES, SUITE, paper_level
+from hieval.reports import figures
+
+#: The columns of the leaderboard: (heading, family, level, average, metric).
+LEADERBOARD = (
+    ("Flat P", "flat", LEAF, "micro", "precision"),
+    ("Flat R", "flat", LEAF, "micro", "recall"),
+    ("Flat F1", "flat", LEAF, "micro", "f1"),
+    ("Flat macro F1", "flat", LEAF, "macro", "f1"),
+    ("Set P", "set", OVERALL, "micro", "precision"),
+    ("Set R", "set", OVERALL, "micro", "recall"),
+    ("Set F1", "set", OVERALL, "micro", "f1"),
+    ("CoPHE P", "cophe", OVERALL, "micro", "precision"),
+    ("CoPHE R", "cophe", OVERALL, "micro", "recall"),
+    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
+    ("CoPHE macro F1", "cophe", OVERALL, "macro", "f1"),
+    ("ICM", "icm", OVERALL, "mean", "icm"),
+    ("ICM-Norm", "icm", OVERALL, "mean", "icm_norm"),
+)
+#: Levels whose nodes are code families (categories), where over- and under-prediction is
+#: read most easily; other trees use the level above their deepest.
+FAMILY_LEVELS = ("e0", "category")
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222}
+main{max-width:1200px;margin:0 auto;padding:1rem 1.5rem 3rem}
+h1{font-size:1.6rem;margin:.5rem 0}h2{font-size:1.25rem;margin-top:2rem;
+border-bottom:1px solid #ddd;padding-bottom:.2rem}h3{font-size:1.05rem}
+.scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
+th,td{padding:.25rem .55rem;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}td.text{text-align:left;white-space:normal}
+th{background:#f6f6f6;position:sticky;top:0}th.sortable{cursor:pointer}
+th.sortable:after{content:" \\2195";color:#aaa}td.best{font-weight:700}
+.note{color:#555;font-size:13px}code{font-size:12px}
+figure{margin:.5rem 0}figure svg{max-width:100%;height:auto}
+details{margin:.5rem 0}pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:12px}
+"""
+
+_SORT_JS = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  table.querySelectorAll("th").forEach(function (th, index) {
+    th.classList.add("sortable");
+    th.addEventListener("click", function () {
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      var up = th.dataset.order !== "asc";
+      th.dataset.order = up ? "asc" : "desc";
+      rows.sort(function (a, b) {
+        var x = a.cells[index].dataset.value || a.cells[index].textContent;
+        var y = b.cells[index].dataset.value || b.cells[index].textContent;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+        return up ? c : -c;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+"""
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the report is made of (all read from files the run wrote)."""
+
+    tidy: pl.DataFrame
+    nodes: dict[str, pl.DataFrame]  # per model: the CoPHE node report (hieval.report.node_report)
+    levels_frame: pl.DataFrame  # the level table (titles, ancestors per level)
+    levels: tuple[str, ...]  # evaluated levels, deepest first
+    all_levels: tuple[str, ...]  # every level of the tree, ending with the root
+    models: list[str]
+    records: list[dict]  # input records (hieval.inputs.InputRecord as dicts)
+    hierarchy: str
+    version: str
+    settings: dict = field(default_factory=dict)
+    intervals: pl.DataFrame | None = None  # model, family, level, average, metric, low, high
+    frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
+    history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
+
+
+def _esc(value) -> str:
+    return html.escape(str(value))
+
+
+def _num(value: float | None, digits: int = 1, percent: bool = True) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:.{digits}f}" if percent else f"{value:.4g}"
+
+
+def _table(headers: list[str], rows: list[list[str]], *, sortable: bool = False) -> str:
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(cells) + "</tr>" for cells in rows)
+    cls = ' class="sortable"' if sortable else ""
+    return (
+        f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def _values(tidy: pl.DataFrame) -> dict[tuple, float]:
+    return {
+        (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
+        for r in tidy.iter_rows(named=True)
+    }
+
+
+def _leaderboard(inputs: ReportInputs) -> str:
+    values = _values(inputs.tidy)
+    intervals = {}
+    if inputs.intervals is not None:
+        for r in inputs.intervals.iter_rows(named=True):
+            key = (r["model"], r["family"], r["level"], r["average"], r["metric"])
+            intervals[key] = (r["low"], r["high"])
+    records = {r["name"]: r for r in inputs.records}
+    columns = [c for c in LEADERBOARD if any((m, *c[1:]) in values for m in inputs.models)]
+    best = {}
+    for _, *key in columns:
+        present = [values[(m, *key)] for m in inputs.models if (m, *key) in values]
+        best[tuple(key)] = max(present) if present else None
+    rows = []
+    for model in inputs.models:
+        record = records.get(model, {})
+        cells = [
+            f"<td>{_esc(model)}</td>",
+            f'<td data-value="{record.get("documents", "")}">{record.get("documents", "–"):,}</td>'
+            if isinstance(record.get("documents"), int)
+            else "<td>–</td>",
+            f'<td data-value="{record.get("labels", "")}">{record.get("labels", "–"):,}</td>'
+            if isinstance(record.get("labels"), int)
+            else "<td>–</td>",
+        ]
+        for _, *key in columns:
+            value = values.get((model, *key))
+            percent = key[0] != "icm"
+            text = _num(value, percent=percent)
+            if (model, *key) in intervals:
+                low, high = intervals[(model, *key)]
+                text += (
+                    f' <span class="note">[{_num(low, percent=percent)}, '
+                    f"{_num(high, percent=percent)}]</span>"
+                )
+            cls = ' class="best"' if value is not None and value == best[tuple(key)] else ""
+            data = "" if value is None else f' data-value="{value!r}"'
+            cells.append(f"<td{cls}{data}>{text}</td>")
+        rows.append(cells)
+    headers = ["Model", "Documents", "Labels", *(c[0] for c in columns)]
+    note = (
+        "<p class='note'>Micro averages unless named macro; P, R, F1 in %, ICM in bits. "
+        "Bold: best of the column. Click a heading to sort."
+        + (" Brackets: bootstrap intervals." if intervals else "")
+        + "</p>"
+    )
+    return "<h2 id='leaderboard'>Leaderboard</h2>" + note + _table(headers, rows, sortable=True)
+
+
+def _suite(inputs: ReportInputs) -> str:
+    values = _values(inputs.tidy)
+    present = [
+        m
+        for m in SUITE
+        if any(
+            (model, m.family, paper_level(m), m.average, m.metric) in values
+            for model in inputs.models
+        )
+    ]
+    if not present:
+        return ""
+    rows = [
+        [f"<td>{_esc(model)}</td>"]
+        + [
+            f"<td>{_num(values.get((model, m.family, paper_level(m), m.average, m.metric)), percent=False)}</td>"  # noqa: E501
+            for m in present
+        ]
+        for model in inputs.models
+    ]
+    formulas = "".join(
+        f"<li><b>{_esc(m.paper)}</b> ({'higher' if m.higher_is_better else 'lower'} is better): "
+        f"{_esc(m.formula)}</li>"
+        for m in present
+    )
+    return (
+        "<h2 id='icm'>ICM and the comparison metrics</h2>"
+        + _table(["Model", *(_esc(m.paper) for m in present)], rows, sortable=True)
+        + f"<details><summary>Definitions</summary><ul>{formulas}</ul></details>"
+    )
+
+
+def _kinds(inputs: ReportInputs) -> str:
+    values = _values(inputs.tidy)
+    families = [f for f in SPLIT_FAMILIES if f.split("_")[0] in ("flat", "cophe")]
+    if not any(k[1] in families for k in values):
+        return ""
+    headers = ["Model"]
+    keys = []
+    for family in families:
+        base, kind = family.split("_")
+        level = LEAF if base == "flat" else OVERALL
+        for metric, short in (("precision", "P"), ("recall", "R"), ("f1", "F1")):
+            headers.append(f"{FAMILY_TITLES[base]} {kind} {short}")
+            keys.append((family, level, "micro", metric))
+    rows = [
+        [f"<td>{_esc(model)}</td>"] + [f"<td>{_num(values.get((model, *k)))}</td>" for k in keys]
+        for model in inputs.models
+    ]
+    return "<h2 id='kinds'>Diagnoses and procedures</h2>" + _table(headers, rows, sortable=True)
+
+
+def _family_level(inputs: ReportInputs) -> str:
+    for level in FAMILY_LEVELS:
+        if level in inputs.levels:
+            return level
+    return inputs.levels[min(1, len(inputs.levels) - 1)]
+
+
+def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+    frame = inputs.levels_frame
+    titles = dict(zip(frame["code"].to_list(), frame["title"].fill_null("").to_list(), strict=True))
+    top_level = inputs.all_levels[-2]  # the level just below the root (chapters)
+    block_level = inputs.levels[-1]  # the highest evaluated level (max_level)
+    parts = ["<h2 id='errors'>Where each model goes wrong (CoPHE)</h2>"]
+    # Over- and under-prediction at the highest evaluated level, summed per top-level group.
+    if top_level in frame.columns or top_level == block_level:
+        group_of = (
+            frame.select(pl.col("code").alias("node"), pl.col(top_level).alias("group"))
+            if top_level in frame.columns
+            else frame.select(pl.col("code").alias("node"), pl.col("code").alias("group"))
+        )
+        counts = pl.concat(
+            [
+                nodes.filter(pl.col("level") == block_level)
+                .join(group_of, on="node", how="left")
+                .with_columns(pl.col("group").fill_null(pl.col("node")))
+                .group_by("group")
+                .agg(pl.col("over", "under").sum())
+                .with_columns(pl.lit(model).alias("model"))
+                for model, nodes in inputs.nodes.items()
+            ]
+            or [
+                pl.DataFrame(
+                    schema={
+                        "group": pl.String,
+                        "over": pl.Int64,
+                        "under": pl.Int64,
+                        "model": pl.String,
+                    }
+                )
+            ]
+        )
+        groups = (
+            counts.group_by("group")
+            .agg((pl.col("over") + pl.col("under")).sum().alias("total"))
+            .sort(["total", "group"], descending=[True, False])
+            .head(25)["group"]
+            .to_list()
+        )
+        if groups:
+            parts.append(
+                f"<p class='note'>CoPHE false positives (over) and false negatives (under) at "
+                f"level <code>{_esc(block_level)}</code>, summed per <code>{_esc(top_level)}"
+                "</code>; the 25 groups with most disagreement.</p>"
+            )
+            svg = figures.disagreement_heatmap(
+                counts, groups=groups, models=inputs.models, titles=titles
+            )
+            drawn["disagreement"] = svg
+            parts.append(f"<figure>{svg}</figure>")
+    level = _family_level(inputs)
+    parent = inputs.levels[inputs.levels.index(level) + 1] if level != inputs.levels[-1] else None
+    context = {}
+    if parent is not None and parent in frame.columns:
+        # Categories often have no title of their own: name the block they are in instead.
+        context = dict(
+            zip(
+                frame["code"].to_list(),
+                [titles.get(p or "", "") for p in frame[parent].to_list()],
+                strict=True,
+            )
+        )
+    for model in inputs.models:
+        nodes = inputs.nodes.get(model)
+        if nodes is None:
+            continue
+        at_level = nodes.filter(pl.col("level") == level)
+        rows = []
+        for column, label in (("over", "over-predicted"), ("under", "under-predicted")):
+            top = (
+                at_level.filter(pl.col(column) > 0)
+                .sort([column, "node"], descending=[True, False])
+                .head(8)
+            )
+            for r in top.iter_rows(named=True):
+                rows.append(
+                    [
+                        f"<td>{label}</td>",
+                        f"<td>{_esc(r['node'])}</td>",
+                        f"<td class='text'>{_describe(r['node'], r['title'], context)}</td>",
+                        f"<td>{r[column]:,}</td>",
+                        f"<td>{r['n_gold']:,}</td>",
+                        f"<td>{r['n_pred']:,}</td>",
+                    ]
+                )
+        if rows:
+            parts.append(
+                f"<h3>{_esc(model)}: families (level <code>{_esc(level)}</code>) most "
+                "over- and under-predicted</h3>"
+                + _table(["", "Node", "Title", "FP or FN", "Gold leaves", "Predicted leaves"], rows)
+            )
+    return "".join(parts)
+
+
+def _describe(node: str, title: str | None, context: dict[str, str]) -> str:
+    if title:
+        return _esc(title)
+    block = context.get(node)
+    return f"<span class='note'>in: {_esc(block)}</span>" if block else ""
+
+
+def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+    if inputs.frequency_bins is None or inputs.frequency_bins.is_empty():
+        return ""
+    bins = list(dict.fromkeys(inputs.frequency_bins["bin"].to_list()))
+    svg = figures.frequency_bins(inputs.frequency_bins, bins=bins, models=inputs.models)
+    drawn["frequency"] = svg
+    lookup = {(r["model"], r["bin"]): r for r in inputs.frequency_bins.iter_rows(named=True)}
+    rows = [
+        [f"<td>{_esc(model)}</td>"]
+        + [f"<td>{_num((lookup.get((model, b)) or {}).get('f1'))}</td>" for b in bins]
+        for model in inputs.models
+    ]
+    codes = {r["bin"]: r["codes"] for r in inputs.frequency_bins.iter_rows(named=True)}
+    return (
+        "<h2 id='frequency'>Rare and frequent codes</h2><p class='note'>Flat micro F1 over the "
+        "codes of each training-frequency bin (gold or predicted codes of the test set; codes "
+        "per bin: " + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins) + ").</p>"
+        f"<figure>{svg}</figure>" + _table(["Model", *map(_esc, bins)], rows)
+    )
+
+
+def _history(inputs: ReportInputs) -> str:
+    """Each model's headline metrics over its evaluations, when it has more than one."""
+    if inputs.history is None or inputs.history.is_empty():
+        return ""
+    parts = []
+    for model in inputs.models:
+        mine = inputs.history.filter(pl.col("model") == model)
+        if mine["key"].n_unique() < 2:
+            continue
+        wide = mine.pivot(
+            on="metric", index=["timestamp", "key"], values="value", aggregate_function="first"
+        ).sort("timestamp")
+        metrics = [c for c in wide.columns if c not in ("timestamp", "key")]
+        rows = [
+            [f"<td>{_esc(r['timestamp'])}</td>", f"<td><code>{_esc(r['key'][:10])}</code></td>"]
+            + [f"<td>{_num(r[m], percent=m not in ('ICM',))}</td>" for m in metrics]
+            for r in wide.iter_rows(named=True)
+        ]
+        parts.append(f"<h3>{_esc(model)}</h3>" + _table(["When", "Key", *metrics], rows))
+    if not parts:
+        return ""
+    return (
+        "<h2 id='history'>History</h2><p class='note'>Each evaluation with new inputs, settings "
+        "or hieval version (key: a hash of them), oldest first.</p>" + "".join(parts)
+    )
+
+
+def _provenance(inputs: ReportInputs) -> str:
+    rows = []
+    for r in inputs.records:
+        selection = []
+        if r.get("below_threshold"):
+            selection.append(f"{r['below_threshold']:,} below the threshold")
+        if r.get("outside_top_k"):
+            selection.append(f"{r['outside_top_k']:,} outside the top k")
+        rows.append(
+            [
+                f"<td>{_esc(r['name'])}</td>",
+                f"<td class='text'><code>{_esc(r['path'])}</code></td>",
+                f"<td class='text'><code>{_esc(r['sha256'])}</code></td>",
+                f"<td>{_esc(r.get('format', ''))}</td>",
+                f"<td>{r.get('rows', 0):,}</td>",
+                f"<td>{r.get('documents', 0):,}</td>",
+                f"<td>{r.get('labels', 0):,}</td>",
+                f"<td class='text'>{_esc('; '.join(selection) or '–')}</td>",
+            ]
+        )
+    settings = json.dumps(inputs.settings, indent=2, sort_keys=True, default=str)
+    return (
+        "<h2 id='provenance'>Provenance</h2>"
+        f"<p>hieval {_esc(inputs.version)}; hierarchy: {_esc(inputs.hierarchy)}; levels "
+        f"evaluated: {_esc(', '.join(inputs.levels))}.</p>"
+        + _table(
+            ["Input", "Path", "sha256", "Format", "Rows", "Documents", "Labels", "Removed"],
+            rows,
+        )
+        + f"<details><summary>Settings</summary><pre>{_esc(settings)}</pre></details>"
+    )
+
+
+def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
+    """The whole report as one HTML document, and its figures by name (SVG text) for those
+    who want them as files."""
+    drawn = {
+        "per_level": figures.per_level(inputs.tidy, levels=inputs.levels, models=inputs.models)
+    }
+    sections = [
+        _leaderboard(inputs),
+        "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 at each "
+        "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
+        f"<figure>{drawn['per_level']}</figure>",
+        _where_wrong(inputs, drawn),
+        _frequency(inputs, drawn),
+        _suite(inputs),
+        _kinds(inputs),
+        _history(inputs),
+        _provenance(inputs),
+    ]
+    page = (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>hieval report</title><style>{_CSS}</style></head><body><main>"
+        f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s); hierarchy: "
+        f"{_esc(inputs.hierarchy)}.</p>" + "".join(s for s in sections if s) + "</main>"
+        f"<script>{_SORT_JS}</script></body></html>\n"
+    )
+    return page, drawn
