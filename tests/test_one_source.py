@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from hieval import cli
-from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
+from hieval.codes import CODE_TYPES
+from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.config import validate_config
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.experiments.demo import make_demo
@@ -176,7 +177,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 #: The library's layers, bottom-up, as the README's layout map draws them.
 LAYERS = (
     ("errors", "atomic", "paths", "codes", "data"),
-    ("hierarchy", "icd10"),
+    ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs"),
     ("engine",),
     ("metrics",),
