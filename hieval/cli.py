@@ -16,7 +16,8 @@ from rich.console import Console
 
 from hieval import __version__
 from hieval.atomic import staged_folder
-from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
+from hieval.codes import CODE_TYPES
+from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import check_model_name, gold_options, icm_params, report_settings
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
@@ -132,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--gold",
         required=True,
+        action="append",
         type=Path,
-        help="gold labels, long format doc_id,code (Parquet, CSV or TSV)",
+        help="gold labels, long format doc_id,code (Parquet, CSV or TSV) or another gold format; "
+        "repeat to pool several files (MIMIC-IV diagnoses_icd.csv.gz and procedures_icd.csv.gz)",
     )
     ev.add_argument(
         "--pred",
@@ -155,14 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--max-level",
         default=DEFAULT_MAX_LEVEL,
-        help="highest level evaluated; `overall` pools the levels up to it "
-        f"(default: {DEFAULT_MAX_LEVEL}, as in the CoPHE paper)",
+        help="highest level evaluated; `overall` pools the levels up to it (default: the code "
+        f"system's: {SYSTEMS['icd9'].default_max_level} for ICD-9, as in the CoPHE paper; "
+        f"{SYSTEMS['icd10'].default_max_level} for ICD-10; the highest level below the root "
+        "for your own tree)",
     )
     ev.add_argument(
         "--unknown-codes",
         choices=UNKNOWN_CODE_POLICIES,
         default=DEFAULT_UNKNOWN_CODES,
-        help="codes not in the hierarchy: error, place by syntax (default), or drop",
+        help="codes not in the hierarchy: error, place by ICD syntax, or drop (default: place "
+        "for ICD-9 and ICD-10, error for your own tree, where place is refused)",
     )
     ev.add_argument(
         "--unknown-docs",
@@ -288,9 +294,10 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
         "--hierarchy",
         default="package",
         metavar="SOURCE_OR_FILE",
-        help="package (ICD-9-CM v32, offline; default), cms or cophe (pinned downloads), or the "
-        "path of your own tree: a child,parent edge list (.csv/.tsv/.parquet) or a CoPHE-style "
-        ".json",
+        help="package (ICD-9-CM v32, offline; default), cms or cophe (pinned downloads), icd10 "
+        "(ICD-10-CM and ICD-10-PCS, offline, built once into the cache), or the path of your own "
+        "tree, labels read verbatim: a child,parent edge list (.csv/.tsv/.parquet) or a "
+        "CoPHE-style .json",
     )
     parser.add_argument(
         "--hierarchy-sha256",
@@ -302,13 +309,14 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
         "--cache",
         type=Path,
         default=Path("resources"),
-        help="folder for downloaded hierarchy sources (default: resources)",
+        help="folder for downloaded hierarchy sources and the built ICD-10 tree "
+        "(default: resources)",
     )
 
 
 def hierarchy_config(args: argparse.Namespace) -> dict:
     """``--hierarchy`` and ``--hierarchy-sha256`` as the config's ``hierarchy`` section."""
-    known = args.hierarchy in ("package", *DOWNLOADS)
+    known = args.hierarchy in ("package", "icd10", *DOWNLOADS)
     return {
         "source": args.hierarchy if known else "file",
         "path": None if known else args.hierarchy,
@@ -343,6 +351,7 @@ def _hierarchy(
         ancestors_out=ancestors,
         sha256=hierarchy["sha256"],
         max_level=max_level,
+        cache_dir=args.cache / "hierarchy" / "icd10",
     )
     return levels, ancestors, describe(source, path)
 
@@ -406,7 +415,7 @@ def config_from_args(args: argparse.Namespace) -> dict:
     gold_file = dict(args.per_file.get("gold", {}))
     return {
         "hierarchy": hierarchy_config(args),
-        "gold": str(args.gold),
+        "gold": str(args.gold[0]) if len(args.gold) == 1 else [str(g) for g in args.gold],
         "train_gold": str(args.train_gold) if args.train_gold else None,
         "gold_format": gold_file.get("format", "auto"),
         "gold_code_list": gold_file.get("code_list"),

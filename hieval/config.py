@@ -27,9 +27,11 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from hieval.codes import ICD9_LEVELS
+from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
+from hieval.icd10 import ICD10_LEVELS
 from hieval.inputs import LabelOptions
 from hieval.resources import memory_limit_problem
 
@@ -47,8 +49,13 @@ RESERVED_MODEL_NAMES = ("gold",)
 #: wildcard (``p{model}.csv`` would read ``pm.csv``), so a path with a brace is refused.
 LITERAL_PATH_PATTERN = "^[^{}]*$"
 
-#: Hierarchy sources whose levels are known without building them (ICD-9's levels).
-_ICD9_SOURCES = ("package", "cms", "cophe")
+#: Hierarchy sources whose levels are known without building them.
+_SOURCE_LEVELS = {
+    "package": ("ICD-9", ICD9_LEVELS),
+    "cms": ("ICD-9", ICD9_LEVELS),
+    "cophe": ("ICD-9", ICD9_LEVELS),
+    "icd10": ("ICD-10", ICD10_LEVELS),
+}
 
 
 def gold_options(config: dict) -> LabelOptions:
@@ -139,6 +146,11 @@ def _message(error: jsonschema.ValidationError) -> str:
             f"path {value!r} contains {{ or }}, which Snakemake would expand as a wildcard; "
             "rename the file or folder without braces"
         )
+    if error.validator == "oneOf":
+        return f"{value!r} is neither a path nor a list of paths"
+    if error.validator == "enum" and None in error.validator_value:
+        # a null choice means "the default": users pick among the named ones
+        return f"{value!r} is not one of {[v for v in error.validator_value if v is not None]}"
     if error.validator == "pattern" and error.validator_value == MODEL_NAME_PATTERN:
         try:
             check_model_name(value)
@@ -151,9 +163,24 @@ def _key(path) -> str:
     return ".".join(str(part) for part in path)
 
 
+def _branch_errors(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """A ``oneOf`` of a string and a list of strings (``gold``) reported as the branch the
+    value meant: the string's own problem, or each bad item's, not "valid under none"."""
+    if error.validator != "oneOf" or not error.context:
+        return [error]
+    if not isinstance(error.instance, str | list):
+        return [error]
+    branch = 0 if isinstance(error.instance, str) else 1
+    chosen = [e for e in error.context if e.relative_schema_path[0] == branch]
+    return chosen or [error]
+
+
 def _schema_problems(validator, instance: dict) -> Iterator[str]:
     """One line per violation, naming the key path (unknown keys one by one)."""
-    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
+    errors = sorted(
+        (e for error in validator.iter_errors(instance) for e in _branch_errors(error)),
+        key=lambda e: [str(p) for p in e.path],
+    )
     for error in errors:
         where = _key(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -176,23 +203,34 @@ def _schema_problems(validator, instance: dict) -> Iterator[str]:
 def _max_level_problem(config: dict) -> str | None:
     """A ``max_level`` that the hierarchy surely lacks, from what is known before building it.
 
-    ICD-9 sources (and CoPHE-style ``.json`` trees) have ICD-9's levels; an edge-list tree has
-    levels ``d1``, ``d2``, ... whose depth is known once it is built (checked then, in the
-    ``build_levels`` job, before any file is normalised).
+    ICD-9 sources have ICD-9's levels, ``icd10`` ICD-10's; an edge-list tree has levels ``d1``,
+    ``d2``, ... whose depth is known once it is built (checked then, in the ``build_levels``
+    job, before any file is normalised); a CoPHE-style ``.json`` tree has ICD-9's names (four
+    parents) or depth names. Unset (null), it is the code system's default, always a level.
     """
     hierarchy, max_level = config["hierarchy"], config["max_level"]
     source, path = hierarchy["source"], hierarchy.get("path")
-    if source == "file" and not path:
-        return None  # reported as a missing hierarchy.path
-    if source in _ICD9_SOURCES or Path(path).suffix == ".json":
+    if max_level is None or (source == "file" and not path):
+        return None  # a missing hierarchy.path is reported on its own
+    if source in _SOURCE_LEVELS:
+        system, levels = _SOURCE_LEVELS[source]
         try:
-            evaluated_levels(ICD9_LEVELS, max_level)
+            evaluated_levels(levels, max_level)
         except ConfigError:
             return (
-                f"config key 'max_level': {max_level!r} is not a level of the ICD-9 hierarchy "
-                f"(hierarchy.source {source}); choose one of {', '.join(ICD9_LEVELS[:-1])}"
+                f"config key 'max_level': {max_level!r} is not a level of the {system} "
+                f"hierarchy (hierarchy.source {source}); choose one of {', '.join(levels[:-1])}"
             )
-    elif not re.fullmatch(r"d[1-9][0-9]*", max_level):
+        return None
+    depth_name = re.fullmatch(r"d[1-9][0-9]*", max_level)
+    if Path(path).suffix == ".json":
+        if not depth_name and max_level not in ICD9_LEVELS[:-1]:
+            return (
+                f"config key 'max_level': {max_level!r} is not a level of a CoPHE-style JSON "
+                f"tree, whose levels are {', '.join(ICD9_LEVELS[:-1])} (four parents per entry) "
+                "or d1 (just below the root), d2, ... (any other number)"
+            )
+    elif not depth_name:
         return (
             f"config key 'max_level': {max_level!r} is not a level of an edge-list tree, whose "
             "levels are d1 (children of the root), d2, ...; choose one of those"
@@ -219,6 +257,14 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
             problems.append(f"config key 'engine.memory_limit': {problem}")
         if problem := _max_level_problem(config):
             problems.append(problem)
+        system = for_source(hierarchy["source"])
+        if config["unknown_codes"] == PLACE and not system.can_place:
+            problems.append(
+                "config key 'unknown_codes': place puts a code where its ICD syntax says, but "
+                f"your own tree (hierarchy.source {hierarchy['source']}) is read verbatim: "
+                "labels are node names, with no syntax; set unknown_codes to error (the "
+                "default for your own tree) or drop"
+            )
     if problems:
         raise ConfigError("\n".join(problems))
     return config

@@ -11,6 +11,7 @@ document with no labels: it is kept with a null code, so the document still coun
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable
@@ -20,11 +21,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from hieval import codesystem
 from hieval.atomic import atomic_path
-from hieval.codes import CODE_TYPES, ICD9_LEVELS, IcdCode, kind_of_dotted, parse_code
+from hieval.codes import CODE_TYPES
+from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview
-from hieval.formats import GOLD, PREDICTIONS, Extras, locate, open_source, read_error
-from hieval.hierarchy.icd9 import icd9_nodes
+from hieval.formats import GOLD, PREDICTIONS, Extras, locate, mimic4, open_source, read_error
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.paths import duckdb_path
@@ -35,7 +37,8 @@ log = logging.getLogger(__name__)
 DEFAULT_THRESHOLD = 0.5
 ROLES = (GOLD, PREDICTIONS)
 UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
-DEFAULT_UNKNOWN_CODES = "place"
+#: None: the code system's default (``place`` for ICD-9 and ICD-10, ``error`` for your own tree).
+DEFAULT_UNKNOWN_CODES = None
 UNKNOWN_DOC_POLICIES = ("error", "drop")
 DEFAULT_UNKNOWN_DOCS = "error"
 CODE_FORMATS = ("auto", "dotted", "undotted")
@@ -89,6 +92,11 @@ class InputRecord:
     unknown_codes: dict[str, int] = field(default_factory=dict)
     unknown_code_policy: str = ""
     unknown_documents_dropped: int = 0
+    code_system: str = ""
+    #: MIMIC-IV tables: rows of the other ``icd_version``, skipped.
+    other_version_rows: int = 0
+    #: A gold pooled from several files: each file's own record (this one sums them).
+    files: list[dict] = field(default_factory=list)
 
     def to_json(self) -> str:
         """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
@@ -111,17 +119,25 @@ def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
 
 
 def _map_codes(
-    raw: pl.DataFrame, fmt: str, default_type: str | None, where, path: Path, name: str
+    raw: pl.DataFrame,
+    fmt: str,
+    default_type: str | None,
+    *,
+    system: CodeSystem,
+    where,
+    path: Path,
+    name: str,
 ) -> pl.DataFrame:
-    """Normalise each distinct (raw code, code_type) once; fail with examples on bad codes.
+    """Normalise each distinct (raw code, code_type) once, as the code system reads codes;
+    fail with examples on bad codes (and say so when they look like the other ICD system).
 
     ``where`` maps rows to their place in the file; it is asked once, for the rows shown.
     """
     mapped, errors = [], []
     for code, ctype, row in raw.iter_rows():
         try:
-            ic = parse_code(code, ctype or default_type, fmt)
-            mapped.append((code, ctype, ic.code, ic.kind))
+            canonical, kind = system.normalize(code, ctype or default_type, fmt)
+            mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
             errors.append((row, code, str(exc)))
     if errors:
@@ -133,6 +149,8 @@ def _map_codes(
                 "\n  these look like label indices (as CAML's LR model writes), not codes; "
                 "map them to codes with the model's label list first"
             )
+        elif mismatch := system.mismatch_hint([code for _row, code, _msg in errors[:50]]):
+            hint = f"\n  {mismatch}"
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
             + "\n  ".join(shown)
@@ -145,30 +163,10 @@ def _map_codes(
 
 
 def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
-    """Ancestor rows for ICD-9 codes missing from the hierarchy, placed where their syntax says.
-
-    Only possible for ICD-9 hierarchies (e1/e0 follow from the code, c/chapter from the range
-    table); for other trees the caller must ``drop`` or reject unknown codes.
-    """
-    codes = sorted(set(codes))
-    if not codes:
-        return pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
-    if table.levels != ICD9_LEVELS:
-        raise CodeError(
-            f"codes not in the hierarchy ({preview(codes)}) cannot be placed by syntax in a "
-            "non-ICD-9 hierarchy; set unknown_codes: drop or error"
-        )
-    nodes, unplaced = icd9_nodes((IcdCode(c, kind_of_dotted(c)), None) for c in codes)
-    if unplaced:
-        raise CodeError(
-            f"codes not in the hierarchy fall in no ICD-9-CM chapter, so they cannot be placed: "
-            f"{preview(unplaced)}; set unknown_codes: drop or fix the codes"
-        )
-    frame = pl.DataFrame(list(nodes.values()), schema=dict.fromkeys(table.frame.columns, pl.String))
-    placed = LevelTable(frame=frame, levels=table.levels, root=table.root).ancestors()
-    # Keep the codes and any ancestor they imply that the hierarchy lacks (so that ICM finds
-    # each placed node's parent); rows of nodes already in the hierarchy would double-count.
-    return placed.filter(~pl.col("code").is_in(table.frame["code"].implode()))
+    """Ancestor rows for codes missing from the hierarchy, placed where their syntax says, as
+    the table's code system places them (ICD-9: e1/e0 from the code, c/chapter from the range
+    table; ICD-10: by prefixes). A user's own tree (``verbatim``) has no syntax: refused."""
+    return codesystem.of_table(table).placed_ancestors(set(codes), table)
 
 
 def normalize_labels(
@@ -179,7 +177,7 @@ def normalize_labels(
     out: str | Path,
     hierarchy: LevelTable,
     options: LabelOptions | None = None,
-    unknown_codes: str = DEFAULT_UNKNOWN_CODES,
+    unknown_codes: str | None = DEFAULT_UNKNOWN_CODES,
     gold_docs: str | Path | None = None,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     default_threshold: float = DEFAULT_THRESHOLD,
@@ -195,6 +193,9 @@ def normalize_labels(
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
     DuckDB straight to Parquet.
+
+    Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
+    ``unknown_codes`` None is that system's default.
     """
     options = options or LabelOptions()
     path = Path(path)
@@ -202,17 +203,29 @@ def normalize_labels(
         raise ConfigError(f"role must be one of {ROLES}, not {role!r}")
     is_gold = role == GOLD
     check_threshold(default_threshold, "default_threshold")
-    if unknown_codes not in UNKNOWN_CODE_POLICIES:
+    if unknown_codes not in (None, *UNKNOWN_CODE_POLICIES):
         raise InputError(
             f"unknown_codes must be one of {UNKNOWN_CODE_POLICIES}, not {unknown_codes!r}"
         )
+    system = codesystem.of_table(hierarchy)
+    try:
+        unknown_codes = system.resolve_unknown_codes(unknown_codes)
+    except CodeError as exc:
+        raise InputError(f"{name}: {exc}") from None
     if options.code_format not in CODE_FORMATS:
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
     con = duckdb.connect(config=duckdb_config or {})
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
-    file_format = open_source(con, path, name, role, fmt=options.format, extras=extras)
+    file_format = open_source(
+        con,
+        path,
+        name,
+        role,
+        fmt=_mimic4_format(path, name, options.format, system),
+        extras=extras,
+    )
     try:
         src = con.sql("SELECT * FROM src LIMIT 0")
         columns = [c.lower() for c in src.columns]
@@ -225,7 +238,10 @@ def normalize_labels(
         sha256=sha256_file(path),
         format=file_format,
         unknown_code_policy=unknown_codes,
+        code_system=system.name,
     )
+    if file_format in _MIMIC4_FORMATS:
+        record.other_version_rows = mimic4.other_version_rows(con, _MIMIC4_FORMATS[file_format])
 
     def where(rows) -> dict[int, str]:
         return locate(path, file_format, name, rows)
@@ -284,7 +300,9 @@ def normalize_labels(
     if fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
     record.code_format = fmt
-    mapping = _map_codes(raw_codes, fmt, options.code_type, where, path, name)
+    mapping = _map_codes(
+        raw_codes, fmt, options.code_type, system=system, where=where, path=path, name=name
+    )
     con.register("mapping", mapping)
     con.execute("""
         CREATE TEMP TABLE labels AS
@@ -341,6 +359,100 @@ def normalize_labels(
     return record
 
 
+_MIMIC4_FORMATS = {f"mimic4_icd{version}": version for version in mimic4.VERSIONS}
+
+
+def _mimic4_format(path: Path, name: str, fmt: str, system: CodeSystem) -> str:
+    """The format to read ``path`` with, given the evaluation's code system.
+
+    MIMIC-IV tables hold ICD-9 and ICD-10 rows; with ``auto``, an ICD evaluation keeps the rows
+    of its own version. A MIMIC-IV format naming the other version is refused: its codes could
+    never match the tree.
+    """
+    version = _MIMIC4_FORMATS.get(fmt)
+    if version is not None and system.mimic4_version not in (None, version):
+        raise InputError(
+            f"{name}: {path} is read as {fmt}, which keeps the ICD-{version} rows, but this "
+            f"evaluation's code system is {system.name} ({system.title}); use the format "
+            f"mimic4_icd{system.mimic4_version}, or an ICD-{version} hierarchy"
+        )
+    if (
+        fmt == "auto"
+        and system.mimic4_version is not None
+        and path.suffix.lower() in (".csv", ".tsv", ".txt", ".gz")
+        and path.is_file()
+        and mimic4.looks_like_mimic4(path, name)
+    ):
+        return f"mimic4_icd{system.mimic4_version}"
+    return fmt
+
+
+def pool_labels(
+    parts: list[tuple[InputRecord, Path]], *, out: str | Path, name: str
+) -> InputRecord:
+    """Pool normalised label tables (one per file, with their records) into ``out``.
+
+    A (document, code) pair in several files counts once, as within a file; a document that is
+    empty in one file but has codes in another is not empty. The pooled record sums the
+    counts, names every file in ``path`` (joined by ``" + "``), takes as ``sha256`` the sha256
+    of the files' ``sha256  path`` lines (as ``sha256sum`` prints them) and keeps each file's
+    own record under ``files``.
+    """
+    records = [record for record, _path in parts]
+    con = duckdb.connect()
+    sources = [duckdb_path(path) for _record, path in parts]
+    con.execute(
+        "CREATE TEMP TABLE pooled AS SELECT doc_id, code FROM read_parquet($paths)",
+        {"paths": sources},
+    )
+    with atomic_path(out) as tmp:
+        con.execute(f"""
+            COPY (SELECT DISTINCT doc_id, code FROM pooled
+                  WHERE code IS NOT NULL
+                     OR doc_id NOT IN (SELECT doc_id FROM pooled WHERE code IS NOT NULL)
+                  ORDER BY doc_id, code NULLS FIRST)
+            TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+    documents, labels = con.execute(
+        "SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL) "
+        "FROM pooled"
+    ).fetchone()
+    unknown: dict[str, int] = {}
+    for record in records:
+        for code, n in record.unknown_codes.items():
+            unknown[code] = unknown.get(code, 0) + n
+    listing = "".join(f"{r.sha256}  {r.path}\n" for r in records)
+
+    def joined(values) -> str:
+        return ", ".join(dict.fromkeys(v for v in values if v))
+
+    pooled = InputRecord(
+        name=name,
+        path=" + ".join(r.path for r in records),
+        sha256=hashlib.sha256(listing.encode()).hexdigest(),
+        format=joined(r.format for r in records),
+        rows=sum(r.rows for r in records),
+        documents=documents,
+        labels=labels,
+        code_format=joined(r.code_format for r in records),
+        # pairs repeated within a file, and pairs in several files
+        duplicates_removed=sum(r.duplicates_removed for r in records)
+        + sum(r.labels for r in records)
+        - labels,
+        below_threshold=sum(r.below_threshold for r in records),
+        outside_top_k=sum(r.outside_top_k for r in records),
+        unknown_codes=dict(sorted(unknown.items())),
+        unknown_code_policy=records[0].unknown_code_policy,
+        unknown_documents_dropped=sum(r.unknown_documents_dropped for r in records),
+        code_system=records[0].code_system,
+        other_version_rows=sum(r.other_version_rows for r in records),
+        files=[asdict(r) for r in records],
+    )
+    log.info(
+        "%s: %d files pooled: %d labels over %d documents", name, len(records), labels, documents
+    )
+    return pooled
+
+
 def _select_by_score(con, record: InputRecord, options: LabelOptions, default: float) -> None:
     """Keep predictions with score >= threshold and/or among the top_k of their document."""
     threshold = options.threshold
@@ -382,9 +494,18 @@ def _apply_unknown_codes(
         return
     listing = preview(sorted(unknown))
     if policy == "error":
+        system = codesystem.of_table(hierarchy)
+        advice = (
+            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+            if system.can_place
+            else "labels must be node names of your tree exactly as written (case included); "
+            "fix them, or set unknown_codes: drop"
+        )
+        mismatch = system.mismatch_hint(sorted(unknown)[:50])
         raise InputError(
             f"{name}: {len(unknown)} code(s) in {path} are not in the hierarchy: {listing}; "
-            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+            + advice
+            + (f"\n  {mismatch}" if mismatch else "")
         )
     if policy == "drop":
         con.execute("DELETE FROM labels WHERE list_contains(?, code)", [list(unknown)])

@@ -15,24 +15,27 @@ import contextlib
 import json
 import logging
 import math
+import shutil
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from hieval import __version__, paths
+from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, write_text
-from hieval.codes import ICD9_LEVELS
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import ROWS_PER_SLICE
 from hieval.errors import HievalError
+from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
+from hieval.hierarchy.icd10 import cached_icd10_table
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
 from hieval.hierarchy.table import (
     LevelTable,
-    level_order,
     read_level_table,
     validate,
     write_level_table,
@@ -44,6 +47,7 @@ from hieval.inputs import (
     LabelOptions,
     normalize_labels,
     placed_ancestors,
+    pool_labels,
     write_parquet,
 )
 from hieval.metrics.tidy import model_rows
@@ -64,6 +68,7 @@ def build_hierarchy(
     ancestors_out: str | Path,
     sha256: str | None = None,
     max_level: str | None = None,
+    cache_dir: str | Path | None = None,
 ) -> LevelTable:
     """Load a hierarchy source, validate it, and write the level and ancestor tables.
 
@@ -72,15 +77,30 @@ def build_hierarchy(
     the CLI alike, instead of being read as a smaller tree. ``max_level``, when given, must be
     one of the hierarchy's levels: a user's tree has its levels known only now, and checking
     here stops the run before any file is normalised.
+
+    The ``icd10`` tree (about 295,000 nodes) is built once into ``cache_dir`` (validated
+    there) and its tables copied from it on every later run; without ``cache_dir`` it is
+    built in memory.
     """
     if path is not None and source in DOWNLOADS:
         check_cached(path, sha256 or DOWNLOADS[source].sha256)
+    if source == ICD10_SOURCE and cache_dir is not None:
+        table, leaves, folder = cached_icd10_table(cache_dir)
+        if max_level is not None:
+            evaluated_levels(table.levels, max_level)
+        for name, out in (("levels.parquet", levels_out), ("ancestors.parquet", ancestors_out)):
+            with atomic_path(out) as tmp:
+                shutil.copyfile(folder / name, tmp)
+        log.info("ICD-10 hierarchy from the cache %s: %d nodes", folder, table.frame.height)
+        return table
     log.info("loading hierarchy source %r%s", source, f" from {path}" if path else "")
     table, leaves = load_source(source, path)
     if max_level is not None:
         evaluated_levels(table.levels, max_level)
     # The published CoPHE graph and users' JSON graphs have known irregularities: warn, not stop.
-    strict = source in ("package", "cms") or (source == "file" and Path(path).suffix != ".json")
+    strict = source in ("package", "cms", ICD10_SOURCE) or (
+        source == "file" and Path(path).suffix != ".json"
+    )
     for warning in validate(table, leaves, strict=strict):
         log.warning("warning: %s", warning)
     write_level_table(table, levels_out, ancestors_out)
@@ -95,7 +115,7 @@ def build_hierarchy(
 
 
 def normalize_file(
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     *,
     name: str,
     role: str,
@@ -103,7 +123,7 @@ def normalize_file(
     record_out: str | Path,
     levels_file: str | Path,
     options: LabelOptions,
-    unknown_codes: str,
+    unknown_codes: str | None,
     gold: str | Path | None = None,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     default_threshold: float = DEFAULT_THRESHOLD,
@@ -111,26 +131,48 @@ def normalize_file(
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold``."""
+    ``gold``.
+
+    ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
+    is read and validated on its own, with the same options, and their rows are pooled, so the
+    record sums them and keeps each file's own record under ``files``.
+    """
     resources = resources or Resources()
-    try:
-        record = normalize_labels(
-            path,
-            name=name,
-            role=role,
-            out=out,
-            hierarchy=read_level_table(levels_file),
-            options=options,
-            unknown_codes=unknown_codes,
-            gold_docs=gold,
-            unknown_docs=unknown_docs,
-            default_threshold=default_threshold,
-            duckdb_config=resources.duckdb_config(),
-        )
-    except (duckdb.OutOfMemoryException, HievalError) as exc:
-        if not _out_of_memory(exc):
-            raise
-        raise HievalError(_memory_advice(name, Path(path), resources.memory_limit)) from None
+    hierarchy = read_level_table(levels_file)
+    files = [path] if isinstance(path, str | Path) else list(path)
+    if not files:
+        raise HievalError(f"{name}: no file given")
+
+    def one(file: str | Path, file_out: str | Path) -> InputRecord:
+        try:
+            return normalize_labels(
+                file,
+                name=name,
+                role=role,
+                out=file_out,
+                hierarchy=hierarchy,
+                options=options,
+                unknown_codes=unknown_codes,
+                gold_docs=gold,
+                unknown_docs=unknown_docs,
+                default_threshold=default_threshold,
+                duckdb_config=resources.duckdb_config(),
+            )
+        except (duckdb.OutOfMemoryException, HievalError) as exc:
+            if not _out_of_memory(exc):
+                raise
+            raise HievalError(_memory_advice(name, Path(file), resources.memory_limit)) from None
+
+    if len(files) == 1:
+        record = one(files[0], out)
+    else:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:
+            parts = [
+                (one(f, Path(work) / f"{i}.parquet"), Path(work) / f"{i}.parquet")
+                for i, f in enumerate(files)
+            ]
+            record = pool_labels(parts, out=out, name=name)
     write_text(record_out, record.to_json())
     return record
 
@@ -209,7 +251,7 @@ def count_model(
     *,
     levels_file: str | Path,
     ancestors: str | Path,
-    max_level: str,
+    max_level: str | None,
     nodes_out: str | Path,
     docs_out: str | Path,
     item_sums_out: str | Path,
@@ -226,6 +268,7 @@ def count_model(
     """
     table = read_level_table(levels_file)
     resources = resources or Resources()
+    max_level = codesystem.of_table(table).resolve_max_level(table.levels, max_level)
     evaluated = evaluated_levels(table.levels, max_level)
     resources.check_budget(label_rows(gold) + label_rows(predictions))
     result = evaluate(
@@ -342,7 +385,9 @@ def model_metrics(
         params=params,
         label_set=label_set,
         n_labels=leaf_count(table) if label_set == "hierarchy" else None,
-        split_kinds=table.levels == ICD9_LEVELS,
+        split_kinds=system.node_kind
+        if (system := codesystem.of_table(table)).splits_kinds
+        else None,
     )
     # A stable row order: the intermediate file is reproducible bit for bit, like the reports.
     write_parquet(tidy, metrics_out)
@@ -355,14 +400,16 @@ def final_reports(
     metrics: list[str | Path],
     records: list[str | Path],
     levels_file: str | Path,
-    max_level: str,
+    max_level: str | None,
     models: list[str],
     hierarchy: str,
     out_dir: str | Path,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
     ``out_dir``, from each model's metric rows and every input record."""
-    evaluated = evaluated_levels(level_order(levels_file), max_level)
+    table = read_level_table(levels_file)
+    system = codesystem.of_table(table)
+    evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tidy = combine([paths.read_parquet(p) for p in metrics], evaluated, models)
     write_reports(
         tidy,
@@ -371,6 +418,7 @@ def final_reports(
         models=models,
         records=[json.loads(Path(p).read_text("utf-8")) for p in records],
         hierarchy=hierarchy,
+        code_system=f"{system.name} ({system.title})",
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
@@ -382,7 +430,7 @@ def publish_reports(
     nodes: dict[str, str | Path],
     records: list[str | Path],
     levels_file: str | Path,
-    max_level: str,
+    max_level: str | None,
     hierarchy: str,
     settings: dict,
     html_out: str | Path,
@@ -397,7 +445,8 @@ def publish_reports(
     Markdown) and the self-contained HTML report; with ``history``, this run's headline rows are
     added to the zoo's history first (only evaluations with a new key)."""
     table = read_level_table(levels_file)
-    evaluated = evaluated_levels(table.levels, max_level)
+    system = codesystem.of_table(table)
+    evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     metrics = paths.read_parquet(tidy)
     models = list(nodes)
     record_list = [json.loads(Path(p).read_text("utf-8")) for p in records]
@@ -424,7 +473,7 @@ def publish_reports(
             all_levels=table.levels,
             models=models,
             records=record_list,
-            hierarchy=hierarchy,
+            hierarchy=f"{hierarchy}; code system {system.name} ({system.title})",
             version=__version__,
             settings=settings,
             intervals=paths.read_parquet(intervals) if intervals else None,

@@ -71,15 +71,20 @@ def summary_markdown(
     models: list[str],
     records: list[dict],
     hierarchy: str,
+    code_system: str = "",
 ) -> str:
-    """A paper-style table (one row per model) plus per-level tables and input notes."""
+    """A paper-style table (one row per model) plus per-level tables and input notes.
+
+    ``code_system`` names how labels were read (``icd9``, ``icd10``, ``verbatim``): the same
+    file scores differently under another system, so the header says which one it was."""
     micro = wide(tidy.filter(pl.col("average") == "micro"))
     lookup = {(r["model"], r["family"], r["level"]): r for r in micro.iter_rows(named=True)}
     headline = [("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL)]
     lines = [
         "# Evaluation summary",
         "",
-        f"Hierarchy: {hierarchy}. Levels evaluated: {', '.join(levels)}; `overall` pools them.",
+        f"Hierarchy: {hierarchy}." + (f" Code system: {code_system}." if code_system else ""),
+        f"Levels evaluated: {', '.join(levels)}; `overall` pools them.",
         "Scores are percentages, micro-averaged unless named macro; flat compares leaf codes "
         "only. Documents and labels: what the model's file holds after normalisation.",
         "",
@@ -166,6 +171,9 @@ def _record_note(record: dict) -> str:
         parts.append(
             f"{len(codes)} codes not in the hierarchy ({record['unknown_code_policy']}): {shown}"
         )
+    if record.get("other_version_rows"):
+        other = {"icd9": "ICD-10", "icd10": "ICD-9"}.get(record.get("code_system", ""), "other")
+        parts.append(f"{record['other_version_rows']} rows of {other} skipped")
     if record.get("unknown_documents_dropped"):
         parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
     return f"- **{record['name']}**: " + "; ".join(parts) + "." if parts else ""
@@ -213,6 +221,7 @@ def write_reports(
     models: list[str],
     records: list[dict],
     hierarchy: str,
+    code_system: str = "",
 ) -> None:
     """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir``."""
     out = Path(out_dir)
@@ -221,5 +230,12 @@ def write_reports(
     write_csv(wide(tidy), out / "summary.csv")
     write_text(
         out / "summary.md",
-        summary_markdown(tidy, levels=levels, models=models, records=records, hierarchy=hierarchy),
+        summary_markdown(
+            tidy,
+            levels=levels,
+            models=models,
+            records=records,
+            hierarchy=hierarchy,
+            code_system=code_system,
+        ),
     )

@@ -15,6 +15,7 @@ def main(smk):
         ancestors_out=smk.output.ancestors,
         sha256=smk.params.sha256,
         max_level=smk.config.get("max_level"),
+        cache_dir=smk.params.cache_dir,
     )
 
 

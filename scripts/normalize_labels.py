@@ -9,8 +9,9 @@ from hieval.workflow_script import run_rule
 
 
 def main(smk):
+    labels = smk.input.labels  # one file, or the gold's list of files to pool
     normalize_file(
-        smk.input.labels,
+        labels if isinstance(labels, str) else list(labels),
         name=smk.params.name,
         role=smk.params.role,
         out=smk.output.labels,

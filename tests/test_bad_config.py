@@ -254,7 +254,7 @@ def test_validation_fills_defaults_like_snakemake():
     assert config["icm"] == {"alpha1": 2, "alpha2": 2, "beta": 4, "empty_gold": "keep"}
     assert config["hierarchy"] == {"source": "package", "path": None, "sha256": None}
     assert config["engine"] == {"memory_limit": None, "temp_directory": None}
-    assert config["threshold"] == 0.5 and config["max_level"] == "c"
+    assert config["threshold"] == 0.5 and config["max_level"] is None
     # The schema's own default objects are copied, never shared between configs.
     other = {"gold": "g.csv"}
     validate_config(other, SCHEMAS / "config.schema.yaml")

@@ -356,7 +356,11 @@ def test_cophe_style_json_file(tmp_path):
 
 
 def test_cophe_style_json_bad_entry(tmp_path):
+    """Any number of parents is a tree (issue 13), but one number for every entry: an entry
+    whose list is shorter than the others' is refused by name."""
     path = tmp_path / "graph.json"
-    path.write_text(json.dumps({"001": {"parents": ["001", "001"]}}), encoding="utf-8")
+    graph = {"001": {"parents": ["001", "001"]}, "002": {"parents": ["002", "002", "002"]}}
+    graph["003"] = {"parents": ["003", "003", "003"]}
+    path.write_text(json.dumps(graph), encoding="utf-8")
     with pytest.raises(HierarchyError, match="001"):
         load_source("file", path)

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from hieval import cli
-from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
+from hieval.codes import CODE_TYPES
+from hieval.codesystem import DEFAULT_MAX_LEVEL, code_system
 from hieval.config import validate_config
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.experiments.demo import make_demo
@@ -176,7 +177,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 #: The library's layers, bottom-up, as the README's layout map draws them.
 LAYERS = (
     ("errors", "atomic", "paths", "codes", "data"),
-    ("hierarchy", "icd10"),
+    ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs"),
     ("engine",),
     ("metrics",),
@@ -229,7 +230,8 @@ def test_every_tidy_row_is_a_registered_metric_at_its_level(icd9):
     result = evaluate(gold, predictions["over_predictor"], icd9.ancestors(), levels=levels,
                       evaluated=levels[:-1], params=IcmParams())  # fmt: skip
     tidy = model_rows(result.nodes, result.docs, result.item_sums, model="m",
-                      levels=levels[:-1], params=IcmParams(), split_kinds=True)  # fmt: skip
+                      levels=levels[:-1], params=IcmParams(),
+                      split_kinds=code_system("icd9").node_kind)  # fmt: skip
     declared = {m.key: m for m in registry.REGISTRY}
     seen = set()
     for row in tidy.iter_rows(named=True):

@@ -13,7 +13,7 @@ import yaml
 from helpers import REPO, SNAKEMAKE, snakemake
 
 # Rules that run on the submitting host, never as cluster jobs.
-LOCAL_RULES = {"all", "report", "paper_table1", "fetch_hierarchy"}
+LOCAL_RULES = {"all", "report", "publish", "paper_table1", "fetch_hierarchy"}
 REFERENCE = REPO.parent / "shared" / "reference" / "cophe_icd9_graph_desc.json"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from hieval import codesystem
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import count
 from hieval.errors import HievalError
@@ -31,7 +32,16 @@ _LABELS = {"flat": "Leaf-only", "set": "Set-based", "cophe": "CoPHE"}
 
 
 def table1_counts(table: LevelTable) -> pl.DataFrame:
-    """Micro rows (family, level, tp, fp, fn, precision, recall, f1) for the worked example."""
+    """Micro rows (family, level, tp, fp, fn, precision, recall, f1) for the worked example.
+
+    The example is ICD-9 (364.11, 364.24...): another code system's tree is refused.
+    """
+    system = codesystem.of_table(table)
+    if system.name != "icd9":
+        raise HievalError(
+            f"the CoPHE paper's Table 1 is an ICD-9-CM example; this hierarchy's code system is "
+            f"{system.name}: the paper_table1 target runs for ICD-9 evaluations only"
+        )
     gold = pl.DataFrame({"doc_id": ["example"] * len(GOLD), "code": list(GOLD)})
     pred = pl.DataFrame({"doc_id": ["example"] * len(PREDICTED), "code": list(PREDICTED)})
     known = set(table.frame["code"].to_list())

@@ -103,7 +103,7 @@ ICD10_CONTENT_SHA256 = {
     PROC: "581b88e82e71fc507ae1cbfb17309bcf0fb92aab7f9847a93f0b0a7b7cd3bebe",
 }
 #: Bump when the builder's output changes for the same package content (invalidates caches).
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: the tables carry their code system (hieval.code_system)
 
 #: The ICD-10-PCS sections (first character), with the titles of the PCS tables.
 PCS_SECTIONS = {
@@ -350,7 +350,9 @@ def build_icd10_table(*, verify: bool = True) -> tuple[LevelTable, list[str]]:
         [*cm_nodes.values(), *pcs_nodes.values(), root],
         schema=dict.fromkeys(_COLUMNS, pl.String),
     )
-    table = LevelTable(frame=frame, levels=ICD10_LEVELS, root=ICD10_ROOT, source=SOURCE)
+    table = LevelTable(
+        frame=frame, levels=ICD10_LEVELS, root=ICD10_ROOT, source=SOURCE, code_system="icd10"
+    )
     return table, [*cm_leaves, *pcs_leaves]
 
 

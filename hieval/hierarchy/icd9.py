@@ -85,4 +85,4 @@ def build_icd9_table(
         "title": "ICD-9-CM",
     }
     frame = pl.DataFrame(list(nodes.values()), schema=dict.fromkeys(_COLUMNS, pl.String))
-    return LevelTable(frame=frame, levels=ICD9_LEVELS, root=ROOT, source=source)
+    return LevelTable(frame=frame, levels=ICD9_LEVELS, root=ROOT, source=source, code_system="icd9")

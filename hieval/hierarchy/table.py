@@ -24,6 +24,7 @@ from hieval.errors import HierarchyError, preview
 _META_LEVELS = b"hieval.levels"
 _META_ROOT = b"hieval.root"
 _META_SOURCE = b"hieval.source"
+_META_CODE_SYSTEM = b"hieval.code_system"
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,16 @@ class LevelTable:
 
     ``frame`` has columns ``code, kind, depth, <one column per level between the deepest and
     the root>, title``; ``levels`` lists the level names deepest first, ending with ``root``.
+    ``code_system`` (``icd9``, ``icd10`` or ``verbatim``, see :mod:`hieval.codesystem`) says
+    how labels are read against the tree; it travels with the Parquet files, so every later
+    stage reads codes the way the tree was built for.
     """
 
     frame: pl.DataFrame
     levels: tuple[str, ...]
     root: str
     source: str = ""
+    code_system: str = ""
 
     @property
     def ancestor_columns(self) -> tuple[str, ...]:
@@ -153,6 +158,7 @@ def write_level_table(
         _META_LEVELS: json.dumps(list(table.levels)).encode(),
         _META_ROOT: table.root.encode(),
         _META_SOURCE: table.source.encode(),
+        _META_CODE_SYSTEM: table.code_system.encode(),
     }
     for frame, path in (
         (table.frame.sort("code"), levels_path),
@@ -180,6 +186,7 @@ def read_level_table(levels_path: str | Path) -> LevelTable:
         levels=tuple(json.loads(meta[_META_LEVELS])),
         root=meta[_META_ROOT].decode(),
         source=meta.get(_META_SOURCE, b"").decode(),
+        code_system=meta.get(_META_CODE_SYSTEM, b"").decode(),
     )
 
 

@@ -11,9 +11,11 @@ rows, never columns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
-from hieval.codes import CODE_TYPES, icd9_branch
+from hieval.codes import CODE_TYPES
 from hieval.metrics.registry import OVERALL, PRF_METRICS, exact_mean
 
 
@@ -30,16 +32,21 @@ def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     ).drop("p", "r", "f")
 
 
-def metrics_table(nodes: pl.DataFrame, model: str, split_kinds: bool = False) -> pl.DataFrame:
+def metrics_table(
+    nodes: pl.DataFrame, model: str, split_kinds: Callable[[str], str | None] | None = None
+) -> pl.DataFrame:
     """The tidy metric rows of one model from its per-node count table.
 
-    With ``split_kinds`` (ICD-9 hierarchies), micro rows are added for diagnoses and procedures
-    separately, as the field reports them: families ``flat_dx``, ``flat_proc``, ``set_dx``, ...
-    Diagnosis and procedure subtrees only meet at the root, so every node belongs to one.
+    With ``split_kinds`` (the code system's ``node -> dx | proc`` for ICD-9 and ICD-10 trees),
+    micro rows are added for diagnoses and procedures separately, as the field reports them:
+    families ``flat_dx``, ``flat_proc``, ``set_dx``, ... Diagnosis and procedure subtrees only
+    meet at the root, so every node belongs to one.
     """
     rows = _metric_rows(nodes)
-    if split_kinds:
-        branch = pl.col("node").map_elements(icd9_branch, return_dtype=pl.String)
+    if split_kinds is not None:
+        # one call per distinct node, not per (family, level, node) row
+        kinds = {node: split_kinds(node) for node in nodes["node"].unique().to_list()}
+        branch = pl.col("node").replace_strict(kinds, default=None, return_dtype=pl.String)
         tagged = nodes.with_columns(branch.alias("_kind"))
         for kind in CODE_TYPES:
             part = _metric_rows(tagged.filter(pl.col("_kind") == kind).drop("_kind"))

@@ -7,6 +7,8 @@ with a paper name (the meta experiments' metric list, :data:`~hieval.metrics.reg
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from hieval.engine.driver import evaluate
@@ -27,7 +29,7 @@ def model_rows(
     params: IcmParams,
     label_set: str = DEFAULT_LABEL_SET,
     n_labels: int | None = None,
-    split_kinds: bool = False,
+    split_kinds: Callable[[str], str | None] | None = None,
 ) -> pl.DataFrame:
     """Every tidy row of one model (count families, ICM and the comparison metrics), in the
     registry's order; ``levels`` are the evaluated levels, deepest first."""

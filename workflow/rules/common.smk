@@ -13,6 +13,8 @@ from hieval.config import (
     report_settings as run_settings,
     validate_config,
 )
+from hieval.codesystem import for_source
+from hieval.experiments.demo import ICD10_FILES as DEMO_ICD10_FILES
 from hieval.experiments.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, describe
@@ -31,6 +33,9 @@ except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
 HIERARCHY = config["hierarchy"]
+# The code system the hierarchy implies (icd9, icd10, verbatim): the paper's Table 1 is ICD-9's.
+CODE_SYSTEM = for_source(HIERARCHY["source"]).name
+ICD10_CACHE = "resources/hierarchy/icd10"
 
 # Snakemake tracks a rule's own script, not the library it imports: a fingerprint of the hieval
 # sources, passed as a param to every rule that computes numbers, reruns them when it changes.
@@ -79,7 +84,7 @@ def model_files(wildcards):
 def gold_files(wildcards):
     """The gold file and any code/document lists it needs."""
     named = {
-        "labels": config["gold"],
+        "labels": config["gold"],  # one file, or a list of files whose rows are pooled
         "code_list": config["gold_code_list"],
         "doc_list": config["gold_doc_list"],
     }

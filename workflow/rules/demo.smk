@@ -1,4 +1,5 @@
-"""The embedded synthetic demo: a seeded test set and model zoo (results/demo/)."""
+"""The embedded synthetic demos: a seeded test set and model zoo (results/demo/), and its ICD-10
+twin written as MIMIC-IV tables (results/demo_icd10/, config/test/icd10.yaml)."""
 
 
 rule demo_data:
@@ -22,3 +23,28 @@ rule demo_data:
         documents=config["demo"]["documents"],
     script:
         "../../scripts/demo_data.py"
+
+
+rule demo_icd10_data:
+    input:
+        levels=LEVELS,
+    output:
+        diagnoses="results/demo_icd10/diagnoses_icd.csv.gz",
+        procedures="results/demo_icd10/procedures_icd.csv.gz",
+        predictions=[
+            f"results/demo_icd10/predictions/{name}"
+            for name in DEMO_ICD10_FILES.values()
+        ],
+    log:
+        "logs/demo/demo_icd10_data.log",
+    conda:
+        "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
+    params:
+        hieval=HIEVAL_CODE,
+        seed=config["demo"]["seed"],
+        documents=config["demo"]["documents"],
+    script:
+        "../../scripts/demo_icd10_data.py"

@@ -35,6 +35,8 @@ rule build_levels:
         hieval=HIEVAL_CODE,
         source=HIERARCHY["source"],
         sha256=hierarchy_pin,
+        # the ICD-10 tree is built once per machine there (hieval evaluate --cache finds it too)
+        cache_dir=ICD10_CACHE,
     script:
         "../../scripts/build_levels.py"
 
