@@ -238,6 +238,7 @@ def icm_weights(
         ancestors,
         levels=table.levels,
         params=params,
+        predictions=predictions,
         placed=_placed(gold, predictions, table),
     )
     write_parquet(weights, out)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from hieval import paths
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
 from hieval.engine.groups import Slice, parallel_map, slices
 from hieval.engine.icm import (
@@ -31,7 +32,7 @@ from hieval.engine.icm import (
     slice_item_sums,
     weights_table,
 )
-from hieval.engine.keys import CodeSpace, Labels, Source, encode
+from hieval.engine.keys import CodeSpace, Labels, Source, encode, read_frame
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,34 @@ class Progress:
         self.next = math.floor(share * 10 + 1) / 10
 
 
+def _codes(source: Source) -> pl.Series:
+    """The distinct codes of a label table (streamed: only the distinct codes are held)."""
+    frame = source.lazy() if isinstance(source, pl.DataFrame) else paths.scan_parquet(source)
+    return (
+        frame.select(pl.col("code").cast(pl.String).drop_nulls().unique())
+        .collect(engine="streaming")
+        .get_column("code")
+    )
+
+
+def relevant_ancestors(
+    ancestors: Source, *label_sources: Source, placed: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The ancestor rows of the labels' codes and of every node above them.
+
+    A large tree (ICD-10: 294,593 nodes) is mostly nodes no label of a job reaches; building the
+    code space over them only costs time. Keeping each node with its own rows (closed upwards)
+    leaves every count, IC and Δ of the nodes the labels reach exactly as over the whole tree.
+    """
+    anc = read_frame(ancestors, ["code", "level", "ancestor"])
+    codes = pl.concat([_codes(source) for source in label_sources]).unique()
+    reached = [anc.filter(pl.col("code").is_in(codes.implode()))["ancestor"]]
+    if placed is not None and placed.height:  # codes placed outside the tree reach its nodes too
+        reached.append(placed["ancestor"].cast(pl.String))
+    keep = pl.concat([codes, *reached]).unique()
+    return anc.filter(pl.col("code").is_in(keep.implode()))
+
+
 def encode_labels(
     gold: Source,
     predictions: Source,
@@ -78,9 +107,11 @@ def encode_labels(
     placed: pl.DataFrame | None = None,
 ) -> Labels:
     """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes
-    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax)."""
+    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax); the code
+    space holds the part of the tree the labels reach."""
     clock = time.monotonic()
-    labels = encode(gold, predictions, CodeSpace.build(ancestors, tuple(levels), placed))
+    tree = relevant_ancestors(ancestors, gold, predictions, placed=placed)
+    labels = encode(gold, predictions, CodeSpace.build(tree, tuple(levels), placed))
     # Experiments encode thousands of tiny outputs: only a large job's encoding is news.
     log.log(
         logging.INFO if labels.keys.size >= 1_000_000 else logging.DEBUG,
@@ -111,16 +142,20 @@ def gold_weights(
     *,
     levels: tuple[str, ...],
     params: IcmParams,
+    predictions: Source | None = None,
     placed: pl.DataFrame | None = None,
     threads: int | None = None,
 ) -> pl.DataFrame:
-    """ICM's node weights (IC, Δ, inverse propensity) from the whole gold.
+    """ICM's node weights (IC, Δ, inverse propensity) from the whole gold, for the nodes the
+    gold or ``predictions`` reach (every node of the tree when no predictions are given).
 
     IC depends on every gold document, so a sharded run computes this once and every shard of
     documents reads it. ``levels`` holds every level up to the root: ICM uses the whole tree.
     """
     empty = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
-    labels = encode_labels(gold, empty, ancestors, levels=levels, placed=placed)
+    if predictions is not None:
+        ancestors = relevant_ancestors(ancestors, gold, predictions, placed=placed)
+    labels = encode(gold, empty, CodeSpace.build(ancestors, tuple(levels), placed))
     return labels_weights(labels, levels=levels, params=params, threads=threads)
 
 
