@@ -51,6 +51,8 @@ EXTRA_PER_GOLD = 0.2
 EXTRA_SIBLING_SHARE = 0.5
 MAX_CODES = 80
 CHUNK_DOCUMENTS = 50_000
+#: The hierarchy source each code system's data are drawn from (``--system``).
+SYSTEM_SOURCES = {"icd9": "package", "icd10": "icd10"}
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "results" / "bench"
 #: Among MIMIC-III's most frequent codes; they head the pool (the rest is shuffled).
 FREQUENT = (
@@ -81,17 +83,22 @@ class Pool:
     size: np.ndarray  # per member: members in its category
 
 
+#: The level whose nodes are code families (where a sibling swap stays), per code system.
+FAMILY_LEVEL = {"icd9": "e0", "icd10": "category"}
+
+
 def leaves(table: LevelTable) -> Leaves:
     """The leaves of the hierarchy (dx/proc nodes that are no other node's ancestor)."""
+    family = FAMILY_LEVEL.get(table.code_system, "e0")
     anc = table.ancestors()
     internal = anc.filter(pl.col("ancestor") != pl.col("code"))["ancestor"].unique()
     frame = (
         table.frame.filter(
             pl.col("kind").is_in(["dx", "proc"]) & ~pl.col("code").is_in(internal.implode())
         )
-        .select("code", "kind", "e0")
+        .select("code", "kind", pl.col(family).alias("family"))
         .sort("code")
-        .with_columns(pl.struct("kind", "e0").rank("dense").alias("category"))
+        .with_columns(pl.struct("kind", "family").rank("dense").alias("category"))
     )
     return Leaves(
         codes=frame["code"].to_arrow(),
@@ -189,8 +196,11 @@ def doc_ids(first: int, n: int, width: int) -> pa.Array:
     return pa.array(np.char.add("D", np.char.zfill(numbers, width)))
 
 
-def paths(out_dir: str | Path, documents: int, seed: int) -> tuple[Path, Path, Path]:
-    stem = Path(out_dir) / f"docs{documents}_seed{seed}_v{VERSION}"
+def paths(
+    out_dir: str | Path, documents: int, seed: int, system: str = "icd9"
+) -> tuple[Path, Path, Path]:
+    prefix = "" if system == "icd9" else f"{system}_"
+    stem = Path(out_dir) / f"{prefix}docs{documents}_seed{seed}_v{VERSION}"
     return (
         stem.with_name(stem.name + "_gold.parquet"),
         stem.with_name(stem.name + "_pred.parquet"),
@@ -209,6 +219,7 @@ def generate(
     *,
     documents: int | None = None,
     table: LevelTable | None = None,
+    system: str = "icd9",
     force: bool = False,
 ) -> tuple[Path, Path]:
     """Write (or reuse) ``gold`` and ``pred`` Parquet files with ``doc_id, code``.
@@ -217,11 +228,11 @@ def generate(
     ``out_dir`` by documents, seed and generator version, with a JSON record of their sizes.
     """
     documents = documents if documents is not None else documents_for(scale)
-    gold_path, pred_path, meta_path = paths(out_dir, documents, seed)
+    gold_path, pred_path, meta_path = paths(out_dir, documents, seed, system)
     if not force and gold_path.exists() and pred_path.exists() and meta_path.exists():
         return gold_path, pred_path
     started = time.perf_counter()
-    table = table or load_source("package")[0]
+    table = table or load_source(SYSTEM_SOURCES[system])[0]
     leaf = leaves(table)
     pool = code_pool(leaf, seed)
     n_codes = len(leaf.category)
@@ -272,12 +283,16 @@ def record(gold_path: str | Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def hierarchy(out_dir: str | Path = DEFAULT_DATA_DIR, table: LevelTable | None = None) -> Path:
-    """Write (once) the package hierarchy's level and ancestor tables; return the ancestors."""
-    levels_path = Path(out_dir) / "hierarchy" / "levels.parquet"
+def hierarchy(
+    out_dir: str | Path = DEFAULT_DATA_DIR, table: LevelTable | None = None, system: str = "icd9"
+) -> Path:
+    """Write (once) the code system's level and ancestor tables; return the ancestors."""
+    folder = "hierarchy" if system == "icd9" else f"hierarchy_{system}"
+    levels_path = Path(out_dir) / folder / "levels.parquet"
     ancestors_path = levels_path.with_name("ancestors.parquet")
     if not ancestors_path.exists() or not levels_path.exists():
-        write_level_table(table or load_source("package")[0], levels_path, ancestors_path)
+        table = table or load_source(SYSTEM_SOURCES[system])[0]
+        write_level_table(table, levels_path, ancestors_path)
     return ancestors_path
 
 
@@ -287,10 +302,16 @@ def main() -> None:
     parser.add_argument("--documents", type=int, help="overrides --scale")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--system", choices=sorted(SYSTEM_SOURCES), default="icd9")
     parser.add_argument("--force", action="store_true", help="regenerate even if cached")
     args = parser.parse_args()
     gold, pred = generate(
-        args.scale, args.seed, args.data_dir, documents=args.documents, force=args.force
+        args.scale,
+        args.seed,
+        args.data_dir,
+        documents=args.documents,
+        system=args.system,
+        force=args.force,
     )
     print(gold, pred, json.dumps(record(gold)), sep="\n")
 
