@@ -30,6 +30,7 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
 from hieval.inputs import LabelOptions
+from hieval.metrics.uncertainty import Settings
 from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
@@ -68,6 +69,11 @@ def icm_params(config: dict) -> IcmParams:
         propensity_a=config["comparison"]["propensity_a"],
         propensity_b=config["comparison"]["propensity_b"],
     )
+
+
+def uncertainty_settings(config: dict) -> Settings:
+    """Bootstrap and randomization-test settings (``uncertainty.*``) from a validated config."""
+    return Settings(**config["uncertainty"])
 
 
 def check_model_name(name: str) -> None:
@@ -224,6 +230,9 @@ class ModelSpec:
     code_format: str | None = None
     code_type: str | None = None
     description: str | None = None
+    #: Rows with the same system are runs (seeds) of one system: the report gives their mean
+    #: and standard deviation.
+    system: str | None = None
 
     def options(self) -> LabelOptions:
         """How to read this model's prediction file."""

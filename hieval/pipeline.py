@@ -23,9 +23,9 @@ from hieval import paths
 from hieval.atomic import atomic_path, write_text
 from hieval.codes import ICD9_LEVELS
 from hieval.engine.counts import evaluated_levels
-from hieval.engine.driver import evaluate, gold_weights
+from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import ROWS_PER_SLICE
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
 from hieval.hierarchy.table import (
@@ -45,6 +45,13 @@ from hieval.inputs import (
     write_parquet,
 )
 from hieval.metrics.tidy import model_rows
+from hieval.metrics.uncertainty import (
+    Layout,
+    Settings,
+    build_units,
+    node_table,
+    uncertainty_tables,
+)
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, label_rows
 
@@ -354,9 +361,15 @@ def final_reports(
     models: list[str],
     hierarchy: str,
     out_dir: str | Path,
+    intervals: str | Path | None = None,
+    comparisons: str | Path | None = None,
+    systems: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
-    ``out_dir``, from each model's metric rows and every input record."""
+    ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
+    ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
+    summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
+    systems.parquet."""
     evaluated = evaluated_levels(level_order(levels_file), max_level)
     tidy = combine([paths.read_parquet(p) for p in metrics], evaluated, models)
     write_reports(
@@ -366,6 +379,9 @@ def final_reports(
         models=models,
         records=[json.loads(Path(p).read_text("utf-8")) for p in records],
         hierarchy=hierarchy,
+        intervals=paths.read_parquet(intervals) if intervals else None,
+        comparisons=paths.read_parquet(comparisons) if comparisons else None,
+        systems=systems or None,
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
@@ -376,3 +392,77 @@ def leaf_count(table: LevelTable) -> int:
     anc = table.ancestors()
     internal = anc.filter(pl.col("ancestor") != pl.col("code"))["ancestor"].unique()
     return table.frame.filter(~pl.col("code").is_in(internal.implode())).height
+
+
+def uncertainty(
+    *,
+    gold: str | Path,
+    predictions: dict[str, str | Path],
+    item_sums: dict[str, str | Path],
+    metrics: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str,
+    params: IcmParams,
+    label_set: str,
+    settings: Settings,
+    intervals_out: str | Path,
+    comparisons_out: str | Path,
+    resources: Resources | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Bootstrap intervals of every model's tidy rows and paired comparisons of every pair of
+    models (:mod:`hieval.metrics.uncertainty`), for the models in the order given.
+
+    Reads the normalised labels (not the shards: a document's weight depends on its id alone,
+    so the tables are the same for any shard count), each model's per-item sums and its tidy
+    rows (the point estimates, exactly as reported).
+    """
+    resources = resources or Resources()
+    table = read_level_table(levels_file)
+    evaluated = evaluated_levels(table.levels, max_level)
+    doc_ids = paths.scan_parquet(gold).select(pl.col("doc_id").unique().sort()).collect()["doc_id"]
+    tables = {}
+    for model, path in predictions.items():
+        labels = encode_labels(
+            gold, path, ancestors, levels=table.levels, placed=_placed(gold, path, table)
+        )
+        doc_index = doc_ids.search_sorted(labels.doc_ids).cast(pl.Int64).to_numpy()
+        if not doc_ids.gather(doc_index).equals(labels.doc_ids, check_names=False):
+            raise HievalError(f"{path}: predictions for documents the gold lacks")
+        groups = document_groups(labels, evaluated=evaluated, threads=resources.threads)
+        tables[model] = {
+            level: node_table(g, labels.space.nodes[level], doc_index)
+            for level, g in groups.items()
+        }
+    nodes = {
+        level: pl.concat([t[level]["node"] for t in tables.values()]).unique().sort()
+        for level in (LEAF, *evaluated)
+    }
+    layout = Layout(
+        doc_ids=doc_ids,
+        levels=evaluated,
+        nodes=nodes,
+        split_kinds=table.levels == ICD9_LEVELS,
+        label_set=label_set,
+        n_labels=leaf_count(table) if label_set == "hierarchy" else None,
+    )
+    units = {
+        model: build_units(
+            tables.pop(model), paths.read_parquet(item_sums[model]), layout=layout, params=params
+        )
+        for model in predictions
+    }
+    tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
+    intervals, comparisons = uncertainty_tables(
+        tidy, units, layout=layout, settings=settings, levels=evaluated
+    )
+    write_parquet(intervals, intervals_out)
+    write_parquet(comparisons, comparisons_out)
+    log.info(
+        "%d intervals (%d replicates), %d comparisons (%d permutations)",
+        intervals.height,
+        settings.bootstrap,
+        comparisons.height,
+        settings.permutations,
+    )
+    return intervals, comparisons

@@ -104,3 +104,20 @@ def icm_params():
 def hierarchy_label():
     """A human-readable name of the hierarchy for reports."""
     return describe(HIERARCHY["source"], HIERARCHY["path"])
+
+
+# Runs of one system (the sheet's optional `system` column), as a JSON string (recorded).
+SYSTEMS = json.dumps(
+    {name: spec.system for name, spec in MODELS.items() if spec.system}, sort_keys=True
+)
+UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
+
+
+def uncertainty_files(wildcards):
+    """The intervals and comparisons the report reads, when the bootstrap is on."""
+    if not UNCERTAINTY:
+        return {}
+    return {
+        "intervals": "results/report/intervals.parquet",
+        "comparisons": "results/report/comparisons.parquet",
+    }

@@ -8,6 +8,7 @@ localrules:
 
 rule report:
     input:
+        unpack(uncertainty_files),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         records=[
             "results/inputs/gold.json",
@@ -28,6 +29,7 @@ rule report:
         models=MODEL_NAMES,
         max_level=config["max_level"],
         hierarchy=hierarchy_label(),
+        systems=SYSTEMS,
     script:
         "../../scripts/report.py"
 
