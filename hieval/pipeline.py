@@ -48,6 +48,7 @@ from hieval.metrics.tidy import model_rows
 from hieval.metrics.uncertainty import (
     Layout,
     Settings,
+    Units,
     build_units,
     node_table,
     uncertainty_tables,
@@ -417,7 +418,49 @@ def uncertainty(
     so the tables are the same for any shard count), each model's per-item sums and its tidy
     rows (the point estimates, exactly as reported).
     """
-    resources = resources or Resources()
+    layout, units = zoo_units(
+        gold=gold,
+        predictions=predictions,
+        item_sums=item_sums,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        params=params,
+        label_set=label_set,
+        threads=(resources or Resources()).threads,
+    )
+    tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
+    intervals, comparisons = uncertainty_tables(
+        tidy, units, layout=layout, settings=settings, levels=layout.levels
+    )
+    write_parquet(intervals, intervals_out)
+    write_parquet(comparisons, comparisons_out)
+    log.info(
+        "%d intervals (%d replicates), %d comparisons (%d permutations)",
+        intervals.height,
+        settings.bootstrap,
+        comparisons.height,
+        settings.permutations,
+    )
+    return intervals, comparisons
+
+
+def zoo_units(
+    *,
+    gold: str | Path,
+    predictions: dict[str, str | Path],
+    item_sums: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str,
+    params: IcmParams,
+    label_set: str,
+    threads: int | None = None,
+) -> tuple[Layout, dict[str, Units]]:
+    """Every model's per-document tables (:class:`~hieval.metrics.uncertainty.Units`),
+    aligned to the gold's documents and the nodes any model reaches: each model's labels are
+    encoded and grouped again by the engine driver (the count tables hold sums over
+    documents; a bootstrap needs each document apart)."""
     table = read_level_table(levels_file)
     evaluated = evaluated_levels(table.levels, max_level)
     doc_ids = paths.scan_parquet(gold).select(pl.col("doc_id").unique().sort()).collect()["doc_id"]
@@ -429,7 +472,7 @@ def uncertainty(
         doc_index = doc_ids.search_sorted(labels.doc_ids).cast(pl.Int64).to_numpy()
         if not doc_ids.gather(doc_index).equals(labels.doc_ids, check_names=False):
             raise HievalError(f"{path}: predictions for documents the gold lacks")
-        groups = document_groups(labels, evaluated=evaluated, threads=resources.threads)
+        groups = document_groups(labels, evaluated=evaluated, threads=threads)
         tables[model] = {
             level: node_table(g, labels.space.nodes[level], doc_index)
             for level, g in groups.items()
@@ -452,17 +495,4 @@ def uncertainty(
         )
         for model in predictions
     }
-    tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
-    intervals, comparisons = uncertainty_tables(
-        tidy, units, layout=layout, settings=settings, levels=evaluated
-    )
-    write_parquet(intervals, intervals_out)
-    write_parquet(comparisons, comparisons_out)
-    log.info(
-        "%d intervals (%d replicates), %d comparisons (%d permutations)",
-        intervals.height,
-        settings.bootstrap,
-        comparisons.height,
-        settings.permutations,
-    )
-    return intervals, comparisons
+    return layout, units

@@ -318,7 +318,7 @@ def replicate_values(
                 counts = {m: col[f"{family}{suffix}|{level}|{m}"] for m in COUNT_METRICS}
                 prf_rows(family + suffix, level, counts, averages)
                 total = {m: total[m] + counts[m] for m in COUNT_METRICS}
-            if family != "flat":
+            if family != "flat" and levels:
                 prf_rows(family + suffix, OVERALL, total, averages)
 
     # Macro: per-node P/R/F1 averaged over the nodes the replicate's documents reach.
@@ -340,7 +340,7 @@ def replicate_values(
             _macro_rows(out, family, level, sums, seen)
             pooled = {m: pooled[m] + sums[m] for m in PRF}
             pooled_seen = pooled_seen + seen
-        if family != "flat":
+        if family != "flat" and levels:
             _macro_rows(out, family, OVERALL, pooled, pooled_seen)
 
     # ICM and the comparison suite.
