@@ -20,6 +20,7 @@ include: "workflow/rules/demo.smk"
 include: "workflow/rules/inputs.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/uncertainty.smk"
 include: "workflow/rules/meta.smk"
 
 

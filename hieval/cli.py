@@ -18,7 +18,13 @@ from hieval import __version__
 from hieval.atomic import staged_folder
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
-from hieval.config import check_model_name, gold_options, icm_params, report_settings
+from hieval.config import (
+    check_model_name,
+    gold_options,
+    icm_params,
+    report_settings,
+    uncertainty_settings,
+)
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
@@ -33,6 +39,7 @@ from hieval.inputs import (
     LabelOptions,
 )
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.metrics.uncertainty import Settings
 from hieval.pipeline import (
     build_hierarchy,
     count_model,
@@ -40,6 +47,7 @@ from hieval.pipeline import (
     model_metrics,
     normalize_file,
     publish_reports,
+    uncertainty,
 )
 from hieval.resources import Resources, memory_limit_problem
 
@@ -106,6 +114,28 @@ def _at_least_one(what: str):
     return parse
 
 
+def _at_least_zero(what: str):
+    """An argument type: a whole number of at least 0, named ``what`` in the message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{what} must be at least 0, got {value}")
+        return value
+
+    return parse
+
+
+def _confidence(text: str) -> float:
+    value = _finite(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be between 0 and 1, got {value}")
+    return value
+
+
 def _memory_limit(text: str) -> str:
     problem = memory_limit_problem(text)
     if problem:
@@ -127,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate",
         help="evaluate one or more prediction files against a gold file",
         description="Writes OUT/metrics.parquet (tidy: model, family, level, average, metric, "
-        "value), OUT/metrics.csv, OUT/summary.csv, OUT/summary.md and OUT/nodes/NAME.csv. "
+        "value), OUT/metrics.csv, OUT/summary.csv, OUT/summary.md, OUT/nodes/NAME.csv and, with "
+        "--bootstrap N > 0, OUT/intervals.parquet and OUT/comparisons.parquet. "
         "Intermediate tables go to OUT/work/. Exit code 0 only when everything was written.",
     )
     ev.add_argument(
@@ -260,6 +291,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ev.add_argument(
+        "--bootstrap",
+        type=_at_least_zero("bootstrap"),
+        default=Settings.bootstrap,
+        metavar="N",
+        help="bootstrap replicates of every metric (documents resampled with Poisson(1) "
+        "weights); 0 turns OUT/intervals.parquet and OUT/comparisons.parquet off "
+        f"(default {Settings.bootstrap})",
+    )
+    ev.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=Settings.confidence,
+        help=f"confidence level of the percentile intervals (default {Settings.confidence})",
+    )
+    ev.add_argument(
+        "--seed",
+        type=_at_least_zero("seed"),
+        default=Settings.seed,
+        help=f"seed of the bootstrap weights and randomization swaps (default {Settings.seed})",
+    )
+    ev.add_argument(
+        "--permutations",
+        type=_at_least_zero("permutations"),
+        default=Settings.permutations,
+        metavar="R",
+        help="permutations of the paired randomization test per pair of models; 0 = no test "
+        f"(default {Settings.permutations})",
+    )
+    ev.add_argument(
         "--memory-limit",
         type=_memory_limit,
         default=None,
@@ -387,6 +447,8 @@ OUTPUT_ENTRIES = frozenset(
         "tables.tex",
         "tables.md",
         "figures",
+        "intervals.parquet",
+        "comparisons.parquet",
     }
 )
 
@@ -436,6 +498,12 @@ def config_from_args(args: argparse.Namespace) -> dict:
             "label_set": args.label_set,
             "propensity_a": args.propensity_a,
             "propensity_b": args.propensity_b,
+        },
+        "uncertainty": {
+            "bootstrap": args.bootstrap,
+            "confidence": args.confidence,
+            "seed": args.seed,
+            "permutations": args.permutations,
         },
         "engine": {
             "memory_limit": args.memory_limit,
@@ -526,7 +594,31 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             metrics_out=work / "metrics" / f"{name}.parquet",
             nodes_report_out=out / "nodes" / f"{name}.csv",
         )
+    settings = uncertainty_settings(config)
+    uncertain = {}
+    if settings.bootstrap:
+        console.rule(f"[bold]uncertainty[/bold]: {settings.bootstrap} replicates")
+        uncertainty(
+            gold=gold,
+            predictions=labels,
+            item_sums={name: work / "counts" / name / "item_sums.parquet" for name in names},
+            metrics={name: work / "metrics" / f"{name}.parquet" for name in names},
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            params=params,
+            label_set=config["comparison"]["label_set"],
+            settings=settings,
+            intervals_out=out / "intervals.parquet",
+            comparisons_out=out / "comparisons.parquet",
+            resources=resources,
+        )
+        uncertain = {
+            "intervals": out / "intervals.parquet",
+            "comparisons": out / "comparisons.parquet",
+        }
     final_reports(
+        **uncertain,
         metrics=[work / "metrics" / f"{name}.parquet" for name in names],
         records=records,
         levels_file=levels,
@@ -560,6 +652,7 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         markdown_out=out / "tables.md",
         figures_out=out / "figures",
         train_gold=train_gold,
+        **uncertain,
     )
 
 

@@ -33,6 +33,7 @@ from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
 from hieval.icd10 import ICD10_LEVELS
 from hieval.inputs import LabelOptions
+from hieval.metrics.uncertainty import Settings
 from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
@@ -89,6 +90,11 @@ def report_settings(config: dict, model_options: dict[str, LabelOptions]) -> dic
     run["label_set"] = config["comparison"]["label_set"]
     models = {name: dataclasses.asdict(options) for name, options in model_options.items()}
     return {"run": run, "models": models}
+
+
+def uncertainty_settings(config: dict) -> Settings:
+    """Bootstrap and randomization-test settings (``uncertainty.*``) from a validated config."""
+    return Settings(**config["uncertainty"])
 
 
 def check_model_name(name: str) -> None:
@@ -284,6 +290,9 @@ class ModelSpec:
     code_format: str | None = None
     code_type: str | None = None
     description: str | None = None
+    #: Rows with the same system are runs (seeds) of one system: the report gives their mean
+    #: and standard deviation.
+    system: str | None = None
 
     def options(self) -> LabelOptions:
         """How to read this model's prediction file."""

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, write_text
 from hieval.engine.counts import evaluated_levels
-from hieval.engine.driver import evaluate, gold_weights
+from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import ROWS_PER_SLICE
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE
 from hieval.errors import HievalError
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
 from hieval.hierarchy.icd10 import cached_icd10_table
@@ -51,6 +51,14 @@ from hieval.inputs import (
     write_parquet,
 )
 from hieval.metrics.tidy import model_rows
+from hieval.metrics.uncertainty import (
+    Layout,
+    Settings,
+    Units,
+    build_units,
+    node_table,
+    uncertainty_tables,
+)
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
@@ -405,9 +413,15 @@ def final_reports(
     models: list[str],
     hierarchy: str,
     out_dir: str | Path,
+    intervals: str | Path | None = None,
+    comparisons: str | Path | None = None,
+    systems: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
-    ``out_dir``, from each model's metric rows and every input record."""
+    ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
+    ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
+    summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
+    systems.parquet."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -420,6 +434,9 @@ def final_reports(
         records=[json.loads(Path(p).read_text("utf-8")) for p in records],
         hierarchy=hierarchy,
         code_system=f"{system.name} ({system.title})",
+        intervals=paths.read_parquet(intervals) if intervals else None,
+        comparisons=paths.read_parquet(comparisons) if comparisons else None,
+        systems=systems or None,
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
@@ -440,6 +457,7 @@ def publish_reports(
     figures_out: str | Path,
     train_gold: str | Path | None = None,
     intervals: str | Path | None = None,
+    comparisons: str | Path | None = None,
     history: str | Path | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
@@ -478,6 +496,7 @@ def publish_reports(
             version=__version__,
             settings=settings,
             intervals=paths.read_parquet(intervals) if intervals else None,
+            comparisons=paths.read_parquet(comparisons) if comparisons else None,
             frequency_bins=bins,
             history=past,
         )
@@ -493,3 +512,107 @@ def leaf_count(table: LevelTable) -> int:
     anc = table.ancestors()
     internal = anc.filter(pl.col("ancestor") != pl.col("code"))["ancestor"].unique()
     return table.frame.filter(~pl.col("code").is_in(internal.implode())).height
+
+
+def uncertainty(
+    *,
+    gold: str | Path,
+    predictions: dict[str, str | Path],
+    item_sums: dict[str, str | Path],
+    metrics: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    params: IcmParams,
+    label_set: str,
+    settings: Settings,
+    intervals_out: str | Path,
+    comparisons_out: str | Path,
+    resources: Resources | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Bootstrap intervals of every model's tidy rows and paired comparisons of every pair of
+    models (:mod:`hieval.metrics.uncertainty`), for the models in the order given.
+
+    Reads the normalised labels (not the shards: a document's weight depends on its id alone,
+    so the tables are the same for any shard count), each model's per-item sums and its tidy
+    rows (the point estimates, exactly as reported).
+    """
+    layout, units = zoo_units(
+        gold=gold,
+        predictions=predictions,
+        item_sums=item_sums,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        params=params,
+        label_set=label_set,
+        threads=(resources or Resources()).threads,
+    )
+    tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
+    intervals, comparisons = uncertainty_tables(
+        tidy, units, layout=layout, settings=settings, levels=layout.levels
+    )
+    write_parquet(intervals, intervals_out)
+    write_parquet(comparisons, comparisons_out)
+    log.info(
+        "%d intervals (%d replicates), %d comparisons (%d permutations)",
+        intervals.height,
+        settings.bootstrap,
+        comparisons.height,
+        settings.permutations,
+    )
+    return intervals, comparisons
+
+
+def zoo_units(
+    *,
+    gold: str | Path,
+    predictions: dict[str, str | Path],
+    item_sums: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    params: IcmParams,
+    label_set: str,
+    threads: int | None = None,
+) -> tuple[Layout, dict[str, Units]]:
+    """Every model's per-document tables (:class:`~hieval.metrics.uncertainty.Units`),
+    aligned to the gold's documents and the nodes any model reaches: each model's labels are
+    encoded and grouped again by the engine driver (the count tables hold sums over
+    documents; a bootstrap needs each document apart)."""
+    table = read_level_table(levels_file)
+    system = codesystem.of_table(table)
+    evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
+    doc_ids = paths.scan_parquet(gold).select(pl.col("doc_id").unique().sort()).collect()["doc_id"]
+    tables = {}
+    for model, path in predictions.items():
+        labels = encode_labels(
+            gold, path, ancestors, levels=table.levels, placed=_placed(gold, path, table)
+        )
+        doc_index = doc_ids.search_sorted(labels.doc_ids).cast(pl.Int64).to_numpy()
+        if not doc_ids.gather(doc_index).equals(labels.doc_ids, check_names=False):
+            raise HievalError(f"{path}: predictions for documents the gold lacks")
+        groups = document_groups(labels, evaluated=evaluated, threads=threads)
+        tables[model] = {
+            level: node_table(g, labels.space.nodes[level], doc_index)
+            for level, g in groups.items()
+        }
+    nodes = {
+        level: pl.concat([t[level]["node"] for t in tables.values()]).unique().sort()
+        for level in (LEAF, *evaluated)
+    }
+    layout = Layout(
+        doc_ids=doc_ids,
+        levels=evaluated,
+        nodes=nodes,
+        split_kinds=system.node_kind if system.splits_kinds else None,
+        label_set=label_set,
+        n_labels=leaf_count(table) if label_set == "hierarchy" else None,
+    )
+    units = {
+        model: build_units(
+            tables.pop(model), paths.read_parquet(item_sums[model]), layout=layout, params=params
+        )
+        for model in predictions
+    }
+    return layout, units

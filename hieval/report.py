@@ -72,8 +72,13 @@ def summary_markdown(
     records: list[dict],
     hierarchy: str,
     code_system: str = "",
+    intervals: pl.DataFrame | None = None,
+    comparisons: pl.DataFrame | None = None,
+    systems: dict[str, str] | None = None,
 ) -> str:
-    """A paper-style table (one row per model) plus per-level tables and input notes.
+    """A paper-style table (one row per model) plus per-level tables and input notes; with
+    ``intervals``/``comparisons`` the headline scores' intervals and significant differences,
+    with ``systems`` (model → system) the mean ± sd over each system's runs.
 
     ``code_system`` names how labels were read (``icd9``, ``icd10``, ``verbatim``): the same
     file scores differently under another system, so the header says which one it was."""
@@ -154,11 +159,151 @@ def summary_markdown(
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    if intervals is not None:
+        lines += uncertainty_markdown(intervals, comparisons, models)
+    if systems:
+        lines += systems_markdown(tidy, systems)
     notes = [_record_note(r) for r in records]
     notes = [n for n in notes if n]
     if notes:
         lines += ["", "## Input notes", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+#: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
+HEADLINE = (
+    ("Flat F1", "flat", LEAF, "micro", "f1"),
+    ("Set-based F1", "set", OVERALL, "micro", "f1"),
+    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
+    ("ICM", "icm", OVERALL, "mean", "icm"),
+)
+#: Holm-adjusted p-values below this are marked significant in summary.md.
+SIGNIFICANCE = 0.05
+
+
+def _score(value: float, metric: str) -> str:
+    return f"{value:.2f}" if metric == "icm" else _pct(value)
+
+
+def uncertainty_markdown(
+    intervals: pl.DataFrame, comparisons: pl.DataFrame | None, models: list[str]
+) -> list[str]:
+    """Headline scores with their bootstrap intervals, and the pairs of models whose
+    difference is significant after Holm's correction (``intervals``/``comparisons.parquet``
+    hold every metric)."""
+    if intervals.height == 0:
+        return []
+    key = ("family", "level", "average", "metric")
+    rows = {(r["model"], *(r[k] for k in key)): r for r in intervals.iter_rows(named=True)}
+    replicates = intervals["replicates"][0]
+    lines = [
+        "",
+        "## How sure are we",
+        "",
+        f"Percentile bootstrap intervals over documents ({replicates} replicates; "
+        "`intervals.parquet` has every metric). F1 in percent, ICM in bits.",
+        "",
+        "| Model | " + " | ".join(h for h, *_ in HEADLINE) + " |",
+        "|---|" + "---:|" * len(HEADLINE),
+    ]
+    for model in models:
+        cells = []
+        for _, *metric in HEADLINE:
+            row = rows.get((model, *metric))
+            cells.append(
+                f"{_score(row['value'], metric[3])} "
+                f"[{_score(row['low'], metric[3])}, {_score(row['high'], metric[3])}]"
+                if row
+                else "-"
+            )
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    if comparisons is None or comparisons.height == 0:
+        return lines
+    tested = comparisons["p_adjusted"].is_not_null().any()
+    lines += [
+        "",
+        "Differences A − B with their paired bootstrap interval"
+        + (
+            f"; **bold**: significant (paired randomization test, "
+            f"{comparisons['permutations'][0]} permutations, Holm-adjusted p < {SIGNIFICANCE})."
+            if tested
+            else " (no randomization test: `permutations` is 0)."
+        ),
+        "",
+        "| A | B | " + " | ".join(h for h, *_ in HEADLINE) + " |",
+        "|---|---|" + "---:|" * len(HEADLINE),
+    ]
+    pairs = {
+        (r["model_a"], r["model_b"], *(r[k] for k in key)): r
+        for r in comparisons.iter_rows(named=True)
+    }
+    for a, b in dict.fromkeys((r["model_a"], r["model_b"]) for r in pairs.values()):
+        cells = []
+        for _, *metric in HEADLINE:
+            row = pairs.get((a, b, *metric))
+            if row is None:
+                cells.append("-")
+                continue
+            m = metric[3]
+            cell = (
+                f"{_score(row['difference'], m)} "
+                f"[{_score(row['low'], m)}, {_score(row['high'], m)}]"
+            )
+            p = row["p_adjusted"]
+            if p is not None:
+                cell = f"**{cell}** p={p:.2g}" if p < SIGNIFICANCE else f"{cell} p={p:.2g}"
+            cells.append(cell)
+        lines.append(f"| {a} | {b} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def system_table(tidy: pl.DataFrame, systems: dict[str, str]) -> pl.DataFrame:
+    """Mean and standard deviation (n − 1) of every tidy row over the runs of each system:
+    ``system, family, level, average, metric, runs, mean, sd`` (sd null for a single run)."""
+    mapping = pl.DataFrame(
+        {"model": list(systems), "system": list(systems.values())},
+        schema={"model": pl.String, "system": pl.String},
+    )
+    return (
+        tidy.join(mapping, on="model", how="inner")
+        .group_by("system", "family", "level", "average", "metric", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("runs"),
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").std(ddof=1).alias("sd"),
+        )
+    )
+
+
+def systems_markdown(tidy: pl.DataFrame, systems: dict[str, str]) -> list[str]:
+    """Headline scores as mean ± sd over each system's runs (the CoPHE paper's Table 2
+    averages 10 runs of each model)."""
+    table = system_table(tidy, systems)
+    rows = {
+        (r["system"], r["family"], r["level"], r["average"], r["metric"]): r
+        for r in table.iter_rows(named=True)
+    }
+    lines = [
+        "",
+        "## Runs of one system",
+        "",
+        "Mean ± standard deviation over the runs (sheet rows) of each system.",
+        "",
+        "| System | Runs | " + " | ".join(h for h, *_ in HEADLINE) + " |",
+        "|---|---:|" + "---:|" * len(HEADLINE),
+    ]
+    for system in dict.fromkeys(systems.values()):
+        cells, runs = [], 0
+        for _, *metric in HEADLINE:
+            row = rows.get((system, *metric))
+            if row is None:
+                cells.append("-")
+                continue
+            runs = row["runs"]
+            sd = "-" if row["sd"] is None else _score(row["sd"], metric[3])
+            cells.append(f"{_score(row['mean'], metric[3])} ± {sd}")
+        lines.append(f"| {system} | {runs} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _record_note(record: dict) -> str:
@@ -222,12 +367,18 @@ def write_reports(
     records: list[dict],
     hierarchy: str,
     code_system: str = "",
+    intervals: pl.DataFrame | None = None,
+    comparisons: pl.DataFrame | None = None,
+    systems: dict[str, str] | None = None,
 ) -> None:
-    """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir``."""
+    """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir`` (and, with
+    ``systems``, systems.parquet: :func:`system_table`)."""
     out = Path(out_dir)
     write_parquet(tidy, out / "metrics.parquet")
     write_csv(tidy, out / "metrics.csv")
     write_csv(wide(tidy), out / "summary.csv")
+    if systems:
+        write_parquet(system_table(tidy, systems), out / "systems.parquet")
     write_text(
         out / "summary.md",
         summary_markdown(
@@ -237,5 +388,8 @@ def write_reports(
             records=records,
             hierarchy=hierarchy,
             code_system=code_system,
+            intervals=intervals,
+            comparisons=comparisons,
+            systems=systems,
         ),
     )

@@ -20,6 +20,8 @@ def main(smk):
         markdown_out=smk.output.markdown,
         figures_out=smk.output.figures,
         train_gold=smk.input.get("train_gold"),
+        intervals=smk.input.get("intervals"),
+        comparisons=smk.input.get("comparisons"),
         history=smk.params.history,
     )
 

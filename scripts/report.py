@@ -1,5 +1,6 @@
 """Snakemake script: the tables over all models (metrics.parquet/.csv, summary.csv/.md)."""
 
+import json
 from pathlib import Path
 
 from hieval.pipeline import final_reports
@@ -15,6 +16,9 @@ def main(smk):
         models=smk.params.models,
         hierarchy=smk.params.hierarchy,
         out_dir=Path(smk.output.metrics).parent,
+        intervals=smk.input.get("intervals"),
+        comparisons=smk.input.get("comparisons"),
+        systems=json.loads(smk.params.systems),
     )
 
 

@@ -31,7 +31,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
-from hieval.engine.groups import Slice, runs, sum_by_doc
+from hieval.engine.groups import Groups, Slice, runs, sum_by_doc
 from hieval.engine.keys import LEAF, CodeSpace
 from hieval.errors import ConfigError
 
@@ -69,6 +69,18 @@ def doc_combos(levels: tuple[str, ...]) -> list[tuple[str, str]]:
     return sorted([("flat", LEAF)] + [(f, lv) for f in ("set", "cophe") for lv in levels])
 
 
+def family_counts(g: Groups, level: str) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """TP, predicted and gold of each (document, node) group per family at ``level`` — flat at
+    the ``leaf`` pseudo-level, set-based and CoPHE at the hierarchy's levels: the counting rules
+    of the module doc, written once (the count tables and the bootstrap's per-document node
+    counts both use them)."""
+    has_pred, has_gold = g.pred > 0, g.gold > 0
+    clipped = (has_pred & has_gold, has_pred, has_gold)
+    if level == LEAF:
+        return {"flat": clipped}
+    return {"set": clipped, "cophe": (np.minimum(g.pred, g.gold), g.pred, g.gold)}
+
+
 def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
     """Count one slice of labels (pure: slices can be counted in parallel)."""
     combos = doc_combos(levels)
@@ -80,16 +92,10 @@ def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
     node_sums = {}
     for level in (LEAF, *levels):
         g = part.groups(level)
-        has_pred, has_gold = g.pred > 0, g.gold > 0
-        clipped = (has_pred & has_gold, has_pred, has_gold)
         n = part.space.nodes[level].len()
         sums = np.zeros((len(NODE_SUMS), n), dtype=np.float64)
-        parts = {"set": clipped}
-        if level == LEAF:
-            families = {"flat": clipped}
-        else:
-            parts["cophe"] = (np.minimum(g.pred, g.gold), g.pred, g.gold)
-            families = parts
+        families = family_counts(g, level)
+        parts = {"set": families["flat"]} if level == LEAF else families
         for prefix, values in parts.items():
             for suffix, value in zip(("tp", "pred", "gold"), values, strict=True):
                 sums[_ROW[f"{prefix}_{suffix}"]] += np.bincount(g.node, weights=value, minlength=n)

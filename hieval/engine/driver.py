@@ -23,7 +23,7 @@ import polars as pl
 
 from hieval import paths
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
-from hieval.engine.groups import Slice, parallel_map, slices
+from hieval.engine.groups import Groups, Slice, parallel_map, slices
 from hieval.engine.icm import (
     IcmParams,
     ItemSums,
@@ -32,7 +32,7 @@ from hieval.engine.icm import (
     slice_item_sums,
     weights_table,
 )
-from hieval.engine.keys import CodeSpace, Labels, Source, encode, read_frame
+from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, read_frame
 
 log = logging.getLogger(__name__)
 
@@ -264,3 +264,39 @@ def count(
         items=False,
     )
     return result.nodes, result.docs
+
+
+def document_groups(
+    labels: Labels, *, evaluated: tuple[str, ...], threads: int | None = None
+) -> dict[str, Groups]:
+    """Every (document, node) group of the ``leaf`` pseudo-level and the ``evaluated`` levels,
+    documents numbered as ``labels.doc_ids`` (over all slices).
+
+    The count tables sum these groups over documents; a bootstrap needs them per document, to
+    weigh each document anew in every replicate (macro and label-based metrics are not
+    functions of per-document totals). Memory: 32 bytes a group, which is about one per label
+    and level.
+    """
+    wanted = (LEAF, *evaluated)
+
+    def one_slice(part: Slice) -> list[Groups]:
+        found = [part.groups(level) for level in wanted]
+        return [Groups(g.doc + part.first, g.node, g.pred, g.gold) for g in found]
+
+    parts: list[list[Groups]] = [[] for _ in wanted]
+    for found in parallel_map(one_slice, slices(labels), threads):
+        for bucket, g in zip(parts, found, strict=True):
+            bucket.append(g)
+    result = {}
+    for level, bucket in zip(wanted, parts, strict=True):
+        if not bucket:
+            empty = np.zeros(0, dtype=np.int64)
+            result[level] = Groups(empty, empty, empty, empty)
+            continue
+        result[level] = Groups(
+            *(
+                np.concatenate([getattr(g, f) for g in bucket])
+                for f in ("doc", "node", "pred", "gold")
+            )
+        )
+    return result

@@ -13,15 +13,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import polars as pl
 
 from hieval.codes import CODE_TYPES
 from hieval.metrics.registry import OVERALL, PRF_METRICS, exact_mean
 
 
-def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
-    """num / den, or 0 where den is 0 (the zero-division convention)."""
-    return pl.when(den > 0).then(num / den).otherwise(0.0)
+def ratio(num, den):
+    """num / den, or 0 where den is 0 (the zero-division convention).
+
+    On Polars expressions (the tidy table) or numpy arrays (the bootstrap's replicates, which
+    broadcast): the formulas below are written once and serve both, with the same float64
+    operations in the same order, so a replicate with every weight 1 is the point estimate.
+    """
+    if isinstance(num, pl.Expr) or isinstance(den, pl.Expr):
+        return pl.when(den > 0).then(num / den).otherwise(0.0)
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast_shapes(num.shape, den.shape))
+    return np.divide(num, den, out=out, where=den > 0)
+
+
+#: Precision, recall and F1 from TP, FP and FN (summed over a level for ``micro``, per node for
+#: ``macro``): the one place these formulas are written.
+PRF: dict[str, Callable] = {
+    "precision": lambda tp, fp, fn: ratio(tp, tp + fp),
+    "recall": lambda tp, fp, fn: ratio(tp, tp + fn),
+    "f1": lambda tp, fp, fn: ratio(2 * tp, 2 * tp + fp + fn),
+}
+
+
+def harmonic_f1(precision, recall):
+    """``macro_hm``'s F1: the harmonic mean of macro precision and macro recall."""
+    return ratio(2 * precision * recall, precision + recall)
 
 
 def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -67,16 +91,16 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
     """``family, level, average, metric, value`` rows from a per-node count table."""
     tp, fp, fn = (pl.col(c).cast(pl.Float64) for c in ("tp", "fp", "fn"))
     per_node = nodes.with_columns(
-        ratio(tp, tp + fp).alias("p"),
-        ratio(tp, tp + fn).alias("r"),
-        ratio(2 * tp, 2 * tp + fp + fn).alias("f"),
+        PRF["precision"](tp, fp, fn).alias("p"),
+        PRF["recall"](tp, fp, fn).alias("r"),
+        PRF["f1"](tp, fp, fn).alias("f"),
     )
     per_level = _summaries(per_node, ["family", "level"])
     overall = _summaries(per_node.filter(pl.col("family") != "flat"), ["family"]).with_columns(
         pl.lit(OVERALL).alias("level")
     )
     summary = pl.concat([per_level, overall.select(per_level.columns)])
-    micro_p, micro_r = ratio(tp, tp + fp), ratio(tp, tp + fn)
+    micro_p, micro_r = PRF["precision"](tp, fp, fn), PRF["recall"](tp, fp, fn)
     macro_p, macro_r = pl.col("macro_p"), pl.col("macro_r")
     wide = pl.concat(
         [
@@ -89,7 +113,7 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
                 fn,
                 micro_p.alias("precision"),
                 micro_r.alias("recall"),
-                ratio(2 * tp, 2 * tp + fp + fn).alias("f1"),
+                PRF["f1"](tp, fp, fn).alias("f1"),
             ),
             summary.select(
                 "family",
@@ -111,7 +135,7 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
                 fn,
                 macro_p.alias("precision"),
                 macro_r.alias("recall"),
-                ratio(2 * macro_p * macro_r, macro_p + macro_r).alias("f1"),
+                harmonic_f1(macro_p, macro_r).alias("f1"),
             ),
         ]
     )

@@ -76,9 +76,20 @@ class Metric:
 
 
 def ratio_or_one(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """num / den elementwise, 1 where den is 0 (nothing to find and nothing found)."""
+    """num / den elementwise, 1 where den is 0 (nothing to find and nothing found).
+
+    Shapes broadcast: the bootstrap applies a ``per_unit`` formula to units × replicates at
+    once (:mod:`hieval.metrics.uncertainty`), ``n`` then being one size per replicate.
+    """
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    return np.divide(num, den, out=np.ones_like(num), where=den > 0)
+    out = np.ones(np.broadcast_shapes(num.shape, den.shape))
+    return np.divide(num, den, out=out, where=den > 0)
+
+
+def _ratio_or_zero(num, den) -> np.ndarray:
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast_shapes(num.shape, den.shape))
+    return np.divide(num, den, out=out, where=den > 0)
 
 
 def exact_mean(values) -> float:
@@ -138,7 +149,7 @@ REGISTRY: tuple[Metric, ...] = (
     Metric(
         "label", "accuracy", "macro", LEAF, NODES,
         "mean over labels of (TP + TN) / N", "LB-ACC",
-        per_unit=lambda tp, fp, fn, n: ratio_or_one(n - fp - fn, np.full(len(tp), n)),
+        per_unit=lambda tp, fp, fn, n: ratio_or_one(n - fp - fn, n + 0 * tp),
     ),
     Metric(
         "label", "f1", "macro", LEAF, NODES,
@@ -161,7 +172,7 @@ REGISTRY: tuple[Metric, ...] = (
     Metric(
         "example", "hamming_loss", "mean", LEAF, DOCUMENTS,
         "mean over items of (FP + FN) / |L| (a loss)", "EB-HAMM", higher_is_better=False,
-        per_unit=lambda tp, fp, fn, n: (fp + fn) / n if n else np.zeros(len(tp)),
+        per_unit=lambda tp, fp, fn, n: _ratio_or_zero(fp + fn, n + 0 * tp),
     ),
     Metric(
         "example", "jaccard", "mean", LEAF, DOCUMENTS,

@@ -25,49 +25,64 @@ import polars as pl
 
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError
-from hieval.metrics.registry import DOCUMENTS, NODES, SUITE, Metric, exact_mean
+from hieval.metrics.registry import DOCUMENTS, NODES, SUITE, Metric, exact_mean, ratio_or_one
 
 LABEL_SETS = ("observed", "hierarchy")
 DEFAULT_LABEL_SET = "observed"
 
 
+def icm_per_item(items: pl.DataFrame, params: IcmParams) -> tuple[np.ndarray, np.ndarray]:
+    """Per gold item: ICM_i = α1·IC(P_i) + α2·IC(G_i) − β·IC(P_i ∪ G_i), and ICM(G_i, G_i)."""
+    a1, a2, b = params.alpha1, params.alpha2, params.beta
+    ic_pred, ic_gold, ic_union = (items[c].to_numpy() for c in ("ic_pred", "ic_gold", "ic_union"))
+    return a1 * ic_pred + a2 * ic_gold - b * ic_union, (a1 + a2 - b) * ic_gold
+
+
+def icm_norm(icm, icm_gold):
+    """ICM-Norm = max(0, (ICM(P,G) + ICM(G,G)) / (2·ICM(G,G))), 0 when ICM(G,G) is 0; on
+    numbers or (replicate) arrays."""
+    icm, icm_gold = np.asarray(icm, dtype=np.float64), np.asarray(icm_gold, dtype=np.float64)
+    out = np.zeros(np.broadcast_shapes(icm.shape, icm_gold.shape))
+    np.divide(icm + icm_gold, 2 * icm_gold, out=out, where=icm_gold != 0)
+    return np.maximum(out, 0.0)
+
+
 def icm_values(items: pl.DataFrame, params: IcmParams) -> dict[str, float]:
-    """ICM, ICM(G, G) and ICM-Norm = max(0, (ICM(P,G) + ICM(G,G)) / (2·ICM(G,G))).
+    """ICM, ICM(G, G) and ICM-Norm.
 
     Means are exact (:func:`~hieval.metrics.registry.exact_mean`): independent of item order.
     """
     n = items.height
     if n == 0:
         return {"icm": 0.0, "icm_gold": 0.0, "icm_norm": 0.0}
-    a1, a2, b = params.alpha1, params.alpha2, params.beta
-    per_item = (a1 * items["ic_pred"] + a2 * items["ic_gold"] - b * items["ic_union"]).to_list()
-    per_gold = ((a1 + a2 - b) * items["ic_gold"]).to_list()
-    icm, icm_gold = exact_mean(per_item), exact_mean(per_gold)
-    norm = max(0.0, (icm + icm_gold) / (2 * icm_gold)) if icm_gold else 0.0
-    return {"icm": icm, "icm_gold": icm_gold, "icm_norm": norm}
+    per_item, per_gold = icm_per_item(items, params)
+    icm, icm_gold = exact_mean(per_item.tolist()), exact_mean(per_gold.tolist())
+    return {"icm": icm, "icm_gold": icm_gold, "icm_norm": float(icm_norm(icm, icm_gold))}
+
+
+def item_measures(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str], np.ndarray]:
+    """Per gold item, the value PROP-F and HF average (their one formula each):
+
+    - PROP-F: 2·(W(P ∩ G) + w∅) / (W(P) + W(G) + 2·w∅), w∅ the weight of the empty class every
+      item holds (N_∅ = N, with N the items of the whole test set);
+    - HF: 2·|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), 1 when both ancestor sets are empty.
+    """
+    n = items.height
+    w_empty = params.inverse_propensity(n, n)
+    w_pred, w_gold, w_both = (items[c].to_numpy() for c in ("w_pred", "w_gold", "w_both"))
+    prop = 2 * (w_both + w_empty) / (w_pred + w_gold + 2 * w_empty)
+    anc = [items[c].to_numpy().astype(np.int64) for c in ("anc_pred", "anc_gold", "anc_both")]
+    return {
+        ("propensity", "f1"): prop,
+        ("hierarchical", "f1"): ratio_or_one(2 * anc[2], anc[0] + anc[1]),
+    }
 
 
 def _item_values(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str], float]:
     """The metrics computed from the per-item sums: ICM, ICM-Norm, PROP-F and HF."""
-    n = items.height
     values = icm_values(items, params)
-    w_empty = params.inverse_propensity(n, n)  # the empty class every item holds (N_∅ = N)
-    prop = [
-        2 * (both + w_empty) / (pred + gold + 2 * w_empty)
-        for pred, gold, both in zip(items["w_pred"], items["w_gold"], items["w_both"], strict=True)
-    ]
-    hier = [
-        2 * both / (pred + gold) if pred + gold else 1.0
-        for pred, gold, both in zip(
-            items["anc_pred"], items["anc_gold"], items["anc_both"], strict=True
-        )
-    ]
-    return {
-        ("icm", "icm"): values["icm"],
-        ("icm", "icm_norm"): values["icm_norm"],
-        ("propensity", "f1"): exact_mean(prop),
-        ("hierarchical", "f1"): exact_mean(hier),
-    }
+    means = {key: exact_mean(v.tolist()) for key, v in item_measures(items, params).items()}
+    return {("icm", "icm"): values["icm"], ("icm", "icm_norm"): values["icm_norm"], **means}
 
 
 def suite_rows(

@@ -91,6 +91,7 @@ class ReportInputs:
     version: str
     settings: dict = field(default_factory=dict)
     intervals: pl.DataFrame | None = None  # model, family, level, average, metric, low, high
+    comparisons: pl.DataFrame | None = None  # hieval.metrics.uncertainty's comparisons table
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
 
@@ -169,6 +170,43 @@ def _leaderboard(inputs: ReportInputs) -> str:
         + "</p>"
     )
     return "<h2 id='leaderboard'>Leaderboard</h2>" + note + _table(headers, rows, sortable=True)
+
+
+def _comparisons(inputs: ReportInputs) -> str:
+    """Paired differences on the leaderboard's metrics, significant ones in bold."""
+    if inputs.comparisons is None or inputs.comparisons.is_empty():
+        return ""
+    rows = []
+    for heading, family, level, average, metric in LEADERBOARD:
+        part = inputs.comparisons.filter(
+            (pl.col("family") == family)
+            & (pl.col("level") == level)
+            & (pl.col("average") == average)
+            & (pl.col("metric") == metric)
+        )
+        percent = family != "icm"
+        for r in part.iter_rows(named=True):
+            significant = r["p_adjusted"] is not None and r["p_adjusted"] < 0.05
+            cls = ' class="best"' if significant else ""
+            rows.append(
+                [
+                    f"<td>{_esc(heading)}</td>",
+                    f"<td>{_esc(r['model_a'])} − {_esc(r['model_b'])}</td>",
+                    f"<td{cls}>{_num(r['difference'], percent=percent)}</td>",
+                    f"<td>[{_num(r['low'], percent=percent)}, {_num(r['high'], percent=percent)}]"
+                    "</td>",
+                    f"<td>{r['p_value']:.3g}</td>",
+                    f"<td{cls}>{r['p_adjusted']:.3g}</td>",
+                ]
+            )
+    if not rows:
+        return ""
+    return (
+        "<h2 id='comparisons'>Which differences are real</h2><p class='note'>Paired bootstrap "
+        "interval of each difference and the paired randomization test's p, Holm-adjusted over "
+        "the pairs of models; bold: adjusted p &lt; 0.05.</p>"
+        + _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
+    )
 
 
 def _suite(inputs: ReportInputs) -> str:
@@ -422,6 +460,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     }
     sections = [
         _leaderboard(inputs),
+        _comparisons(inputs),
         "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 at each "
         "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
         f"<figure>{drawn['per_level']}</figure>",

@@ -128,3 +128,20 @@ def report_settings():
     """The settings that change numbers (hieval.config.report_settings) as a JSON string."""
     options = {name: spec.options() for name, spec in MODELS.items()}
     return json.dumps(run_settings(config, options), sort_keys=True)
+
+
+# Runs of one system (the sheet's optional `system` column), as a JSON string (recorded).
+SYSTEMS = json.dumps(
+    {name: spec.system for name, spec in MODELS.items() if spec.system}, sort_keys=True
+)
+UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
+
+
+def uncertainty_files(wildcards):
+    """The intervals and comparisons the report reads, when the bootstrap is on."""
+    if not UNCERTAINTY:
+        return {}
+    return {
+        "intervals": "results/report/intervals.parquet",
+        "comparisons": "results/report/comparisons.parquet",
+    }

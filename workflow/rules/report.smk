@@ -9,6 +9,7 @@ localrules:
 
 rule report:
     input:
+        unpack(uncertainty_files),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         records=[
             "results/inputs/gold.json",
@@ -29,6 +30,7 @@ rule report:
         models=MODEL_NAMES,
         max_level=config["max_level"],
         hierarchy=hierarchy_label(),
+        systems=SYSTEMS,
     script:
         "../../scripts/report.py"
 
@@ -51,6 +53,7 @@ rule paper_table1:
 rule publish:
     input:
         unpack(train_gold_input),
+        unpack(uncertainty_files),
         tidy="results/report/metrics.parquet",
         nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
         records=[

@@ -1,0 +1,31 @@
+"""Snakemake script: bootstrap intervals and paired comparisons over the zoo."""
+
+import json
+
+from hieval.engine.icm import IcmParams
+from hieval.metrics.uncertainty import Settings
+from hieval.pipeline import uncertainty
+from hieval.resources import Resources
+from hieval.workflow_script import run_rule
+
+
+def main(smk):
+    models = list(smk.params.models)
+    uncertainty(
+        gold=smk.input.gold,
+        predictions=dict(zip(models, smk.input.predictions, strict=True)),
+        item_sums=dict(zip(models, smk.input.item_sums, strict=True)),
+        metrics=dict(zip(models, smk.input.metrics, strict=True)),
+        levels_file=smk.input.levels,
+        ancestors=smk.input.ancestors,
+        max_level=smk.params.max_level,
+        params=IcmParams(**json.loads(smk.params.icm)),
+        label_set=smk.params.label_set,
+        settings=Settings(**json.loads(smk.params.uncertainty)),
+        intervals_out=smk.output.intervals,
+        comparisons_out=smk.output.comparisons,
+        resources=Resources(threads=smk.threads),
+    )
+
+
+run_rule(snakemake, main)  # noqa: F821
