@@ -175,7 +175,7 @@ def micro_auc(arrays: ScoreArrays) -> float | None:
     return _auc(doubled, positives, negatives)
 
 
-def _by_label(arrays: ScoreArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def by_label(arrays: ScoreArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The scores grouped by label (label-major, any order within), and each label's run."""
     label = arrays.key % arrays.n_labels
     small = np.uint16 if arrays.n_labels <= np.iinfo(np.uint16).max else np.int64
@@ -196,7 +196,7 @@ def per_label_auc(arrays: ScoreArrays) -> np.ndarray:
     order = np.argsort(pos_label, kind="stable")
     pos_label, pos_score = pos_label[order], pos_score[order]
     pos_starts = np.searchsorted(pos_label, np.arange(arrays.n_labels + 1))
-    grouped, starts, counts = _by_label(arrays)
+    grouped, starts, counts = by_label(arrays)
     auc = np.full(arrays.n_labels, np.nan)
     for c in np.flatnonzero((support > 0) & (support < n_docs)):
         column = np.sort(grouped[starts[c] : starts[c + 1]])
