@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hieval.metrics.registry import exact_mean
+from hieval.metrics.registry import LEAF, TIDY_SCHEMA, exact_mean, sort_tidy
 
 log = logging.getLogger(__name__)
 
@@ -366,3 +366,58 @@ def level_arrays(
     node_index = {n: i for i, n in enumerate(nodes.to_list())}
     node_of = np.array([node_index.get(a, -1) for a in mapped.to_list()], dtype=np.int64)
     return pool(arrays, node_of, len(nodes)), int((node_of < 0).sum())
+
+
+def score_rows(
+    gold: pl.DataFrame,
+    scores: pl.DataFrame,
+    *,
+    model: str,
+    ks: Sequence[int] = DEFAULT_KS,
+    ancestors: pl.DataFrame | None = None,
+    levels: Sequence[str] = (),
+    threshold: float | None = None,
+) -> tuple[pl.DataFrame, dict]:
+    """A model's tidy rows from its scores: ranking at the leaves and at each of ``levels``
+    (max-pooled through ``ancestors``), calibration, and the tuned ``threshold`` when given;
+    with the notes the report shows (unscored pairs, why a family is missing).
+
+    A model without scores gets no ranking or calibration rows (only its threshold, if tuned).
+    """
+    rows: list[tuple[str, str, str, str, float]] = []
+    notes: dict = {"model": model, "scored_pairs": scores.height}
+    if scores.height:
+        arrays = encode(gold, scores)
+        notes.update(label_space_pairs=arrays.pairs, unscored_pairs=arrays.unscored)
+        if arrays.unscored:
+            log.info(
+                "%s: %d of %d (document, code) pairs of the label space are unscored; they rank "
+                "below every scored pair, so AUC is a bound",
+                model,
+                arrays.unscored,
+                arrays.pairs,
+            )
+        by_level = [(LEAF, arrays)]
+        for level in levels:
+            pooled, left_out = level_arrays(arrays, ancestors, level)
+            if left_out:
+                notes.setdefault("codes_without_node", {})[level] = left_out
+            by_level.append((level, pooled))
+        for level, level_scores in by_level:
+            for (average, metric), value in ranking_values(level_scores, ks).items():
+                rows.append(("ranking", level, average, metric, value))
+        calibration = calibration_values(arrays)
+        if calibration is None:
+            notes["calibration"] = "scores outside [0, 1]: no calibration rows"
+        else:
+            rows += [("calibration", LEAF, "micro", m, v) for m, v in calibration.items()]
+    else:
+        notes["ranking"] = "hard predictions (no scores): no ranking or calibration rows"
+    if threshold is not None:
+        rows.append(("selection", LEAF, "global", "threshold", threshold))
+    tidy = pl.DataFrame(
+        [(model, *row) for row in rows],
+        schema=TIDY_SCHEMA,
+        orient="row",
+    )
+    return sort_tidy(tidy, tuple(levels), [model]), notes
