@@ -7,6 +7,7 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import sys
@@ -17,7 +18,16 @@ from rich.console import Console
 from hieval import __version__
 from hieval.atomic import staged_folder
 from hieval.codes import CODE_TYPES, DEFAULT_MAX_LEVEL
-from hieval.config import check_model_name, gold_options, icm_params
+from hieval.config import (
+    TUNE,
+    ModelSpec,
+    check_model_name,
+    check_tuning,
+    gold_options,
+    icm_params,
+    ranking_ks,
+    tuning_options,
+)
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
@@ -31,13 +41,17 @@ from hieval.inputs import (
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
 )
+from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.pipeline import (
     build_hierarchy,
     count_model,
     final_reports,
     model_metrics,
     normalize_file,
+    score_metrics,
+    tune_threshold,
 )
 from hieval.resources import Resources, memory_limit_problem
 
@@ -80,6 +94,11 @@ def _named_format(text: str) -> tuple[str, str]:
             f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got {text!r}"
         )
     return name, fmt
+
+
+def _threshold(text: str) -> float | str:
+    """--threshold: a number in [0, 1], or ``tune`` (tuned on the dev set)."""
+    return TUNE if text == TUNE else _fraction(text)
 
 
 def _fraction(text: str) -> float:
@@ -164,10 +183,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--threshold",
-        type=_fraction,
+        type=_threshold,
         default=None,
         help=f"predict a scored code when score >= THRESHOLD (default {DEFAULT_THRESHOLD} when a "
-        "score column exists and --top-k is not given)",
+        "score column exists and --top-k is not given); `tune`: tune each model's threshold on "
+        "its --dev-pred against --dev-gold (maximising dev flat micro-F1)",
+    )
+    ev.add_argument(
+        "--dev-gold",
+        type=Path,
+        default=None,
+        help="the validation gold thresholds are tuned on (config dev_gold; never the test gold)",
+    )
+    ev.add_argument(
+        "--dev-pred",
+        action="append",
+        default=[],
+        type=_model_path,
+        metavar="NAME=PATH",
+        help="a model's predictions on the dev set, for --threshold tune; repeat per model",
+    )
+    ev.add_argument(
+        "--k",
+        nargs="+",
+        type=_at_least_one("k"),
+        default=list(DEFAULT_KS),
+        metavar="K",
+        help="the K of precision@K and recall@K (config ranking.k; default "
+        + " ".join(map(str, DEFAULT_KS))
+        + ")",
+    )
+    ev.add_argument(
+        "--tuning-per-code",
+        action="store_true",
+        default=False,
+        help="tuned thresholds: codes with at least --tuning-min-support positive dev documents "
+        "get their own (config tuning.per_code)",
+    )
+    ev.add_argument(
+        "--tuning-min-support",
+        type=_at_least_one("tuning-min-support"),
+        default=DEFAULT_MIN_SUPPORT,
+        help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
     )
     ev.add_argument(
         "--top-k",
@@ -359,7 +416,7 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
 #: Every entry ``hieval evaluate`` writes into OUT: an existing OUT holding nothing else is
 #: replaced by the new run's outputs; any other folder is refused, never deleted.
 OUTPUT_ENTRIES = frozenset(
-    {"metrics.parquet", "metrics.csv", "summary.csv", "summary.md", "nodes", "work"}
+    {"metrics.parquet", "metrics.csv", "summary.csv", "summary.md", "nodes", "work", "thresholds"}
 )
 
 
@@ -396,7 +453,10 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "max_level": args.max_level,
         "unknown_codes": args.unknown_codes,
         "unknown_docs": args.unknown_docs,
-        "threshold": DEFAULT_THRESHOLD,
+        "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
+        "dev_gold": str(args.dev_gold) if args.dev_gold else None,
+        "ranking": {"k": list(args.k)},
+        "tuning": {"per_code": args.tuning_per_code, "min_support": args.tuning_min_support},
         "icm": {
             "alpha1": args.icm_alpha1,
             "alpha2": args.icm_alpha2,
@@ -444,10 +504,12 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         options=gold_options(config),
         **common,
     )
-    labels = {}
+    tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
+    labels, scores = {}, {}
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
         labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
+        scores[name] = work / "inputs" / "scores" / f"{name}.parquet"
         records.append(labels[name].with_suffix(".json"))
         normalize_file(
             path,
@@ -455,16 +517,12 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             role=PREDICTIONS,
             out=labels[name],
             record_out=records[-1],
-            options=LabelOptions(
-                code_type=args.code_type,
-                code_format=args.code_format,
-                threshold=args.threshold,
-                top_k=args.top_k,
-                **args.per_file.get(name, {}),
-            ),
+            options=_model_options(args, name),
             gold=gold,
             unknown_docs=config["unknown_docs"],
             default_threshold=config["threshold"],
+            scores_out=scores[name],
+            tuned=tuned.get(name),
             **common,
         )
     for number, name in enumerate(names, start=1):
@@ -493,8 +551,23 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             metrics_out=work / "metrics" / f"{name}.parquet",
             nodes_report_out=out / "nodes" / f"{name}.csv",
         )
+        score_metrics(
+            model=name,
+            gold=gold,
+            scores=scores[name],
+            record=work / "inputs" / "predictions" / f"{name}.json",
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            ks=ranking_ks(config),
+            metrics_out=work / "ranking" / f"{name}.parquet",
+            notes_out=work / "ranking" / f"{name}.json",
+        )
     final_reports(
-        metrics=[work / "metrics" / f"{name}.parquet" for name in names],
+        metrics=[
+            work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
+        ],
+        notes=[work / "ranking" / f"{name}.json" for name in names],
         records=records,
         levels_file=levels,
         max_level=config["max_level"],
@@ -502,6 +575,88 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         hierarchy=hierarchy,
         out_dir=out,
     )
+
+
+def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:
+    """How to read a model's predictions (and its dev predictions): ``--threshold tune``
+    leaves the threshold to tuning."""
+    return LabelOptions(
+        code_type=args.code_type,
+        code_format=args.code_format,
+        threshold=None if args.threshold == TUNE else args.threshold,
+        top_k=args.top_k,
+        **args.per_file.get(name, {}),
+    )
+
+
+def _tune_thresholds(
+    args: argparse.Namespace, names: list[str], config: dict, *, gold: Path, out: Path, common: dict
+) -> dict[str, Path]:
+    """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
+    tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
+    dev = dict(args.dev_pred)
+    strays = sorted(set(dev) - set(names))
+    if strays:
+        raise HievalError(
+            f"--dev-pred {strays[0]}=...: no model {strays[0]!r} (models: {', '.join(names)})"
+        )
+    specs = [
+        ModelSpec(
+            model=name,
+            predictions=str(path),
+            threshold=None if args.threshold == TUNE else args.threshold,
+            top_k=args.top_k,
+            dev_predictions=str(dev[name]) if name in dev else None,
+        )
+        for name, path in args.pred
+    ]
+    check_tuning(config, specs)
+    tuned_specs = [s for s in specs if s.tunes(config["threshold"])]
+    if not tuned_specs:
+        return {}
+    work = out / "work" / "inputs" / "dev"
+    dev_gold = work / "gold.parquet"
+    normalize_file(
+        config["dev_gold"],
+        name="dev_gold",
+        role=GOLD,
+        out=dev_gold,
+        record_out=dev_gold.with_suffix(".json"),
+        options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
+        **common,
+    )
+    tuned = {}
+    for spec in tuned_specs:
+        name = spec.model
+        console.rule(f"[bold]{name}[/bold]: tuning its threshold on the dev set")
+        dev_labels = work / "predictions" / f"{name}.parquet"
+        dev_scores = work / "scores" / f"{name}.parquet"
+        normalize_file(
+            spec.dev_predictions,
+            name=f"{name} (dev)",
+            role=PREDICTIONS,
+            out=dev_labels,
+            record_out=dev_labels.with_suffix(".json"),
+            options=_model_options(args, name),
+            gold=dev_gold,
+            unknown_docs=config["unknown_docs"],
+            scores_out=dev_scores,
+            **common,
+        )
+        tuned[name] = out / "thresholds" / f"{name}.json"
+        tune_threshold(
+            model=name,
+            dev_gold=dev_gold,
+            dev_scores=dev_scores,
+            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
+            test_gold=gold,
+            test_record=out / "work" / "inputs" / "gold.json",
+            **tuning_options(config),
+            curve_out=out / "thresholds" / f"{name}.parquet",
+            codes_out=out / "thresholds" / f"{name}.codes.parquet",
+            tuned_out=tuned[name],
+        )
+    return tuned
 
 
 def _configure_logging() -> logging.Handler:

@@ -14,6 +14,7 @@ from hieval.metrics.registry import (
     FAMILY_TITLES,
     LEAF,
     OVERALL,
+    SCORE_METRICS,
     SPLIT_FAMILIES,
     SUITE,
     TIDY_SCHEMA,
@@ -71,8 +72,10 @@ def summary_markdown(
     models: list[str],
     records: list[dict],
     hierarchy: str,
+    notes: list[dict] = (),
 ) -> str:
-    """A paper-style table (one row per model) plus per-level tables and input notes."""
+    """A paper-style table (one row per model) plus per-level tables, the score metrics and
+    input notes."""
     micro = wide(tidy.filter(pl.col("average") == "micro"))
     lookup = {(r["model"], r["family"], r["level"]): r for r in micro.iter_rows(named=True)}
     headline = [("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL)]
@@ -134,11 +137,60 @@ def summary_markdown(
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    notes = [_record_note(r) for r in records]
-    notes = [n for n in notes if n]
-    if notes:
-        lines += ["", "## Input notes", "", *notes]
+    lines += _score_table(tidy, models)
+    lines_notes = [_record_note(r) for r in records] + [_score_note(n) for n in notes]
+    lines_notes = [n for n in lines_notes if n]
+    if lines_notes:
+        lines += ["", "## Input notes", "", *lines_notes]
     return "\n".join(lines) + "\n"
+
+
+def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
+    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric)."""
+    score = tidy.filter(
+        pl.col("family").is_in([m.family for m in SCORE_METRICS]) & (pl.col("level") == LEAF)
+    )
+    if not score.height:
+        return []
+    columns = score.select("family", "average", "metric").unique(maintain_order=True).rows()
+    values = {
+        (r["model"], r["family"], r["average"], r["metric"]): r["value"]
+        for r in score.iter_rows(named=True)
+    }
+    heads = [f"{metric} ({average})" for _, average, metric in columns]
+    lines = [
+        "",
+        "## Scores: ranking, calibration and tuned thresholds (leaf codes)",
+        "",
+        "Models without scores have no ranking rows (see the notes).",
+        "",
+        f"| Model | {' | '.join(heads)} |",
+        "|---|" + "---:|" * len(heads),
+    ]
+    for model in models:
+        cells = [
+            f"{values[key]:.4g}" if (key := (model, *column)) in values else "-"
+            for column in columns
+        ]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _score_note(note: dict) -> str:
+    parts = []
+    if note.get("ranking"):
+        parts.append(note["ranking"])
+    if note.get("unscored_pairs"):
+        parts.append(
+            f"{note['unscored_pairs']} of {note['label_space_pairs']} (document, code) pairs "
+            "unscored (a truncated score file): they rank below every scored pair, so its AUC "
+            "is a bound"
+        )
+    if note.get("calibration"):
+        parts.append(note["calibration"])
+    for level, count in (note.get("codes_without_node") or {}).items():
+        parts.append(f"{count} scored code(s) have no node at level {level} (left out there)")
+    return f"- **{note['model']}** (scores): " + "; ".join(parts) + "." if parts else ""
 
 
 def _record_note(record: dict) -> str:
@@ -198,6 +250,7 @@ def write_reports(
     models: list[str],
     records: list[dict],
     hierarchy: str,
+    notes: list[dict] = (),
 ) -> None:
     """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir``."""
     out = Path(out_dir)
@@ -206,5 +259,12 @@ def write_reports(
     write_csv(wide(tidy), out / "summary.csv")
     write_text(
         out / "summary.md",
-        summary_markdown(tidy, levels=levels, models=models, records=records, hierarchy=hierarchy),
+        summary_markdown(
+            tidy,
+            levels=levels,
+            models=models,
+            records=records,
+            hierarchy=hierarchy,
+            notes=notes,
+        ),
     )

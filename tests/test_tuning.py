@@ -66,9 +66,7 @@ def test_brute_force_sweep(seed):
     per_code = per_code_thresholds(arrays, min_support=3)
     support = gold.sum(axis=0)
     assert sorted(per_code["code"]) == sorted(
-        f"c{c}"
-        for c in range(labels)
-        if support[c] >= 3 and any(scored_mask[:, c])
+        f"c{c}" for c in range(labels) if support[c] >= 3 and any(scored_mask[:, c])
     )
     for code, t, n, f in per_code.iter_rows():
         c = int(code[1:])

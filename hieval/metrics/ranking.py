@@ -358,10 +358,9 @@ def level_arrays(
     """:func:`pool` to ``level`` of an ``code, level, ancestor`` table; also returns the number
     of labels without a node at that level (left out there)."""
     at_level = ancestors.filter(pl.col("level") == level).select("code", "ancestor")
-    mapped = (
-        pl.DataFrame({"code": list(arrays.labels)}, schema={"code": pl.String})
-        .join(at_level, on="code", how="left", maintain_order="left")["ancestor"]
-    )
+    mapped = pl.DataFrame({"code": list(arrays.labels)}, schema={"code": pl.String}).join(
+        at_level, on="code", how="left", maintain_order="left"
+    )["ancestor"]
     nodes = mapped.drop_nulls().unique().sort()
     node_index = {n: i for i, n in enumerate(nodes.to_list())}
     node_of = np.array([node_index.get(a, -1) for a in mapped.to_list()], dtype=np.int64)

@@ -126,9 +126,9 @@ def tune(arrays: ScoreArrays, *, per_code: bool = False, min_support: int = DEFA
     """The global threshold and, with ``per_code``, the per-code ones (see module doc)."""
     threshold, f1, curve = global_threshold(arrays)
     codes = (
-        per_code_thresholds(arrays, min_support=min_support) if per_code else pl.DataFrame(
-            schema=CODE_THRESHOLDS_SCHEMA
-        )
+        per_code_thresholds(arrays, min_support=min_support)
+        if per_code
+        else pl.DataFrame(schema=CODE_THRESHOLDS_SCHEMA)
     )
     log.info(
         "tuned threshold %.6g (dev micro-F1 %.4f); %d code(s) with their own",
