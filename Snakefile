@@ -19,6 +19,7 @@ include: "workflow/rules/hierarchy.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/inputs.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/scores.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/meta.smk"
 

@@ -189,7 +189,10 @@ def _score_note(note: dict) -> str:
     if note.get("calibration"):
         parts.append(note["calibration"])
     for level, count in (note.get("codes_without_node") or {}).items():
-        parts.append(f"{count} scored code(s) have no node at level {level} (left out there)")
+        parts.append(
+            f"{count} code(s) of the label space have no node at level {level} (shallower "
+            "leaves or unplaced codes; left out of its ranking rows, as of its set counts)"
+        )
     return f"- **{note['model']}** (scores): " + "; ".join(parts) + "." if parts else ""
 
 

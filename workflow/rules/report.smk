@@ -9,6 +9,8 @@ localrules:
 rule report:
     input:
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
+        ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
+        notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
         records=[
             "results/inputs/gold.json",
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
