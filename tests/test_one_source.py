@@ -33,7 +33,9 @@ from hieval.inputs import (
     LabelOptions,
 )
 from hieval.metrics import registry
+from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -86,6 +88,10 @@ def test_config_schema_defaults_are_the_code_defaults():
     assert comparison["label_set"]["default"] == DEFAULT_LABEL_SET
     for key in ("propensity_a", "propensity_b"):
         assert comparison[key]["default"] == ICM[key], key
+    assert CONFIG["ranking"]["properties"]["k"]["default"] == list(DEFAULT_KS)
+    tuning = CONFIG["tuning"]["properties"]
+    assert tuning["min_support"]["default"] == DEFAULT_MIN_SUPPORT
+    assert tuning["per_code"]["default"] is False
     demo = inspect.signature(make_demo).parameters
     for key in ("seed", "documents"):
         assert CONFIG["demo"]["properties"][key]["default"] == demo[key].default, key
@@ -139,6 +145,11 @@ def test_cli_defaults_are_the_config_defaults_and_cover_every_key():
         (["--hierarchy", "cophe"], ("hierarchy", "source"), "cophe"),
         (["--hierarchy", "tree.csv"], ("hierarchy", "path"), "tree.csv"),
         (["--hierarchy-sha256", "ab" * 32], ("hierarchy", "sha256"), "ab" * 32),
+        (["--threshold", "tune"], ("threshold",), "tune"),
+        (["--dev-gold", "dev.csv"], ("dev_gold",), "dev.csv"),
+        (["--k", "1", "10"], ("ranking", "k"), [1, 10]),
+        (["--tuning-per-code"], ("tuning", "per_code"), True),
+        (["--tuning-min-support", "3"], ("tuning", "min_support"), 3),
     ],
 )
 def test_each_cli_option_sets_its_config_key(options, key, value):
