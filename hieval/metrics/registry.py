@@ -282,7 +282,10 @@ def lookup(family: str, average: str, metric: str) -> Metric:
 
 
 def paper_level(metric: Metric) -> str:
-    """The level of a metric's headline row: ``overall`` for per-level families."""
+    """The level of a metric's headline row: ``overall`` for per-level families, ``leaf`` for
+    the ranking metrics (their levels are max-pooled views of the same scores)."""
+    if metric.level == LEAF_AND_LEVELS:
+        return LEAF
     return OVERALL if metric.level == EACH_LEVEL else metric.level
 
 
