@@ -613,6 +613,11 @@ def _tune_thresholds(
     check_tuning(config, specs)
     tuned_specs = [s for s in specs if s.tunes(config["threshold"])]
     if not tuned_specs:
+        if dev:
+            console.print(
+                "[yellow]warning:[/yellow] --dev-pred given but no model tunes its threshold "
+                "(--threshold tune): the dev predictions are not read"
+            )
         return {}
     work = out / "work" / "inputs" / "dev"
     dev_gold = work / "gold.parquet"

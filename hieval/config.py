@@ -148,6 +148,12 @@ _DefaultingValidator = _with_defaults(_FiniteValidator)
 def _message(error: jsonschema.ValidationError) -> str:
     """A schema violation in words a user acts on (jsonschema's own, where they are clear)."""
     value = error.instance
+    if error.validator == "anyOf":  # a threshold: a number in [0, 1] or tune
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            numeric = [e for e in error.context if list(e.relative_schema_path)[:1] == [0]]
+            if numeric:
+                return _message(numeric[0])
+        return f"{value!r} must be a number in [0, 1] or {TUNE}"
     if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
         expected = error.validator_value
         if "number" in (expected if isinstance(expected, list) else [expected]):
