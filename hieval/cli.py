@@ -7,6 +7,7 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import sys
@@ -19,10 +20,15 @@ from hieval.atomic import staged_folder
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import (
+    TUNE,
+    ModelSpec,
     check_model_name,
+    check_tuning,
     gold_options,
     icm_params,
+    ranking_ks,
     report_settings,
+    tuning_options,
     uncertainty_settings,
 )
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
@@ -38,7 +44,9 @@ from hieval.inputs import (
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
 )
+from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty import Settings
 from hieval.pipeline import (
     build_hierarchy,
@@ -47,6 +55,8 @@ from hieval.pipeline import (
     model_metrics,
     normalize_file,
     publish_reports,
+    score_metrics,
+    tune_threshold,
     uncertainty,
 )
 from hieval.resources import Resources, memory_limit_problem
@@ -90,6 +100,11 @@ def _named_format(text: str) -> tuple[str, str]:
             f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got {text!r}"
         )
     return name, fmt
+
+
+def _threshold(text: str) -> float | str:
+    """--threshold: a number in [0, 1], or ``tune`` (tuned on the dev set)."""
+    return TUNE if text == TUNE else _fraction(text)
 
 
 def _fraction(text: str) -> float:
@@ -209,10 +224,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--threshold",
-        type=_fraction,
+        type=_threshold,
         default=None,
         help=f"predict a scored code when score >= THRESHOLD (default {DEFAULT_THRESHOLD} when a "
-        "score column exists and --top-k is not given)",
+        "score column exists and --top-k is not given); `tune`: tune each model's threshold on "
+        "its --dev-pred against --dev-gold (maximising dev flat micro-F1)",
+    )
+    ev.add_argument(
+        "--dev-gold",
+        type=Path,
+        default=None,
+        help="the validation gold thresholds are tuned on (config dev_gold; never the test gold)",
+    )
+    ev.add_argument(
+        "--dev-pred",
+        action="append",
+        default=[],
+        type=_model_path,
+        metavar="NAME=PATH",
+        help="a model's predictions on the dev set, for --threshold tune; repeat per model",
+    )
+    ev.add_argument(
+        "--k",
+        nargs="+",
+        type=_at_least_one("k"),
+        default=list(DEFAULT_KS),
+        metavar="K",
+        help="the K of precision@K and recall@K (config ranking.k; default "
+        + " ".join(map(str, DEFAULT_KS))
+        + ")",
+    )
+    ev.add_argument(
+        "--tuning-per-code",
+        action="store_true",
+        default=False,
+        help="tuned thresholds: codes with at least --tuning-min-support positive dev documents "
+        "get their own (config tuning.per_code)",
+    )
+    ev.add_argument(
+        "--tuning-min-support",
+        type=_at_least_one("tuning-min-support"),
+        default=DEFAULT_MIN_SUPPORT,
+        help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
     )
     ev.add_argument(
         "--top-k",
@@ -449,6 +502,7 @@ OUTPUT_ENTRIES = frozenset(
         "figures",
         "intervals.parquet",
         "comparisons.parquet",
+        "thresholds",
     }
 )
 
@@ -487,7 +541,10 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "max_level": args.max_level,
         "unknown_codes": args.unknown_codes,
         "unknown_docs": args.unknown_docs,
-        "threshold": DEFAULT_THRESHOLD,
+        "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
+        "dev_gold": str(args.dev_gold) if args.dev_gold else None,
+        "ranking": {"k": list(args.k)},
+        "tuning": {"per_code": args.tuning_per_code, "min_support": args.tuning_min_support},
         "icm": {
             "alpha1": args.icm_alpha1,
             "alpha2": args.icm_alpha2,
@@ -541,20 +598,13 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         options=gold_options(config),
         **common,
     )
-    labels = {}
-    model_options = {
-        name: LabelOptions(
-            code_type=args.code_type,
-            code_format=args.code_format,
-            threshold=args.threshold,
-            top_k=args.top_k,
-            **args.per_file.get(name, {}),
-        )
-        for name in names
-    }
+    tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
+    labels, scores = {}, {}
+    model_options = {name: _model_options(args, name) for name in names}
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
         labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
+        scores[name] = work / "inputs" / "scores" / f"{name}.parquet"
         records.append(labels[name].with_suffix(".json"))
         normalize_file(
             path,
@@ -566,6 +616,8 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             gold=gold,
             unknown_docs=config["unknown_docs"],
             default_threshold=config["threshold"],
+            scores_out=scores[name],
+            tuned=tuned.get(name),
             **common,
         )
     for number, name in enumerate(names, start=1):
@@ -594,6 +646,18 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             metrics_out=work / "metrics" / f"{name}.parquet",
             nodes_report_out=out / "nodes" / f"{name}.csv",
         )
+        score_metrics(
+            model=name,
+            gold=gold,
+            scores=scores[name],
+            record=work / "inputs" / "predictions" / f"{name}.json",
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            ks=ranking_ks(config),
+            metrics_out=work / "ranking" / f"{name}.parquet",
+            notes_out=work / "ranking" / f"{name}.json",
+        )
     settings = uncertainty_settings(config)
     uncertain = {}
     if settings.bootstrap:
@@ -619,7 +683,10 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         }
     final_reports(
         **uncertain,
-        metrics=[work / "metrics" / f"{name}.parquet" for name in names],
+        metrics=[
+            work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
+        ],
+        notes=[work / "ranking" / f"{name}.json" for name in names],
         records=records,
         levels_file=levels,
         max_level=config["max_level"],
@@ -654,6 +721,93 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         train_gold=train_gold,
         **uncertain,
     )
+
+
+def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:
+    """How to read a model's predictions (and its dev predictions): ``--threshold tune``
+    leaves the threshold to tuning."""
+    return LabelOptions(
+        code_type=args.code_type,
+        code_format=args.code_format,
+        threshold=None if args.threshold == TUNE else args.threshold,
+        top_k=args.top_k,
+        **args.per_file.get(name, {}),
+    )
+
+
+def _tune_thresholds(
+    args: argparse.Namespace, names: list[str], config: dict, *, gold: Path, out: Path, common: dict
+) -> dict[str, Path]:
+    """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
+    tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
+    dev = dict(args.dev_pred)
+    strays = sorted(set(dev) - set(names))
+    if strays:
+        raise HievalError(
+            f"--dev-pred {strays[0]}=...: no model {strays[0]!r} (models: {', '.join(names)})"
+        )
+    specs = [
+        ModelSpec(
+            model=name,
+            predictions=str(path),
+            threshold=None if args.threshold == TUNE else args.threshold,
+            top_k=args.top_k,
+            dev_predictions=str(dev[name]) if name in dev else None,
+        )
+        for name, path in args.pred
+    ]
+    check_tuning(config, specs)
+    tuned_specs = [s for s in specs if s.tunes(config["threshold"])]
+    if not tuned_specs:
+        if dev:
+            console.print(
+                "[yellow]warning:[/yellow] --dev-pred given but no model tunes its threshold "
+                "(--threshold tune): the dev predictions are not read"
+            )
+        return {}
+    work = out / "work" / "inputs" / "dev"
+    dev_gold = work / "gold.parquet"
+    normalize_file(
+        config["dev_gold"],
+        name="dev_gold",
+        role=GOLD,
+        out=dev_gold,
+        record_out=dev_gold.with_suffix(".json"),
+        options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
+        **common,
+    )
+    tuned = {}
+    for spec in tuned_specs:
+        name = spec.model
+        console.rule(f"[bold]{name}[/bold]: tuning its threshold on the dev set")
+        dev_labels = work / "predictions" / f"{name}.parquet"
+        dev_scores = work / "scores" / f"{name}.parquet"
+        normalize_file(
+            spec.dev_predictions,
+            name=f"{name} (dev)",
+            role=PREDICTIONS,
+            out=dev_labels,
+            record_out=dev_labels.with_suffix(".json"),
+            options=_model_options(args, name),
+            gold=dev_gold,
+            unknown_docs=config["unknown_docs"],
+            scores_out=dev_scores,
+            **common,
+        )
+        tuned[name] = out / "thresholds" / f"{name}.json"
+        tune_threshold(
+            model=name,
+            dev_gold=dev_gold,
+            dev_scores=dev_scores,
+            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
+            test_gold=gold,
+            test_record=out / "work" / "inputs" / "gold.json",
+            **tuning_options(config),
+            curve_out=out / "thresholds" / f"{name}.parquet",
+            codes_out=out / "thresholds" / f"{name}.codes.parquet",
+            tuned_out=tuned[name],
+        )
+    return tuned
 
 
 def _configure_logging() -> logging.Handler:

@@ -37,6 +37,8 @@ from hieval.metrics.uncertainty import Settings
 from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
+#: The threshold that is tuned on a validation set (sheet, config and ``--threshold``).
+TUNE = "tune"
 
 #: The model-name rule, for the sheet (``models.schema.yaml`` carries the same pattern; a test
 #: checks that they agree) and for ``hieval evaluate --pred NAME=PATH``: names become file
@@ -68,6 +70,36 @@ def gold_options(config: dict) -> LabelOptions:
         code_list=config["gold_code_list"],
         doc_list=config["gold_doc_list"],
     )
+
+
+def ranking_ks(config: dict) -> tuple[int, ...]:
+    """The K of precision@K and recall@K (config ``ranking.k``), ascending."""
+    return tuple(sorted(config["ranking"]["k"]))
+
+
+def tuning_options(config: dict) -> dict:
+    """``per_code`` and ``min_support`` of threshold tuning (config ``tuning``)."""
+    return {
+        "per_code": config["tuning"]["per_code"],
+        "min_support": config["tuning"]["min_support"],
+    }
+
+
+def check_tuning(config: dict, specs: list[ModelSpec]) -> None:
+    """Refuse a tuning setup that cannot run: a model tuned without dev predictions, or any
+    tuned model without ``dev_gold``."""
+    tuned = [s.model for s in specs if s.tunes(config["threshold"])]
+    lacking = [s.model for s in specs if s.threshold == TUNE and not s.dev_predictions]
+    if lacking:
+        raise ConfigError(
+            f"model(s) {', '.join(lacking)} have threshold tune but no dev_predictions; give "
+            "each its predictions on the dev set (sheet column dev_predictions, --dev-pred)"
+        )
+    if tuned and not config.get("dev_gold"):
+        raise ConfigError(
+            f"model(s) {', '.join(tuned)} tune their threshold, which needs the dev gold: set "
+            "dev_gold (--dev-gold PATH)"
+        )
 
 
 def icm_params(config: dict) -> IcmParams:
@@ -143,6 +175,12 @@ _DefaultingValidator = _with_defaults(_FiniteValidator)
 def _message(error: jsonschema.ValidationError) -> str:
     """A schema violation in words a user acts on (jsonschema's own, where they are clear)."""
     value = error.instance
+    if error.validator == "anyOf":  # a threshold: a number in [0, 1] or tune
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            numeric = [e for e in error.context if list(e.relative_schema_path)[:1] == [0]]
+            if numeric:
+                return _message(numeric[0])
+        return f"{value!r} must be a number in [0, 1] or {TUNE}"
     if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
         expected = error.validator_value
         if "number" in (expected if isinstance(expected, list) else [expected]):
@@ -282,7 +320,7 @@ class ModelSpec:
 
     model: str
     predictions: str
-    threshold: float | None = None
+    threshold: float | str | None = None
     top_k: int | None = None
     format: str | None = None
     code_list: str | None = None
@@ -293,13 +331,27 @@ class ModelSpec:
     #: Rows with the same system are runs (seeds) of one system: the report gives their mean
     #: and standard deviation.
     system: str | None = None
+    dev_predictions: str | None = None
+
+    def tunes(self, default_threshold: float | str) -> bool:
+        """Whether this model's threshold is tuned on its dev predictions: its own threshold
+        is ``tune``, or the config's is and the model has dev predictions and no threshold or
+        top-k of its own."""
+        if self.threshold == TUNE:
+            return True
+        return (
+            default_threshold == TUNE
+            and self.threshold is None
+            and self.top_k is None
+            and bool(self.dev_predictions)
+        )
 
     def options(self) -> LabelOptions:
-        """How to read this model's prediction file."""
+        """How to read this model's prediction file (and its dev predictions)."""
         return LabelOptions(
             code_type=self.code_type,
             code_format=self.code_format or "auto",
-            threshold=self.threshold,
+            threshold=None if self.threshold == TUNE else self.threshold,
             top_k=self.top_k,
             format=self.format or "auto",
             code_list=self.code_list,
@@ -327,12 +379,12 @@ def _convert(value: str, column: str, where: str):
     if value is None or value.strip() == "":
         return None
     value = value.strip()
-    if column not in _NUMERIC:
+    if column not in _NUMERIC or (column == "threshold" and value == TUNE):
         return value
     try:
         return _NUMERIC[column](value)
     except ValueError:
-        kind = "a whole number" if column == "top_k" else "a number"
+        kind = "a whole number" if column == "top_k" else "a number (or tune)"
         raise InputError(f"{where}: column {column!r} must be {kind}, got {value!r}") from None
 
 

@@ -5,8 +5,11 @@ Every number hieval reports stands on this step, so it refuses what it cannot re
 reports what it changed (duplicates removed, codes unknown to the hierarchy, rows below the
 threshold) in a small JSON record that travels with the normalised table.
 
-Output: Parquet ``doc_id, code`` (both strings, sorted). A row with an empty code declares a
-document with no labels: it is kept with a null code, so the document still counts.
+Output: Parquet ``doc_id, code`` (both strings, sorted) for the gold, ``doc_id, code, score``
+for predictions (the decisions, each with its score; null for hard predictions). A row with an
+empty code declares a document with no labels: it is kept with a null code, so the document
+still counts. Scored predictions also keep every score, selected or not (``scores_out``), for the
+ranking metrics and threshold tuning: a threshold or top-k decides, it never destroys a score.
 """
 
 from __future__ import annotations
@@ -66,6 +69,19 @@ class LabelOptions:
             raise InputError(f"top_k must be a whole number of at least 1, not {self.top_k!r}")
 
 
+@dataclass(frozen=True)
+class TunedThresholds:
+    """Thresholds tuned on a validation set (:mod:`hieval.metrics.tuning`): a global one and
+    per-code ones (code -> threshold), with where they come from (for the input record).
+
+    Any finite number: tuned on the model's own scores, which need not lie in [0, 1].
+    """
+
+    threshold: float
+    per_code: dict[str, float] = field(default_factory=dict)
+    source: dict = field(default_factory=dict)
+
+
 def check_threshold(value: float | None, what: str) -> None:
     """Refuse a score threshold that is not a finite number in [0, 1] (None: no threshold)."""
     if value is None:
@@ -97,6 +113,8 @@ class InputRecord:
     other_version_rows: int = 0
     #: A gold pooled from several files: each file's own record (this one sums them).
     files: list[dict] = field(default_factory=list)
+    scored_pairs: int = 0
+    tuned_threshold: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
@@ -182,6 +200,8 @@ def normalize_labels(
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     default_threshold: float = DEFAULT_THRESHOLD,
     duckdb_config: dict | None = None,
+    scores_out: str | Path | None = None,
+    tuned: TunedThresholds | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
 
@@ -189,6 +209,10 @@ def normalize_labels(
     normalised gold), when given: documents absent from it are an error or dropped
     (``unknown_docs``). Scores select predictions by ``threshold`` (default
     ``default_threshold``) and/or ``top_k`` per document; both given means both must hold.
+
+    ``scores_out`` (predictions only) receives every score, ``doc_id, code, score``, before
+    any threshold or top-k (empty for hard predictions); ``tuned`` replaces the threshold by
+    thresholds tuned on a validation set.
 
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
@@ -310,8 +334,12 @@ def normalize_labels(
         FROM raw LEFT JOIN mapping m
           ON raw.code = m.raw AND raw.code_type IS NOT DISTINCT FROM m.raw_type""")
 
+    if has_score and scores_out is not None:
+        con.execute("""
+            CREATE TEMP TABLE scored AS SELECT doc_id, code, max(score) AS score FROM labels
+            WHERE code IS NOT NULL GROUP BY doc_id, code""")
     if has_score:
-        _select_by_score(con, record, options, default_threshold)
+        _select_by_score(con, record, options, default_threshold, tuned)
 
     record.duplicates_removed = con.execute("""
         SELECT count(*) - count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL
@@ -342,13 +370,25 @@ def normalize_labels(
             f"{name}: the gold holds no labels: all {record.documents} document(s) in {path} "
             f"are empty{dropped}; a gold needs at least one code to evaluate against"
         )
+    # Predictions keep each decision's score (a duplicated pair its highest, as top-k ranks it).
+    columns = "doc_id, code" + ("" if is_gold else ", max(score) AS score")
     with atomic_path(out) as tmp:
         con.execute(f"""
-            COPY (SELECT DISTINCT doc_id, code FROM labels
+            COPY (SELECT {columns} FROM labels
                   WHERE code IS NOT NULL
                      OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
-                  ORDER BY doc_id, code NULLS FIRST)
+                  GROUP BY doc_id, code ORDER BY doc_id, code NULLS FIRST)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+    if scores_out is not None:
+        _write_scores(
+            con,
+            record,
+            scores_out,
+            has_score=has_score,
+            known=hierarchy,
+            gold_docs=gold_docs,
+            name=name,
+        )
     log.info(
         "%s: %d rows -> %d labels over %d documents",
         name,
@@ -453,16 +493,34 @@ def pool_labels(
     return pooled
 
 
-def _select_by_score(con, record: InputRecord, options: LabelOptions, default: float) -> None:
-    """Keep predictions with score >= threshold and/or among the top_k of their document."""
+def _select_by_score(
+    con,
+    record: InputRecord,
+    options: LabelOptions,
+    default: float,
+    tuned: TunedThresholds | None = None,
+) -> None:
+    """Keep predictions with score >= threshold and/or among the top_k of their document
+    (a tuned threshold, per code where it has one, replaces the threshold)."""
     threshold = options.threshold
     if threshold is None and options.top_k is None:
         threshold = default
+    if tuned is not None:
+        threshold = tuned.threshold
+        record.tuned_threshold = {**tuned.source, "threshold": tuned.threshold}
     if threshold is not None:
+        per_code = pl.DataFrame(
+            list((tuned.per_code if tuned else {}).items()),
+            schema={"code": pl.String, "threshold": pl.Float64},
+            orient="row",
+        )
+        con.register("code_thresholds", per_code)
+        below = """code IS NOT NULL AND score < coalesce(
+            (SELECT t.threshold FROM code_thresholds t WHERE t.code = labels.code), ?)"""
         record.below_threshold = con.execute(
-            "SELECT count(*) FROM labels WHERE code IS NOT NULL AND score < ?", [threshold]
+            f"SELECT count(*) FROM labels WHERE {below}", [threshold]
         ).fetchone()[0]
-        con.execute("DELETE FROM labels WHERE code IS NOT NULL AND score < ?", [threshold])
+        con.execute(f"DELETE FROM labels WHERE {below}", [threshold])
     if options.top_k is not None:
         # Ties are broken by code so that the selection never depends on row order.
         con.execute("""
@@ -479,6 +537,45 @@ def _select_by_score(con, record: InputRecord, options: LabelOptions, default: f
             (SELECT (doc_id, code) FROM ranked WHERE rank > ?)""",
             [options.top_k],
         )
+
+
+def _write_scores(
+    con,
+    record: InputRecord,
+    out: str | Path,
+    *,
+    has_score: bool,
+    known: LevelTable,
+    gold_docs: str | Path | None,
+    name: str,
+) -> None:
+    """Every score of the file (``doc_id, code, score``, sorted), for ranking and tuning.
+
+    Scores of documents the gold lacks are dropped (among the selected rows the
+    ``unknown_docs`` policy already refused or dropped them). Codes the hierarchy lacks are
+    dropped too under ``unknown_codes: drop``; otherwise they stay (ranking needs no hierarchy;
+    the levels leave out what they cannot place).
+    """
+    if not has_score:
+        con.execute("CREATE TEMP TABLE scored (doc_id VARCHAR, code VARCHAR, score DOUBLE)")
+    if has_score and gold_docs is not None:
+        outside = "doc_id NOT IN (SELECT doc_id FROM read_parquet(?))"
+        extra = con.execute(
+            f"SELECT count(DISTINCT doc_id) FROM scored WHERE {outside}", [duckdb_path(gold_docs)]
+        ).fetchone()[0]
+        if extra:
+            con.execute(f"DELETE FROM scored WHERE {outside}", [duckdb_path(gold_docs)])
+            log.info("%s: scores of %d document(s) not in the gold dropped", name, extra)
+    if has_score and record.unknown_code_policy == "drop":
+        con.register("known_codes", known.frame.select("code"))
+        con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")
+    record.scored_pairs = con.execute("SELECT count(*) FROM scored").fetchone()[0]
+    with atomic_path(out) as tmp:
+        con.execute(f"""
+            COPY (SELECT doc_id, code, score FROM scored ORDER BY doc_id, code)
+            TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+    if has_score:
+        log.info("%s: %d scores kept for ranking", name, record.scored_pairs)
 
 
 def _apply_unknown_codes(

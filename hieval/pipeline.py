@@ -26,11 +26,12 @@ import pyarrow.parquet as pq
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, write_text
+from hieval.config import TUNE
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF, ROWS_PER_SLICE
-from hieval.errors import HievalError
+from hieval.errors import CodeError, HievalError, InputError
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
 from hieval.hierarchy.icd10 import cached_icd10_table
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
@@ -45,12 +46,15 @@ from hieval.inputs import (
     DEFAULT_UNKNOWN_DOCS,
     InputRecord,
     LabelOptions,
+    TunedThresholds,
     normalize_labels,
     placed_ancestors,
     pool_labels,
     write_parquet,
 )
+from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty import (
     Layout,
     Settings,
@@ -134,8 +138,10 @@ def normalize_file(
     unknown_codes: str | None,
     gold: str | Path | None = None,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
-    default_threshold: float = DEFAULT_THRESHOLD,
+    default_threshold: float | str = DEFAULT_THRESHOLD,
     resources: Resources | None = None,
+    scores_out: str | Path | None = None,
+    tuned: str | Path | None = None,
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
@@ -144,12 +150,22 @@ def normalize_file(
     ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
     is read and validated on its own, with the same options, and their rows are pooled, so the
     record sums them and keeps each file's own record under ``files``.
+
+    ``scores_out`` receives every score of a prediction file (for ranking and tuning);
+    ``tuned`` is the JSON of :func:`tune_threshold`, whose thresholds then decide. A
+    ``default_threshold`` of ``tune`` with nothing tuned is an error for a scored file that has
+    no threshold or top-k of its own: no threshold is silently assumed.
     """
     resources = resources or Resources()
     hierarchy = read_level_table(levels_file)
     files = [path] if isinstance(path, str | Path) else list(path)
     if not files:
         raise HievalError(f"{name}: no file given")
+    if len(files) > 1 and scores_out is not None:
+        raise HievalError(f"{name}: scores are read from one prediction file, not several")
+    must_tune = default_threshold == TUNE and options.threshold is None and options.top_k is None
+    if default_threshold == TUNE:
+        default_threshold = DEFAULT_THRESHOLD
 
     def one(file: str | Path, file_out: str | Path) -> InputRecord:
         try:
@@ -165,6 +181,8 @@ def normalize_file(
                 unknown_docs=unknown_docs,
                 default_threshold=default_threshold,
                 duckdb_config=resources.duckdb_config(),
+                scores_out=scores_out,
+                tuned=read_tuned(tuned) if tuned is not None else None,
             )
         except (duckdb.OutOfMemoryException, HievalError) as exc:
             if not _out_of_memory(exc):
@@ -181,8 +199,148 @@ def normalize_file(
                 for i, f in enumerate(files)
             ]
             record = pool_labels(parts, out=out, name=name)
+    if must_tune and tuned is None and record.scored_pairs:
+        for written in (out, scores_out):
+            if written is not None:
+                Path(written).unlink(missing_ok=True)
+        raise InputError(
+            f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
+            f"the model's dev_predictions (sheet) or --dev-pred {name}=PATH, with dev_gold "
+            "(--dev-gold), or give the model a threshold or top_k"
+        )
     write_text(record_out, record.to_json())
     return record
+
+
+def read_tuned(path: str | Path) -> TunedThresholds:
+    """The thresholds :func:`tune_threshold` wrote (its JSON, and the per-code file it names)."""
+    tuned = json.loads(Path(path).read_text("utf-8"))
+    per_code = {}
+    if tuned["per_code"]:
+        codes = paths.read_parquet(Path(path).parent / tuned["per_code_file"])
+        per_code = dict(codes.select("code", "threshold").iter_rows())
+    return TunedThresholds(
+        threshold=tuned["threshold"],
+        per_code=per_code,
+        source={k: v for k, v in tuned.items() if k != "threshold"},
+    )
+
+
+def tune_threshold(
+    *,
+    model: str,
+    dev_gold: str | Path,
+    dev_scores: str | Path,
+    dev_records: tuple[str | Path, str | Path],
+    test_gold: str | Path,
+    test_record: str | Path,
+    per_code: bool = False,
+    min_support: int = DEFAULT_MIN_SUPPORT,
+    curve_out: str | Path,
+    codes_out: str | Path,
+    tuned_out: str | Path,
+) -> float:
+    if Path(codes_out).parent.resolve() != Path(tuned_out).parent.resolve():
+        raise ValueError("the per-code thresholds must be written beside the tuned JSON")
+    """Tune a model's threshold on its dev scores (:mod:`hieval.metrics.tuning`) and write the
+    dev curve, the per-code thresholds and a JSON naming the dev files and their sha256.
+
+    Tuning on the test set is refused: a dev gold with the same file content, the same labels,
+    or the same documents as the test gold is an error that says why (a partial overlap of
+    documents is logged as a warning).
+    """
+    gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in dev_records)
+    test = json.loads(Path(test_record).read_text("utf-8"))
+    dev_frame = paths.read_parquet(dev_gold).select("doc_id", "code").sort("doc_id", "code")
+    test_frame = paths.read_parquet(test_gold).select("doc_id", "code").sort("doc_id", "code")
+    why = (
+        "tuning a threshold on the test set reports a threshold chosen on the very labels it "
+        "is scored on; give the validation split as dev_gold (--dev-gold)"
+    )
+    if gold_record["sha256"] == test["sha256"] or dev_frame.equals(test_frame):
+        raise InputError(
+            f"{model}: the dev gold {gold_record['path']} has the same content as the test gold "
+            f"{test['path']}; {why}"
+        )
+    dev_docs = set(dev_frame["doc_id"].to_list())
+    test_docs = set(test_frame["doc_id"].to_list())
+    if dev_docs == test_docs:
+        raise InputError(
+            f"{model}: the dev gold {gold_record['path']} holds the same {len(dev_docs)} "
+            f"documents as the test gold {test['path']}; {why}"
+        )
+    if shared := len(dev_docs & test_docs):
+        log.warning(
+            "warning: %s: %d of the dev gold's %d documents are also test documents",
+            model,
+            shared,
+            len(dev_docs),
+        )
+    scores = paths.read_parquet(dev_scores)
+    if scores.height == 0:
+        raise InputError(
+            f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
+            "can only be tuned on scored predictions"
+        )
+    result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
+    write_parquet(result.curve, curve_out)
+    write_parquet(result.per_code, codes_out)
+    tuned = {
+        "model": model,
+        "threshold": result.threshold,
+        "dev_f1": result.f1,
+        "dev_gold": gold_record["path"],
+        "dev_gold_sha256": gold_record["sha256"],
+        "dev_predictions": pred_record["path"],
+        "dev_predictions_sha256": pred_record["sha256"],
+        "per_code": result.per_code.height,
+        "per_code_file": Path(codes_out).name,  # beside this JSON
+        "tuning": {"per_code": per_code, "min_support": min_support},
+    }
+    write_text(tuned_out, json.dumps(tuned, indent=2, sort_keys=True) + "\n")
+    return result.threshold
+
+
+def score_metrics(
+    *,
+    model: str,
+    gold: str | Path,
+    scores: str | Path,
+    record: str | Path,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    metrics_out: str | Path,
+    notes_out: str | Path,
+) -> pl.DataFrame:
+    """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
+    and its tuned threshold (from its input ``record``); and the notes the report shows."""
+    table = read_level_table(levels_file)
+    system = codesystem.of_table(table)
+    levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
+    tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
+    anc = paths.read_parquet(ancestors)
+    gold_frame = paths.read_parquet(gold)
+    score_frame = paths.read_parquet(scores)
+    try:  # scored codes the hierarchy lacks, placed by syntax where that is possible
+        placed = _placed(gold, scores, table) if score_frame.height else None
+    except CodeError:
+        placed = None  # left out of the levels (counted in the notes)
+    if placed is not None:
+        anc = pl.concat([anc, placed.select(anc.columns)])
+    tidy, notes = score_rows(
+        gold_frame,
+        score_frame,
+        model=model,
+        ks=ks,
+        ancestors=anc,
+        levels=levels,
+        threshold=tuned.get("threshold"),
+    )
+    write_parquet(tidy, metrics_out)
+    write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
+    return tidy
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -416,12 +574,13 @@ def final_reports(
     intervals: str | Path | None = None,
     comparisons: str | Path | None = None,
     systems: dict[str, str] | None = None,
+    notes: list[str | Path] = (),
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
     ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
     summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
-    systems.parquet."""
+    systems.parquet; ``notes`` are the score notes of :func:`score_metrics`."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -437,6 +596,7 @@ def final_reports(
         intervals=paths.read_parquet(intervals) if intervals else None,
         comparisons=paths.read_parquet(comparisons) if comparisons else None,
         systems=systems or None,
+        notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy

@@ -14,6 +14,7 @@ from hieval.metrics.registry import (
     FAMILY_TITLES,
     LEAF,
     OVERALL,
+    SCORE_METRICS,
     SPLIT_FAMILIES,
     SUITE,
     TIDY_SCHEMA,
@@ -75,6 +76,7 @@ def summary_markdown(
     intervals: pl.DataFrame | None = None,
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
+    notes: list[dict] = (),
 ) -> str:
     """A paper-style table (one row per model) plus per-level tables and input notes; with
     ``intervals``/``comparisons`` the headline scores' intervals and significant differences,
@@ -159,15 +161,67 @@ def summary_markdown(
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    lines += _score_table(tidy, models)
     if intervals is not None:
         lines += uncertainty_markdown(intervals, comparisons, models)
     if systems:
         lines += systems_markdown(tidy, systems)
-    notes = [_record_note(r) for r in records]
-    notes = [n for n in notes if n]
-    if notes:
-        lines += ["", "## Input notes", "", *notes]
+    lines_notes = [_record_note(r) for r in records] + [_score_note(n) for n in notes]
+    lines_notes = [n for n in lines_notes if n]
+    if lines_notes:
+        lines += ["", "## Input notes", "", *lines_notes]
     return "\n".join(lines) + "\n"
+
+
+def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
+    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric)."""
+    score = tidy.filter(
+        pl.col("family").is_in([m.family for m in SCORE_METRICS]) & (pl.col("level") == LEAF)
+    )
+    if not score.height:
+        return []
+    columns = score.select("family", "average", "metric").unique(maintain_order=True).rows()
+    values = {
+        (r["model"], r["family"], r["average"], r["metric"]): r["value"]
+        for r in score.iter_rows(named=True)
+    }
+    heads = [f"{metric} ({average})" for _, average, metric in columns]
+    lines = [
+        "",
+        "## Scores: ranking, calibration and tuned thresholds (leaf codes)",
+        "",
+        "Models without scores have no ranking rows (see the notes).",
+        "",
+        f"| Model | {' | '.join(heads)} |",
+        "|---|" + "---:|" * len(heads),
+    ]
+    for model in models:
+        cells = [
+            f"{values[key]:.4g}" if (key := (model, *column)) in values else "-"
+            for column in columns
+        ]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _score_note(note: dict) -> str:
+    parts = []
+    if note.get("ranking"):
+        parts.append(note["ranking"])
+    if note.get("unscored_pairs"):
+        parts.append(
+            f"{note['unscored_pairs']} of {note['label_space_pairs']} (document, code) pairs "
+            "unscored (a truncated score file): they rank below every scored pair, so its AUC "
+            "is a bound"
+        )
+    if note.get("calibration"):
+        parts.append(note["calibration"])
+    for level, count in (note.get("codes_without_node") or {}).items():
+        parts.append(
+            f"{count} code(s) of the label space have no node at level {level} (shallower "
+            "leaves or unplaced codes; left out of its ranking rows, as of its set counts)"
+        )
+    return f"- **{note['model']}** (scores): " + "; ".join(parts) + "." if parts else ""
 
 
 #: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
@@ -370,6 +424,7 @@ def write_reports(
     intervals: pl.DataFrame | None = None,
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
+    notes: list[dict] = (),
 ) -> None:
     """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir`` (and, with
     ``systems``, systems.parquet: :func:`system_table`)."""
@@ -391,5 +446,6 @@ def write_reports(
             intervals=intervals,
             comparisons=comparisons,
             systems=systems,
+            notes=notes,
         ),
     )

@@ -25,6 +25,8 @@ def main(smk):
         # Machine settings come from the config, not params: they bound memory, never change a
         # number, so changing them must not rerun anything.
         resources=Resources(threads=smk.threads, **smk.config.get("engine", {})),
+        scores_out=smk.output.get("scores"),
+        tuned=smk.input.get("tuned"),
     )
 
 

@@ -9,7 +9,8 @@ from hieval.workflow_script import run_rule
 
 def main(smk):
     final_reports(
-        metrics=list(smk.input.metrics),
+        metrics=[*smk.input.metrics, *smk.input.ranking],
+        notes=list(smk.input.notes),
         records=list(smk.input.records),
         levels_file=smk.input.levels,
         max_level=smk.params.max_level,

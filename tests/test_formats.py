@@ -40,7 +40,7 @@ def read(tmp_path, codes, icd9):
         )
         frame = pl.read_parquet(out)
         result: dict[str, list[str]] = {}
-        for doc, code in frame.iter_rows():
+        for doc, code in frame.select("doc_id", "code").iter_rows():
             result.setdefault(doc, [])
             if code is not None:
                 result[doc].append(code)

@@ -34,9 +34,11 @@ def run(codes, icd9, tmp_path, caplog):
         record = normalize_labels(path, name=name, out=out, hierarchy=icd9, **_role(kwargs))
         logs = [r.getMessage() for r in caplog.records if r.name.startswith("hieval")]
         frame = pl.read_parquet(out)
-        assert frame.columns == ["doc_id", "code"]
+        # Predictions keep each decision's score (issue 14); the rows compared are the pairs.
+        scored = ["score"] if _role(kwargs)["role"] == "predictions" else []
+        assert frame.columns == ["doc_id", "code", *scored]
         assert frame.schema["doc_id"] == pl.String and frame.schema["code"] == pl.String
-        return record, frame.rows(), logs
+        return record, frame.select("doc_id", "code").rows(), logs
 
     return _run
 

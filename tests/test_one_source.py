@@ -34,7 +34,9 @@ from hieval.inputs import (
     LabelOptions,
 )
 from hieval.metrics import registry
+from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -87,6 +89,10 @@ def test_config_schema_defaults_are_the_code_defaults():
     assert comparison["label_set"]["default"] == DEFAULT_LABEL_SET
     for key in ("propensity_a", "propensity_b"):
         assert comparison[key]["default"] == ICM[key], key
+    assert CONFIG["ranking"]["properties"]["k"]["default"] == list(DEFAULT_KS)
+    tuning = CONFIG["tuning"]["properties"]
+    assert tuning["min_support"]["default"] == DEFAULT_MIN_SUPPORT
+    assert tuning["per_code"]["default"] is False
     demo = inspect.signature(make_demo).parameters
     for key in ("seed", "documents"):
         assert CONFIG["demo"]["properties"][key]["default"] == demo[key].default, key
@@ -140,6 +146,11 @@ def test_cli_defaults_are_the_config_defaults_and_cover_every_key():
         (["--hierarchy", "cophe"], ("hierarchy", "source"), "cophe"),
         (["--hierarchy", "tree.csv"], ("hierarchy", "path"), "tree.csv"),
         (["--hierarchy-sha256", "ab" * 32], ("hierarchy", "sha256"), "ab" * 32),
+        (["--threshold", "tune"], ("threshold",), "tune"),
+        (["--dev-gold", "dev.csv"], ("dev_gold",), "dev.csv"),
+        (["--k", "1", "10"], ("ranking", "k"), [1, 10]),
+        (["--tuning-per-code"], ("tuning", "per_code"), True),
+        (["--tuning-min-support", "3"], ("tuning", "min_support"), 3),
     ],
 )
 def test_each_cli_option_sets_its_config_key(options, key, value):
@@ -245,8 +256,13 @@ def test_every_tidy_row_is_a_registered_metric_at_its_level(icd9):
         )
         assert row["level"] in allowed, (key, row["level"])
         seen.add(key)
-    assert seen == set(declared)  # an ICD-9 evaluation produces every registered metric
+    # The set families of an ICD-9 evaluation produce every registered metric but the score
+    # families (ranking, calibration, selection), which come from a model's scores.
+    scored = {m.key for m in registry.SCORE_METRICS}
+    assert seen == set(declared) - scored
     wide = registry.wide(tidy)
-    assert wide.columns[4:] == list(registry.METRICS)
+    assert wide.columns[4:] == [
+        m for m in registry.METRICS if any(k[2] == m for k in set(declared) - scored)
+    ]
     values = wide.select(pl.all().exclude("model", "family", "level", "average"))
     assert values.select(pl.sum_horizontal(pl.all().is_not_null())).to_series().min() >= 1

@@ -24,6 +24,7 @@ Conventions (the field's differ silently; each is named here and in the README):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +37,11 @@ from hieval.engine.counts import FAMILIES
 LEAF, OVERALL, EACH_LEVEL = "leaf", "overall", "each level"
 #: The additive tables metrics are computed from (see :mod:`hieval.engine.driver`).
 NODES, DOCUMENTS, ITEMS = "per-node counts", "per-document counts", "per-item sums"
+
+#: Ranking metrics have rows at the leaves and at each evaluated level (max-pooled scores).
+LEAF_AND_LEVELS = "leaf and each level"
+#: Computed from a model's scores (:mod:`hieval.metrics.ranking`, :mod:`hieval.metrics.tuning`).
+SCORES = "scores"
 
 FAMILY_TITLES = {"flat": "Flat", "set": "Set-based", "cophe": "CoPHE"}
 TIDY_SCHEMA = {
@@ -194,6 +200,46 @@ REGISTRY: tuple[Metric, ...] = (
         "mean over items of 2|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), ancestor-augmented sets",
         "HF",
     ),
+    Metric(
+        "ranking", "auc", "micro", LEAF_AND_LEVELS, SCORES,
+        "ROC-AUC over every (document, code) pair of the label space", "AUC-micro",
+    ),
+    Metric(
+        "ranking", "auc", "macro", LEAF_AND_LEVELS, SCORES,
+        "mean over codes with a positive and a negative document of their ROC-AUC",
+        "AUC-macro",
+    ),
+    Metric(
+        "ranking", "precision@{k}", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over gold documents of gold codes among the K highest-scored / K", "P@K",
+    ),
+    Metric(
+        "ranking", "recall@{k}", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over documents with gold codes of gold codes among the K highest-scored / |G|",
+        "R@K",
+    ),
+    Metric(
+        "ranking", "r_precision", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over documents with gold codes of precision at K = |G|", "R-Prec",
+    ),
+    Metric(
+        "ranking", "map", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over documents with gold codes of average precision (ties one threshold)", "MAP",
+    ),
+    Metric(
+        "calibration", "brier", "micro", LEAF, SCORES,
+        "mean over the label space of (score - gold)^2 (a loss)", "Brier",
+        higher_is_better=False,
+    ),
+    Metric(
+        "calibration", "ece", "micro", LEAF, SCORES,
+        "sum over 15 equal-width bins of |mean gold - mean score| x share of pairs (a loss)",
+        "ECE", higher_is_better=False,
+    ),
+    Metric(
+        "selection", "threshold", "global", LEAF, SCORES,
+        "the decision threshold tuned on the dev set (max dev flat micro-F1)",
+    ),
 )  # fmt: skip
 
 
@@ -209,16 +255,48 @@ COUNT_METRICS = ("tp", "fp", "fn")
 #: The P/R/F1 metrics of the count families, in order.
 PRF_METRICS = _first_seen(m.metric for m in REGISTRY if m.family in COUNT_FAMILIES)
 #: Metrics computed by :mod:`hieval.metrics.suite` (ICM and the comparison metrics).
-SUITE = tuple(m for m in REGISTRY if m.family not in COUNT_FAMILIES)
+SUITE = tuple(m for m in REGISTRY if m.family not in COUNT_FAMILIES and m.source != SCORES)
+#: Metrics computed from scores (ranking, calibration, the tuned threshold).
+SCORE_METRICS = tuple(m for m in REGISTRY if m.source == SCORES)
 SUITE_FAMILIES = _first_seen(m.family for m in SUITE)
-#: Paper names of the metrics that have one, and whether higher is better (the meta experiments
-#: test each of them).
-PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper}
-BY_PAPER = {m.paper: m for m in REGISTRY if m.paper}
+#: Paper names of the set metrics that have one, and whether higher is better (the meta
+#: experiments, which score sets, test each of them; the score metrics' names are for reports).
+PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper and m.source != SCORES}
+BY_PAPER = {m.paper: m for m in REGISTRY if m.paper and m.source != SCORES}
+
+
+_AT_K = re.compile(r"@[0-9]+$")
+
+
+def template(metric: str) -> str:
+    """A tidy metric name as the registry declares it: ``precision@5`` is ``precision@{k}``
+    (the Ks come from config ``ranking.k``)."""
+    return _AT_K.sub("@{k}", metric)
+
+
+def at_k(metric: str, k: int) -> str:
+    """A K-dependent metric's tidy name: ``precision@{k}`` at 5 is ``precision@5``."""
+    return metric.replace("{k}", str(k))
+
+
+def _k_of(metric: str) -> int:
+    found = _AT_K.search(metric)
+    return int(found.group()[1:]) if found else 0
+
+
+def lookup(family: str, average: str, metric: str) -> Metric:
+    """The registered metric of a tidy row (its family, average and metric)."""
+    for entry in REGISTRY:
+        if entry.key == (family, average, template(metric)):
+            return entry
+    raise KeyError(f"no registered metric {family}/{average}/{metric}")
 
 
 def paper_level(metric: Metric) -> str:
-    """The level of a metric's headline row: ``overall`` for per-level families."""
+    """The level of a metric's headline row: ``overall`` for per-level families, ``leaf`` for
+    the ranking metrics (their levels are max-pooled views of the same scores)."""
+    if metric.level == LEAF_AND_LEVELS:
+        return LEAF
     return OVERALL if metric.level == EACH_LEVEL else metric.level
 
 
@@ -226,7 +304,7 @@ def sort_tidy(
     tidy: pl.DataFrame, levels: tuple[str, ...], models: list[str] | None = None
 ) -> pl.DataFrame:
     """Order rows by model (sheet order), family, level (deep to high), average, metric, each in
-    the registry's order."""
+    the registry's order (a K-dependent metric at its template's place, by K)."""
     orders = {
         "family": list(FAMILIES_ORDER),
         "level": [LEAF, *levels, OVERALL],
@@ -238,7 +316,12 @@ def sort_tidy(
     keys = []
     for column, order in orders.items():
         rank = {v: i for i, v in enumerate(order)}
-        keys.append(pl.col(column).replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
+        values = pl.col(column)
+        if column == "metric":
+            values = values.str.replace(_AT_K.pattern, "@{k}")
+        keys.append(values.replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
+        if column == "metric":
+            keys.append(pl.col("metric").str.extract(r"@([0-9]+)$").cast(pl.Int64).fill_null(0))
     extra = [] if models is not None else [pl.col("model")]
     return tidy.sort([*extra, *keys, pl.col("family"), pl.col("level")], maintain_order=True)
 
@@ -247,8 +330,14 @@ def wide(tidy: pl.DataFrame) -> pl.DataFrame:
     """One row per (model, family, level, average) with a column per metric present, in the
     registry's order; the counts as integers. Every row keeps every value it has."""
     present = tidy["metric"].unique(maintain_order=True).to_list()
-    # Registered metrics in the registry's order; any other metric after them, never dropped.
-    columns = [m for m in METRICS if m in present] + [m for m in present if m not in METRICS]
+    # Registered metrics in the registry's order (K-dependent names by K); any other metric
+    # after them, never dropped.
+    columns = [
+        name
+        for m in METRICS
+        for name in sorted((p for p in present if template(p) == m), key=_k_of)
+    ]
+    columns += [p for p in present if p not in columns]
     frame = tidy.pivot(
         on="metric",
         index=["model", "family", "level", "average"],

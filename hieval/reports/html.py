@@ -33,6 +33,12 @@ LEADERBOARD = (
     ("CoPHE macro F1", "cophe", OVERALL, "macro", "f1"),
     ("ICM", "icm", OVERALL, "mean", "icm"),
     ("ICM-Norm", "icm", OVERALL, "mean", "icm_norm"),
+    ("Micro AUC", "ranking", LEAF, "micro", "auc"),
+    ("Macro AUC", "ranking", LEAF, "macro", "auc"),
+    ("P@5", "ranking", LEAF, "mean", "precision@5"),
+    ("P@8", "ranking", LEAF, "mean", "precision@8"),
+    ("P@15", "ranking", LEAF, "mean", "precision@15"),
+    ("MAP", "ranking", LEAF, "mean", "map"),
 )
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
@@ -150,7 +156,7 @@ def _leaderboard(inputs: ReportInputs) -> str:
         ]
         for _, *key in columns:
             value = values.get((model, *key))
-            percent = key[0] != "icm"
+            percent = key[0] not in ("icm",)
             text = _num(value, percent=percent)
             if (model, *key) in intervals:
                 low, high = intervals[(model, *key)]

@@ -2,10 +2,11 @@
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from hieval.config import (
+    check_tuning,
     code_fingerprint,
     gold_options as gold_label_options,
     icm_params as config_icm_params,
@@ -29,9 +30,12 @@ try:
         spec.model: spec
         for spec in load_model_sheet(config["models"], SCHEMAS / "models.schema.yaml")
     }
+    check_tuning(config, list(MODELS.values()))
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
+# Models whose threshold is tuned on their dev predictions (threshold tune, sheet or config).
+TUNED = [name for name, spec in MODELS.items() if spec.tunes(config["threshold"])]
 HIERARCHY = config["hierarchy"]
 # The code system the hierarchy implies (icd9, icd10, verbatim): the paper's Table 1 is ICD-9's.
 CODE_SYSTEM = for_source(HIERARCHY["source"]).name
@@ -145,3 +149,36 @@ def uncertainty_files(wildcards):
         "intervals": "results/report/intervals.parquet",
         "comparisons": "results/report/comparisons.parquet",
     }
+
+
+def tuned_files(wildcards):
+    """The tuned thresholds a model's decisions need (none unless it tunes)."""
+    if wildcards.model not in TUNED:
+        return {}
+    return {
+        "tuned": f"results/thresholds/{wildcards.model}.json",
+        "tuned_codes": f"results/thresholds/{wildcards.model}.codes.parquet",
+    }
+
+
+def dev_model_files(wildcards):
+    """A tuned model's dev predictions (read like its predictions, lists aside)."""
+    return {"labels": MODELS[wildcards.model].dev_predictions}
+
+
+def dev_model_options(wildcards):
+    """How to read a model's dev predictions: as its predictions, without threshold/top-k
+    (tuning sees every score) and without its test code/document lists."""
+    options = MODELS[wildcards.model].options()
+    return json.dumps(
+        asdict(
+            replace(options, threshold=None, top_k=None, code_list=None, doc_list=None)
+        ),
+        sort_keys=True,
+    )
+
+
+def dev_gold_options():
+    """How to read the dev gold: the gold's options, without its code/document lists."""
+    options = replace(gold_label_options(config), code_list=None, doc_list=None)
+    return json.dumps(asdict(options), sort_keys=True)

@@ -11,6 +11,8 @@ rule report:
     input:
         unpack(uncertainty_files),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
+        ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
+        notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
         records=[
             "results/inputs/gold.json",
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
