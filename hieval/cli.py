@@ -719,6 +719,7 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         markdown_out=out / "tables.md",
         figures_out=out / "figures",
         train_gold=train_gold,
+        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         **uncertain,
     )
 

@@ -618,6 +618,7 @@ def publish_reports(
     train_gold: str | Path | None = None,
     intervals: str | Path | None = None,
     comparisons: str | Path | None = None,
+    curves: dict[str, str | Path] | None = None,
     history: str | Path | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
@@ -659,6 +660,7 @@ def publish_reports(
             comparisons=paths.read_parquet(comparisons) if comparisons else None,
             frequency_bins=bins,
             history=past,
+            curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
         )
     )
     write_text(html_out, page)

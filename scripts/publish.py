@@ -22,6 +22,7 @@ def main(smk):
         train_gold=smk.input.get("train_gold"),
         intervals=smk.input.get("intervals"),
         comparisons=smk.input.get("comparisons"),
+        curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
         history=smk.params.history,
     )
 

@@ -108,6 +108,11 @@ def test_cli_ranks_tunes_and_records(zoo, tmp_path):
     assert selection.rows() == [
         ("scored", "selection", "leaf", "global", "threshold", tuned["threshold"])
     ]
+    # The HTML report draws the dev sweep with the chosen threshold marked.
+    html = (out / "report.html").read_text()
+    assert "id='thresholds'" in html
+    svg = (out / "figures" / "thresholds.svg").read_text()
+    assert f"t = {tuned['threshold']:.3g}" in svg
     record = json.loads((out / "work/inputs/predictions/scored.json").read_text())
     assert record["tuned_threshold"]["threshold"] == tuned["threshold"]
     assert len(record["tuned_threshold"]["dev_gold_sha256"]) == 64

@@ -122,3 +122,34 @@ def frequency_bins(rows: pl.DataFrame, *, bins: list[str], models: list[str]) ->
         ax.legend(fontsize=8, frameon=False, ncols=2)
         fig.tight_layout()
         return _svg(fig)
+
+
+def threshold_curves(curves: dict[str, pl.DataFrame]) -> str:
+    """Precision, recall and F1 against the threshold on each tuned model's dev sweep, the
+    chosen threshold marked (``curves``: model -> the sweep, ``threshold, precision, recall,
+    f1, chosen``)."""
+    with plt.rc_context(_STYLE):
+        fig, axes = plt.subplots(
+            1, len(curves), figsize=(3.6 * len(curves) + 0.5, 3), squeeze=False, sharey=True
+        )
+        for ax, (model, curve) in zip(axes[0], curves.items(), strict=True):
+            curve = curve.sort("threshold")
+            for metric in ("precision", "recall", "f1"):
+                ax.plot(curve["threshold"], curve[metric], label=metric)
+            chosen = curve.filter(pl.col("chosen"))
+            if chosen.height:
+                ax.axvline(chosen["threshold"][0], color="black", linestyle="--", linewidth=1)
+                ax.annotate(
+                    f"t = {chosen['threshold'][0]:.3g}",
+                    (chosen["threshold"][0], 0.05),
+                    xytext=(4, 0),
+                    textcoords="offset points",
+                    fontsize=8,
+                )
+            ax.set_title(model)
+            ax.set_xlabel("threshold (dev set)")
+            ax.set_ylim(0, 1)
+            ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=8, frameon=False)
+        fig.tight_layout()
+        return _svg(fig)

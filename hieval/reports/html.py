@@ -100,6 +100,7 @@ class ReportInputs:
     comparisons: pl.DataFrame | None = None  # hieval.metrics.uncertainty's comparisons table
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
+    curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
 
 
 def _esc(value) -> str:
@@ -398,6 +399,19 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
     )
 
 
+def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+    """The dev sweeps of the models whose threshold was tuned, the chosen one marked."""
+    if not inputs.curves:
+        return ""
+    drawn["thresholds"] = figures.threshold_curves(inputs.curves)
+    return (
+        "<h2 id='thresholds'>Thresholds tuned on the validation set</h2><p class='note'>"
+        "Precision, recall and F1 on the dev predictions against the threshold; the dashed line "
+        "is the threshold chosen (maximum dev micro F1, ties to the highest).</p>"
+        f"<figure>{drawn['thresholds']}</figure>"
+    )
+
+
 def _history(inputs: ReportInputs) -> str:
     """Each model's headline metrics over its evaluations, when it has more than one."""
     if inputs.history is None or inputs.history.is_empty():
@@ -471,6 +485,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
+        _thresholds(inputs, drawn),
         _frequency(inputs, drawn),
         _suite(inputs),
         _kinds(inputs),

@@ -63,6 +63,7 @@ rule publish:
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
         ],
         levels=LEVELS,
+        curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
         html=report(
             "results/report/report.html",
@@ -96,5 +97,6 @@ rule publish:
         hierarchy=hierarchy_label(),
         settings=report_settings(),
         history=HISTORY,
+        tuned=TUNED,
     script:
         "../../scripts/publish.py"
