@@ -114,6 +114,8 @@ class InputRecord:
     #: A gold pooled from several files: each file's own record (this one sums them).
     files: list[dict] = field(default_factory=list)
     scored_pairs: int = 0
+    #: How predictions were decided: "score >= 0.5", "top 15", "as given (no scores)", ...
+    selection: str = ""
     tuned_threshold: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -340,6 +342,8 @@ def normalize_labels(
             WHERE code IS NOT NULL GROUP BY doc_id, code""")
     if has_score:
         _select_by_score(con, record, options, default_threshold, tuned)
+    elif not is_gold:
+        record.selection = "as given (no scores)"
 
     record.duplicates_removed = con.execute("""
         SELECT count(*) - count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL
@@ -508,6 +512,13 @@ def _select_by_score(
     if tuned is not None:
         threshold = tuned.threshold
         record.tuned_threshold = {**tuned.source, "threshold": tuned.threshold}
+    rule = []
+    if threshold is not None:
+        how = " (tuned on dev" + (", per code" if tuned.per_code else "") + ")" if tuned else ""
+        rule.append(f"score ≥ {threshold:g}{how}")
+    if options.top_k is not None:
+        rule.append(f"top {options.top_k}")
+    record.selection = " and ".join(rule)
     if threshold is not None:
         per_code = pl.DataFrame(
             list((tuned.per_code if tuned else {}).items()),

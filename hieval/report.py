@@ -99,8 +99,8 @@ def summary_markdown(
         + " | ".join(
             f"{FAMILY_TITLES[f].split('-')[0]} {m}" for f, _ in headline for m in ("P", "R", "F1")
         )
-        + " | Flat macro F1 | CoPHE macro F1 |",
-        "|---|" + "---:|" * (3 * len(headline) + 4),
+        + " | Flat macro F1 | CoPHE macro F1 | Decision |",
+        "|---|" + "---:|" * (3 * len(headline) + 4) + "---|",
     ]
     by_name = {r["name"]: r for r in records}
     macro = {
@@ -121,6 +121,7 @@ def summary_markdown(
         for family in ("flat", "cophe"):
             value = macro.get((model, family))
             cells.append(_pct(value) if value is not None else "-")
+        cells.append(record.get("selection") or "-")
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     for family in ("set", "cophe"):
         lines += _prf_table(

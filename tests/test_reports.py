@@ -4,6 +4,7 @@ the zoo's history through Snakemake."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -77,6 +78,23 @@ def test_report_renders_in_a_browser_without_errors(evaluated, tmp_path):
 
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
     assert pixels.std() > 10  # not blank: text, tables and figures drawn
+
+
+def test_summary_headline_names_each_models_decision_rule(evaluated):
+    """summary.md's headline says how each model's predictions were decided."""
+    out, _, _ = evaluated
+    headline = (out / "summary.md").read_text().split("\n## ")[0]  # before the next section
+    rows = {
+        line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
+        for line in headline.splitlines()
+        if line.startswith("| ") and "Decision" not in line
+    }
+    assert rows["over_predictor"] == "score ≥ 0.5"  # scored, the default threshold
+    assert rows["sibling_confuser"] == "as given (no scores)"
+    records = {
+        p.stem: json.loads(p.read_text()) for p in (out / "work/inputs/predictions").glob("*.json")
+    }
+    assert records["over_predictor"]["below_threshold"] > 0  # the rule did remove rows
 
 
 def test_report_is_self_contained(evaluated):

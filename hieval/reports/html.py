@@ -457,6 +457,7 @@ def _provenance(inputs: ReportInputs) -> str:
                 f"<td>{r.get('documents', 0):,}</td>",
                 f"<td>{r.get('labels', 0):,}</td>",
                 f"<td class='text'>{_esc('; '.join(selection) or '–')}</td>",
+                f"<td class='text'>{_esc(r.get('selection') or '–')}</td>",
             ]
         )
     settings = json.dumps(inputs.settings, indent=2, sort_keys=True, default=str)
@@ -465,7 +466,17 @@ def _provenance(inputs: ReportInputs) -> str:
         f"<p>hieval {_esc(inputs.version)}; hierarchy: {_esc(inputs.hierarchy)}; levels "
         f"evaluated: {_esc(', '.join(inputs.levels))}.</p>"
         + _table(
-            ["Input", "Path", "sha256", "Format", "Rows", "Documents", "Labels", "Removed"],
+            [
+                "Input",
+                "Path",
+                "sha256",
+                "Format",
+                "Rows",
+                "Documents",
+                "Labels",
+                "Removed",
+                "Decision",
+            ],
             rows,
         )
         + f"<details><summary>Settings</summary><pre>{_esc(settings)}</pre></details>"
