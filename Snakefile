@@ -1,4 +1,4 @@
-"""hieval: evaluate a zoo of hierarchical multi-label classifiers (ICD-9 coding) with flat,
+"""hieval: evaluate a zoo of hierarchical multi-label classifiers (ICD-9 and ICD-10 coding, any taxonomy) with flat,
 set-based and count-preserving hierarchical (CoPHE) metrics.
 
 Run `snakemake --cores all` for the embedded demo, or

@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hieval",
         description="Flat, set-based and count-preserving hierarchical (CoPHE) evaluation of "
-        "multi-label ICD-9 coding models.",
+        "multi-label coding models (ICD-9, ICD-10 or your own tree).",
     )
     parser.add_argument("--version", action="version", version=f"hieval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
