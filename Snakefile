@@ -1,5 +1,5 @@
-"""hieval: evaluate a zoo of hierarchical multi-label classifiers (ICD-9 and ICD-10 coding, any taxonomy) with flat,
-set-based and count-preserving hierarchical (CoPHE) metrics.
+"""hieval: evaluate a zoo of hierarchical multi-label classifiers (ICD-9 and ICD-10 coding, any
+taxonomy) with flat, set-based and count-preserving hierarchical (CoPHE) metrics.
 
 Run `snakemake --cores all` for the embedded demo, or
 `snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml --cores N` for your own zoo.
