@@ -23,8 +23,6 @@ CODE_TYPES = (DX, PROC)
 
 #: The ICD-9 depth classes of the CoPHE paper, deepest first, then the root.
 ICD9_LEVELS = ("e2", "e1", "e0", "c", "chapter", "root")
-#: The highest level evaluated by default: the block level ``c``, as in the CoPHE paper.
-DEFAULT_MAX_LEVEL = "c"
 
 _DOTTED = {
     DX: re.compile(r"^(?:\d{3}|V\d{2})(?:\.\d{1,2})?$|^E\d{3}(?:\.\d)?$"),

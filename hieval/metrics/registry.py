@@ -258,7 +258,6 @@ PRF_METRICS = _first_seen(m.metric for m in REGISTRY if m.family in COUNT_FAMILI
 SUITE = tuple(m for m in REGISTRY if m.family not in COUNT_FAMILIES and m.source != SCORES)
 #: Metrics computed from scores (ranking, calibration, the tuned threshold).
 SCORE_METRICS = tuple(m for m in REGISTRY if m.source == SCORES)
-SUITE_FAMILIES = _first_seen(m.family for m in SUITE)
 #: Paper names of the set metrics that have one, and whether higher is better (the meta
 #: experiments, which score sets, test each of them; the score metrics' names are for reports).
 PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper and m.source != SCORES}
