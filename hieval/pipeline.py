@@ -620,9 +620,11 @@ def publish_reports(
     comparisons: str | Path | None = None,
     curves: dict[str, str | Path] | None = None,
     history: str | Path | None = None,
+    systems: dict[str, str] | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
-    Markdown) and the self-contained HTML report; with ``history``, this run's headline rows are
+    Markdown; with ``systems``, model → system, one row per system holding the mean over its
+    runs) and the self-contained HTML report; with ``history``, this run's headline rows are
     added to the zoo's history first (only evaluations with a new key)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
@@ -630,7 +632,9 @@ def publish_reports(
     metrics = paths.read_parquet(tidy)
     models = list(nodes)
     record_list = [json.loads(Path(p).read_text("utf-8")) for p in records]
-    tables = paper_tables.paper_tables(metrics, levels=evaluated, models=models)
+    tables = paper_tables.paper_tables(
+        metrics, levels=evaluated, models=models, systems=systems or None
+    )
     write_text(tex_out, paper_tables.to_latex(tables))
     write_text(markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in nodes.items()}

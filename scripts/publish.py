@@ -24,6 +24,7 @@ def main(smk):
         comparisons=smk.input.get("comparisons"),
         curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
         history=smk.params.history,
+        systems=json.loads(smk.params.systems),
     )
 
 

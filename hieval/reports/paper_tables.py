@@ -4,6 +4,10 @@
 Values are micro-averaged percentages with one decimal, as the paper prints them. "Best" is
 decided on the unrounded values (higher is better for every column here); every model that
 reaches the best value is bold, so ties are visible.
+
+When the model sheet groups rows into systems (its ``system`` column: runs or seeds of one
+system), a row is a system and every cell the mean over its runs, as the paper's Table 2
+averages 10 runs of CAML, BGLWAN and HLAN; models without a system stay rows of their own.
 """
 
 from __future__ import annotations
@@ -45,13 +49,55 @@ def _micro(tidy: pl.DataFrame) -> dict[tuple[str, str, str, str], float]:
     }
 
 
-def paper_tables(tidy: pl.DataFrame, *, levels: tuple[str, ...], models: list[str]) -> list[Table]:
+def _rows_by_system(
+    tidy: pl.DataFrame, models: list[str], systems: dict[str, str]
+) -> tuple[pl.DataFrame, list[str], str]:
+    """``tidy`` with each system's runs replaced by one row per metric holding their mean (the
+    row's ``model`` is the system), the row names in sheet order, and the caption's note.
+
+    The mean is over the runs that have the metric; a run lacking it does not count as zero."""
+    row_of = {model: systems.get(model) or model for model in models}
+    runs: dict[str, int] = {}
+    for model in models:
+        runs[row_of[model]] = runs.get(row_of[model], 0) + 1
+    mapping = pl.DataFrame(
+        {"model": list(row_of), "row": list(row_of.values())},
+        schema={"model": pl.String, "row": pl.String},
+    )
+    means = (
+        tidy.join(mapping, on="model", how="inner")
+        .group_by("row", "family", "level", "average", "metric", maintain_order=True)
+        .agg(pl.col("value").mean())
+        .rename({"row": "model"})
+    )
+    counts = sorted({runs[row] for row in runs if row in set(systems.values())})
+    note = (
+        f"; mean over {counts[0]} runs of each system"
+        if len(counts) == 1
+        else "; mean over each system's runs ("
+        + ", ".join(f"{row}: {n}" for row, n in runs.items() if row in set(systems.values()))
+        + ")"
+    )
+    return means, list(runs), note
+
+
+def paper_tables(
+    tidy: pl.DataFrame,
+    *,
+    levels: tuple[str, ...],
+    models: list[str],
+    systems: dict[str, str] | None = None,
+) -> list[Table]:
     """Table 2 of the CoPHE paper (flat / set-based / CoPHE P, R, F1 per model, ``overall``) and
-    the set-based and CoPHE F1 per evaluated level."""
+    the set-based and CoPHE F1 per evaluated level; with ``systems`` (model → system, the
+    sheet's column) one row per system holding the mean over its runs."""
+    note = ""
+    if systems:
+        tidy, models, note = _rows_by_system(tidy, models, systems)
     values = _micro(tidy)
     headline = Table(
         caption="Micro-averaged precision, recall and F1 (\\%): flat on leaf codes, set-based "
-        "and CoPHE pooled over the evaluated levels",
+        f"and CoPHE pooled over the evaluated levels{note}",
         groups=[(FAMILY_TITLES[f], 3) for f, _ in HEADLINE],
         columns=[short for _ in HEADLINE for _, short in PRF],
         rows=[
@@ -60,7 +106,7 @@ def paper_tables(tidy: pl.DataFrame, *, levels: tuple[str, ...], models: list[st
         ],
     )
     per_level = Table(
-        caption="Micro F1 (\\%) per level, set-based and CoPHE",
+        caption=f"Micro F1 (\\%) per level, set-based and CoPHE{note}",
         groups=[(level, 2) for level in levels],
         columns=["Set", "CoPHE"] * len(levels),
         rows=[

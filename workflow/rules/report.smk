@@ -98,5 +98,6 @@ rule publish:
         settings=report_settings(),
         history=HISTORY,
         tuned=TUNED,
+        systems=SYSTEMS,
     script:
         "../../scripts/publish.py"
