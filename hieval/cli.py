@@ -49,13 +49,12 @@ from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty import Settings
 from hieval.pipeline import (
+    ModelFiles,
     build_hierarchy,
-    count_model,
+    count_and_score,
     final_reports,
-    model_metrics,
     normalize_file,
     publish_reports,
-    score_metrics,
     tune_threshold,
     uncertainty,
 )
@@ -623,40 +622,28 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
     for number, name in enumerate(names, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(names)}): counting")
         counts = work / "counts" / name
-        count_model(
-            gold,
-            labels[name],
-            levels_file=levels,
-            ancestors=ancestors,
-            max_level=config["max_level"],
-            nodes_out=counts / "nodes.parquet",
-            docs_out=counts / "docs.parquet",
-            item_sums_out=counts / "item_sums.parquet",
-            params=params,
-            resources=resources,
-        )
-        model_metrics(
-            model=name,
-            nodes=counts / "nodes.parquet",
-            docs=counts / "docs.parquet",
-            item_sums=counts / "item_sums.parquet",
-            levels_file=levels,
-            params=params,
-            label_set=config["comparison"]["label_set"],
-            metrics_out=work / "metrics" / f"{name}.parquet",
-            nodes_report_out=out / "nodes" / f"{name}.csv",
-        )
-        score_metrics(
+        count_and_score(
             model=name,
             gold=gold,
+            labels=labels[name],
             scores=scores[name],
             record=work / "inputs" / "predictions" / f"{name}.json",
             levels_file=levels,
             ancestors=ancestors,
             max_level=config["max_level"],
+            params=params,
+            label_set=config["comparison"]["label_set"],
             ks=ranking_ks(config),
-            metrics_out=work / "ranking" / f"{name}.parquet",
-            notes_out=work / "ranking" / f"{name}.json",
+            out=ModelFiles(
+                nodes=counts / "nodes.parquet",
+                docs=counts / "docs.parquet",
+                item_sums=counts / "item_sums.parquet",
+                metrics=work / "metrics" / f"{name}.parquet",
+                nodes_report=out / "nodes" / f"{name}.csv",
+                ranking=work / "ranking" / f"{name}.parquet",
+                notes=work / "ranking" / f"{name}.json",
+            ),
+            resources=resources,
         )
     settings = uncertainty_settings(config)
     uncertain = {}

@@ -18,6 +18,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -560,6 +561,77 @@ def model_metrics(
     write_parquet(tidy, metrics_out)
     write_csv(node_report(node_table, table.frame, table.levels), nodes_report_out)
     return tidy
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where one model's stages write, from its normalised labels to its metric rows: the same
+    paths whether one job runs them all (``shards: 1``, the CLI) or each is a job of its own."""
+
+    nodes: str | Path
+    docs: str | Path
+    item_sums: str | Path
+    metrics: str | Path
+    nodes_report: str | Path
+    ranking: str | Path
+    notes: str | Path
+
+
+def count_and_score(
+    *,
+    model: str,
+    gold: str | Path,
+    labels: str | Path,
+    scores: str | Path,
+    record: str | Path,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    params: IcmParams,
+    label_set: str,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    out: ModelFiles,
+    resources: Resources | None = None,
+) -> None:
+    """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
+    score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
+    ``record``: an unsharded evaluation, in one process (ICM's node weights computed here from
+    the whole gold, as :func:`count_model` does without ``weights``)."""
+    count_model(
+        gold,
+        labels,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        nodes_out=out.nodes,
+        docs_out=out.docs,
+        item_sums_out=out.item_sums,
+        params=params,
+        resources=resources,
+    )
+    model_metrics(
+        model=model,
+        nodes=out.nodes,
+        docs=out.docs,
+        item_sums=out.item_sums,
+        levels_file=levels_file,
+        params=params,
+        label_set=label_set,
+        metrics_out=out.metrics,
+        nodes_report_out=out.nodes_report,
+    )
+    score_metrics(
+        model=model,
+        gold=gold,
+        scores=scores,
+        record=record,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        ks=ks,
+        metrics_out=out.ranking,
+        notes_out=out.notes,
+    )
 
 
 def final_reports(

@@ -36,6 +36,8 @@ except HievalError as exc:
 MODEL_NAMES = list(MODELS)
 # Models whose threshold is tuned on their dev predictions (threshold tune, sheet or config).
 TUNED = [name for name, spec in MODELS.items() if spec.tunes(config["threshold"])]
+# More than one shard: each model's stages are jobs of their own (workflow/rules/evaluate.smk).
+SHARDED = config["shards"] > 1
 HIERARCHY = config["hierarchy"]
 # The code system the hierarchy implies (icd9, icd10, verbatim): the paper's Table 1 is ICD-9's.
 CODE_SYSTEM = for_source(HIERARCHY["source"]).name

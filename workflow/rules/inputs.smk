@@ -27,33 +27,36 @@ rule normalize_gold:
         "../../scripts/normalize_labels.py"
 
 
-rule normalize_predictions:
-    input:
-        unpack(model_files),
-        unpack(tuned_files),
-        levels=LEVELS,
-        gold="results/inputs/gold.parquet",
-    output:
-        labels="results/inputs/predictions/{model}.parquet",
-        record="results/inputs/predictions/{model}.json",
-        scores="results/inputs/scores/{model}.parquet",
-    log:
-        "logs/inputs/{model}.log",
-    conda:
-        "../envs/hieval.yaml"
-    resources:
-        mem_mb=mem_mb,
-        runtime=runtime,
-    params:
-        hieval=HIEVAL_CODE,
-        name="{model}",
-        role="predictions",
-        options=model_options,
-        unknown_codes=config["unknown_codes"],
-        unknown_docs=config["unknown_docs"],
-        threshold=config["threshold"],
-    script:
-        "../../scripts/normalize_labels.py"
+# With `shards: 1` the model's evaluate_model job does this (workflow/rules/evaluate.smk).
+if SHARDED:
+
+    rule normalize_predictions:
+        input:
+            unpack(model_files),
+            unpack(tuned_files),
+            levels=LEVELS,
+            gold="results/inputs/gold.parquet",
+        output:
+            labels="results/inputs/predictions/{model}.parquet",
+            record="results/inputs/predictions/{model}.json",
+            scores="results/inputs/scores/{model}.parquet",
+        log:
+            "logs/inputs/{model}.log",
+        conda:
+            "../envs/hieval.yaml"
+        resources:
+            mem_mb=mem_mb,
+            runtime=runtime,
+        params:
+            hieval=HIEVAL_CODE,
+            name="{model}",
+            role="predictions",
+            options=model_options,
+            unknown_codes=config["unknown_codes"],
+            unknown_docs=config["unknown_docs"],
+            threshold=config["threshold"],
+        script:
+            "../../scripts/normalize_labels.py"
 
 
 rule normalize_train_gold:

@@ -52,6 +52,18 @@ def count_mem_mb(wildcards, input, threads, attempt):
     return round_mb(FLOOR_MB + need / MIB) * attempt
 
 
+def model_mem_mb(wildcards, input, threads, attempt):
+    """A whole model's job (`shards: 1`): the larger of normalising its files (as `mem_mb`)
+    and counting, where the predicted labels are estimated as many as the gold's (they are
+    not normalised yet when the job is planned)."""
+    gold = sum(label_rows(path) for path in existing([input.gold]))
+    need = BASE_BYTES + BYTES_PER_THREAD * threads + BYTES_PER_LABEL * 2 * gold
+    return (
+        max(round_mb(FLOOR_MB + need / MIB), round_mb(FLOOR_MB + 5 * input_mb(input)))
+        * attempt
+    )
+
+
 def runtime(wildcards, input, attempt):
     """Minutes: the floor plus one a 100 MB of input (normalising and counting run at several
     hundred MB a minute on one core)."""

@@ -30,26 +30,29 @@ rule tune_threshold:
         "../../scripts/tune_threshold.py"
 
 
-rule score_metrics:
-    input:
-        gold="results/inputs/gold.parquet",
-        scores="results/inputs/scores/{model}.parquet",
-        record="results/inputs/predictions/{model}.json",
-        levels=LEVELS,
-        ancestors=ANCESTORS,
-    output:
-        metrics="results/ranking/{model}.parquet",
-        notes="results/ranking/{model}.json",
-    log:
-        "logs/ranking/{model}.log",
-    conda:
-        "../envs/hieval.yaml"
-    resources:
-        mem_mb=mem_mb,
-        runtime=runtime,
-    params:
-        hieval=HIEVAL_CODE,
-        max_level=config["max_level"],
-        ks=sorted(config["ranking"]["k"]),
-    script:
-        "../../scripts/score_metrics.py"
+# With `shards: 1` the model's evaluate_model job does this (workflow/rules/evaluate.smk).
+if SHARDED:
+
+    rule score_metrics:
+        input:
+            gold="results/inputs/gold.parquet",
+            scores="results/inputs/scores/{model}.parquet",
+            record="results/inputs/predictions/{model}.json",
+            levels=LEVELS,
+            ancestors=ANCESTORS,
+        output:
+            metrics="results/ranking/{model}.parquet",
+            notes="results/ranking/{model}.json",
+        log:
+            "logs/ranking/{model}.log",
+        conda:
+            "../envs/hieval.yaml"
+        resources:
+            mem_mb=mem_mb,
+            runtime=runtime,
+        params:
+            hieval=HIEVAL_CODE,
+            max_level=config["max_level"],
+            ks=sorted(config["ranking"]["k"]),
+        script:
+            "../../scripts/score_metrics.py"
