@@ -403,6 +403,19 @@ def _sheet_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
+def load_workflow_config(config: dict[str, Any], schemas: str | Path) -> dict[str, ModelSpec]:
+    """Everything the workflow checks before its first job, in one place (``common.smk`` and
+    the tests call it): the config against ``schemas/config.schema.yaml`` (defaults filled in
+    place), the model sheet it names against ``schemas/models.schema.yaml``, and the tuning
+    setup. Returns the sheet's models by name; raises :class:`ConfigError` (or the sheet's
+    :class:`InputError`) with one line per problem."""
+    schemas = Path(schemas)
+    validate_config(config, schemas / "config.schema.yaml")
+    specs = load_model_sheet(config["models"], schemas / "models.schema.yaml")
+    check_tuning(config, specs)
+    return {spec.model: spec for spec in specs}
+
+
 def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpec]:
     """Read and validate the model sheet (TSV with a header).
 

@@ -1,9 +1,13 @@
-"""Shared fixtures: the ICD-9-CM v32 hierarchy from the package source, loaded once."""
+"""Shared fixtures: the ICD-9-CM v32 hierarchy from the package source, loaded once, and one
+finished run of the (small) demo workflow that tests read or copy instead of running it again."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
+from helpers import small_demo_config, snakemake
 
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import LevelTable
@@ -30,3 +34,14 @@ def icd9_leaves(_package_source) -> list[str]:
 def icd9_ancestors(icd9) -> pl.DataFrame:
     """The long ``code, level, ancestor`` table of the package hierarchy."""
     return icd9.ancestors()
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """The default target (the embedded demo, 300 documents) run once by Snakemake: read it,
+    or copy it (helpers.copy_run) to change something and rerun."""
+    work = tmp_path_factory.mktemp("demo_run")
+    small_demo_config(work)
+    result = snakemake(work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work

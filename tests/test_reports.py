@@ -17,7 +17,7 @@ import pytest
 
 from hieval.cli import main
 from hieval.experiments.demo import make_demo
-from tests.helpers import REPO, snakemake
+from tests.helpers import copy_run, snakemake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -174,14 +174,10 @@ def test_frequency_bins_match_a_naive_count(evaluated):
     assert len(sums) >= 2  # the bins separate codes
 
 
-def test_snakemake_report_and_history(tmp_path):
+def test_snakemake_report_and_history(demo_run, tmp_path):
     """Through Snakemake: the report zip holds the results; the history grows only when an
     evaluation's key is new (a changed threshold: rows for that model only)."""
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    config = tmp_path / "config" / "config.yaml"
-    config.write_text(config.read_text().replace("documents: 2000", "documents: 200"))
-    first = snakemake(tmp_path)
-    assert first.returncode == 0, first.stderr[-3000:]
+    copy_run(demo_run, tmp_path)  # a finished run of the small demo: its history is written
     history = tmp_path / "results/history/evaluations.parquet"
     rows = pl.read_parquet(history)
     models = rows["model"].unique().to_list()

@@ -9,8 +9,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
-from helpers import REPO, SNAKEMAKE, snakemake
+from helpers import (
+    REPO,
+    SNAKEMAKE,
+    copy_run,
+    parse_time_refusal,
+    small_demo_config,
+    snakemake,
+)
 
 # Rules that run on the submitting host, never as cluster jobs.
 LOCAL_RULES = {"all", "report", "publish", "paper_table1", "fetch_hierarchy"}
@@ -49,11 +55,19 @@ def write_zoo(workdir: Path) -> Path:
     return config
 
 
-def test_user_zoo_in_workdir(tmp_path):
-    """`snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml` evaluates a user's zoo."""
-    config = write_zoo(tmp_path)
-    result = snakemake(tmp_path, "--configfile", str(config))
+@pytest.fixture(scope="module")
+def zoo_run(tmp_path_factory) -> Path:
+    """write_zoo's zoo evaluated once by Snakemake; tests read it or copy it (copy_run)."""
+    work = tmp_path_factory.mktemp("zoo_run")
+    config = write_zoo(work)
+    result = snakemake(work, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
+    return work
+
+
+def test_user_zoo_in_workdir(zoo_run):
+    """`snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml` evaluates a user's zoo."""
+    tmp_path = zoo_run
     tidy = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
     assert tidy.columns == ["model", "family", "level", "average", "metric", "value"]
     assert set(tidy["model"]) == {"exact", "scored"}
@@ -81,18 +95,12 @@ def test_user_zoo_in_workdir(tmp_path):
     assert "| exact |" in summary and "| scored |" in summary
 
 
-def test_demo_runs_and_regenerates_bit_for_bit(tmp_path):
+def test_demo_runs_and_regenerates_bit_for_bit(demo_run, tmp_path):
     """The default target runs the embedded demo; a second clean run writes identical bytes."""
-    runs = []
-    for name in ("first", "second"):
-        work = tmp_path / name
-        shutil.copytree(REPO / "config", work / "config")
-        config = yaml.safe_load((work / "config/config.yaml").read_text())
-        config["demo"]["documents"] = 300
-        (work / "config/config.yaml").write_text(yaml.safe_dump(config))
-        result = snakemake(work)
-        assert result.returncode == 0, result.stderr[-3000:]
-        runs.append(work)
+    small_demo_config(tmp_path)
+    result = snakemake(tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [demo_run, tmp_path]
     for output in (
         "results/report/metrics.parquet",
         "results/report/summary.csv",
@@ -109,10 +117,10 @@ def test_demo_runs_and_regenerates_bit_for_bit(tmp_path):
     assert tidy["model"].unique().len() == 4
 
 
-def test_rerun_does_only_new_work(tmp_path):
+def test_rerun_does_only_new_work(zoo_run, tmp_path):
     """Adding a model to the sheet reruns only that model's jobs and the report."""
-    config = write_zoo(tmp_path)
-    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    copy_run(zoo_run, tmp_path)
+    config = tmp_path / "my.yaml"
     shutil.copy(tmp_path / "exact.csv", tmp_path / "copy.csv")
     with (tmp_path / "models.tsv").open("a") as sheet:
         sheet.write("copy\tcopy.csv\t\ta copy\n")
@@ -124,9 +132,9 @@ def test_rerun_does_only_new_work(tmp_path):
     assert "build_levels" not in planned and "normalize_gold" not in planned
 
 
-def test_changed_threshold_reruns_only_that_model(tmp_path):
-    config = write_zoo(tmp_path)
-    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+def test_changed_threshold_reruns_only_that_model(zoo_run, tmp_path):
+    copy_run(zoo_run, tmp_path)
+    config = tmp_path / "my.yaml"
     sheet = tmp_path / "models.tsv"
     sheet.write_text(sheet.read_text().replace("scored.parquet\t0.5", "scored.parquet\t0.8"))
     dry = snakemake(tmp_path, "--configfile", str(config), "-n", quiet=False)
@@ -136,10 +144,10 @@ def test_changed_threshold_reruns_only_that_model(tmp_path):
     assert "results/inputs/predictions/exact.parquet" not in planned
 
 
-def test_engine_bounds_rerun_nothing(tmp_path):
+def test_engine_bounds_rerun_nothing(zoo_run, tmp_path):
     """Memory bounds never change a number, so changing them must not rerun any job."""
-    config = write_zoo(tmp_path)
-    assert snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    copy_run(zoo_run, tmp_path)
+    config = tmp_path / "my.yaml"
     bounds = tmp_path / "bounds.yaml"
     bounds.write_text("engine:\n  memory_limit: 1GB\n  temp_directory: spill\n")
     dry = snakemake(tmp_path, "--configfile", str(config), str(bounds), "-n", quiet=False)
@@ -161,10 +169,18 @@ def test_engine_bounds_rerun_nothing(tmp_path):
 def test_bad_model_sheet_fails_before_work(tmp_path, sheet, message):
     config = write_zoo(tmp_path)
     (tmp_path / "models.tsv").write_text(sheet)
+    refusal = parse_time_refusal(tmp_path, config)
+    assert message in refusal and "line" in refusal
+
+
+def test_bad_model_sheet_stops_snakemake_before_work(tmp_path):
+    """What parse_time_refusal checks is what Snakemake prints: alone, non-zero, no output."""
+    config = write_zoo(tmp_path)
+    (tmp_path / "models.tsv").write_text("model\tpredictions\tthreshold\nm1\texact.csv\t1.5\n")
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode != 0
-    assert message in result.stderr
-    assert "line" in result.stderr
+    assert parse_time_refusal(tmp_path, config) in result.stderr
+    assert "Traceback" not in result.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -261,21 +277,17 @@ def test_adapters_through_the_model_sheet(tmp_path):
     assert '"format": "caml_psv"' in record
 
 
-def test_sharded_equals_unsharded(tmp_path):
-    """Every number of the report, ICM included, is identical with 1 and 3 document shards
-    (through Snakemake's scatter/gather; tests/test_sharding.py covers more cases fast)."""
-    empty_gold = "keep"
-    outputs = {}
-    for shards in (1, 3):
-        work = tmp_path / f"shards{shards}"
-        work.mkdir()
-        config = write_zoo(work)
-        config.write_text(
-            config.read_text() + f"shards: {shards}\nicm:\n  empty_gold: {empty_gold}\n"
-        )
-        result = snakemake(work, "--configfile", str(config))
-        assert result.returncode == 0, result.stderr[-3000:]
-        outputs[shards] = work
+def test_sharded_equals_unsharded(zoo_run, tmp_path):
+    """Every number of the report, ICM included, is identical with 1 (the default: one job per
+    model) and 3 document shards (through Snakemake's scatter/gather; tests/test_sharding.py
+    covers more cases fast). ICM keeps documents with an empty gold (the default)."""
+    work = tmp_path / "shards3"
+    work.mkdir()
+    config = write_zoo(work)
+    config.write_text(config.read_text() + "shards: 3\nicm:\n  empty_gold: keep\n")
+    result = snakemake(work, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs = {1: zoo_run, 3: work}
     assert len(list((tmp_path / "shards3/results/counts/exact/shards").iterdir())) == 3
     for name in ("metrics.parquet", "summary.csv", "summary.md"):
         first, second = ((outputs[s] / "results/report" / name).read_bytes() for s in (1, 3))

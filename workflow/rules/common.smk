@@ -6,13 +6,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from hieval.config import (
-    check_tuning,
     code_fingerprint,
     gold_options as gold_label_options,
     icm_params as config_icm_params,
-    load_model_sheet,
+    load_workflow_config,
     report_settings as run_settings,
-    validate_config,
 )
 from hieval.codesystem import for_source
 from hieval.experiments.demo import ICD10_FILES as DEMO_ICD10_FILES
@@ -25,12 +23,7 @@ SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
 # hieval's own validation, not snakemake.utils.validate: one line per violation naming its key
 # (not the whole schema), finite numbers, literal paths, and max_level where it is known.
 try:
-    validate_config(config, SCHEMAS / "config.schema.yaml")
-    MODELS = {
-        spec.model: spec
-        for spec in load_model_sheet(config["models"], SCHEMAS / "models.schema.yaml")
-    }
-    check_tuning(config, list(MODELS.values()))
+    MODELS = load_workflow_config(config, SCHEMAS)
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
