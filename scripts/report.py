@@ -1,13 +1,15 @@
-"""Snakemake script: the tables over all models (metrics.parquet/.csv, summary.csv/.md)."""
+"""Snakemake script: the reports over all models — the tables (metrics.parquet/.csv,
+summary.csv/.md), then the HTML report, the paper tables, the figures and the zoo's history."""
 
 import json
 from pathlib import Path
 
-from hieval.pipeline import final_reports
+from hieval.pipeline import final_reports, publish_reports
 from hieval.workflow_script import run_rule
 
 
 def main(smk):
+    systems = json.loads(smk.params.systems)
     final_reports(
         metrics=[*smk.input.metrics, *smk.input.ranking],
         notes=list(smk.input.notes),
@@ -19,7 +21,26 @@ def main(smk):
         out_dir=Path(smk.output.metrics).parent,
         intervals=smk.input.get("intervals"),
         comparisons=smk.input.get("comparisons"),
-        systems=json.loads(smk.params.systems),
+        systems=systems,
+    )
+    publish_reports(
+        tidy=smk.output.metrics,
+        nodes=dict(zip(smk.params.models, smk.input.nodes, strict=True)),
+        records=list(smk.input.records),
+        levels_file=smk.input.levels,
+        max_level=smk.params.max_level,
+        hierarchy=smk.params.hierarchy,
+        settings=json.loads(smk.params.settings),
+        html_out=smk.output.html,
+        tex_out=smk.output.tex,
+        markdown_out=smk.output.markdown,
+        figures_out=smk.output.figures,
+        train_gold=smk.input.get("train_gold"),
+        intervals=smk.input.get("intervals"),
+        comparisons=smk.input.get("comparisons"),
+        curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
+        history=smk.params.history,
+        systems=systems,
     )
 
 

@@ -1,13 +1,10 @@
-"""Shared fixtures: the ICD-9-CM v32 hierarchy from the package source, loaded once, and one
-finished run of the (small) demo workflow that tests read or copy instead of running it again."""
+"""Shared fixtures: the ICD-9-CM v32 hierarchy from the package source, loaded once; the
+order in which test modules start."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
-from helpers import small_demo_config, snakemake
 
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import LevelTable
@@ -36,12 +33,22 @@ def icd9_ancestors(icd9) -> pl.DataFrame:
     return icd9.ancestors()
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> Path:
-    """The default target (the embedded demo, 300 documents) run once by Snakemake: read it,
-    or copy it (helpers.copy_run) to change something and rerun."""
-    work = tmp_path_factory.mktemp("demo_run")
-    small_demo_config(work)
-    result = snakemake(work)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return work
+#: Test modules that run whole workflows, slowest first: started first, so that under
+#: pytest-xdist (pyproject's addopts: ``--dist loadfile``, one module per worker at a time)
+#: the two workers finish together instead of one waiting on a long module started last.
+SLOW_MODULES = (
+    "test_slurm_cluster",
+    "test_uncertainty_workflow",
+    "test_workflow",
+    "test_code_systems",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run :data:`SLOW_MODULES` first (a stable sort: each module keeps its order)."""
+
+    def rank(item: pytest.Item) -> int:
+        name = item.module.__name__.rsplit(".", 1)[-1]
+        return SLOW_MODULES.index(name) if name in SLOW_MODULES else len(SLOW_MODULES)
+
+    items.sort(key=rank)

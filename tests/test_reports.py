@@ -8,7 +8,6 @@ import json
 import re
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ import pytest
 
 from hieval.cli import main
 from hieval.experiments.demo import make_demo
-from tests.helpers import copy_run, snakemake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -172,41 +170,3 @@ def test_frequency_bins_match_a_naive_count(evaluated):
     ]
     assert shown == expected
     assert len(sums) >= 2  # the bins separate codes
-
-
-def test_snakemake_report_and_history(demo_run, tmp_path):
-    """Through Snakemake: the report zip holds the results; the history grows only when an
-    evaluation's key is new (a changed threshold: rows for that model only)."""
-    copy_run(demo_run, tmp_path)  # a finished run of the small demo: its history is written
-    history = tmp_path / "results/history/evaluations.parquet"
-    rows = pl.read_parquet(history)
-    models = rows["model"].unique().to_list()
-    assert len(models) == 4 and rows["key"].n_unique() == 4
-    assert set(rows["metric"]) == {"F-flat", "F-set", "F-CoPHE", "ICM", "EB-F"}
-
-    again = snakemake(tmp_path, "--forcerun", "publish")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert pl.read_parquet(history).equals(rows)
-
-    sheet = tmp_path / "config" / "models.tsv"
-    lines = sheet.read_text().splitlines()
-    header = lines[0].split("\t")
-    changed = None
-    for i, line in enumerate(lines[1:], start=1):
-        cells = line.split("\t") + [""] * (len(header) - len(line.split("\t")))
-        if cells[header.index("model")] == "over_predictor":
-            cells[header.index("threshold")] = "0.7"
-            lines[i], changed = "\t".join(cells), cells[header.index("model")]
-    sheet.write_text("\n".join(lines) + "\n")
-    third = snakemake(tmp_path)
-    assert third.returncode == 0, third.stderr[-3000:]
-    grown = pl.read_parquet(history)
-    added = grown.join(rows, on=["key", "metric"], how="anti")
-    assert set(added["model"]) == {changed} and added.height == 5
-
-    report = snakemake(tmp_path, "--report", "report.zip")
-    assert report.returncode == 0, report.stderr[-3000:]
-    with zipfile.ZipFile(tmp_path / "report.zip") as archive:
-        names = "\n".join(archive.namelist())
-    for part in ("report.html", "tables.tex", "tables.md", "per_level.svg"):
-        assert part in names, part

@@ -42,7 +42,7 @@ HIEVAL_CODE = code_fingerprint()
 
 LEVELS = "results/hierarchy/levels.parquet"
 # The zoo's history accumulates across runs, so it is no rule's output (Snakemake would delete
-# it before the rule runs); the publish rule adds this run's new evaluations to it.
+# it before the rule runs); the report rule adds this run's new evaluations to it.
 HISTORY = "results/history/evaluations.parquet"
 ANCESTORS = "results/hierarchy/ancestors.parquet"
 
@@ -134,6 +134,11 @@ SYSTEMS = json.dumps(
     {name: spec.system for name, spec in MODELS.items() if spec.system}, sort_keys=True
 )
 UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
+
+
+def systems_output():
+    """systems.parquet, when the sheet groups models into systems (its `system` column)."""
+    return {"systems": "results/report/systems.parquet"} if json.loads(SYSTEMS) else {}
 
 
 def uncertainty_files(wildcards):

@@ -1,15 +1,17 @@
-"""Tables over all models (results/report/) and the CoPHE paper's Table 1 (results/paper/)."""
+"""The reports over all models (results/report/) in one job — the tables (metrics, summary),
+then the HTML report, the paper tables, the figures and the zoo's history — and the CoPHE
+paper's Table 1 (results/paper/)."""
 
 
 localrules:
     report,
-    publish,
     paper_table1,
 
 
 rule report:
     input:
         unpack(uncertainty_files),
+        unpack(train_gold_input),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
@@ -18,53 +20,15 @@ rule report:
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
         ],
         levels=LEVELS,
+        nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
+        curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
+        **systems_output(),
         metrics="results/report/metrics.parquet",
         metrics_csv="results/report/metrics.csv",
         summary="results/report/summary.csv",
         summary_md="results/report/summary.md",
-    log:
-        "logs/report/report.log",
-    conda:
-        "../envs/hieval.yaml"
-    params:
-        hieval=HIEVAL_CODE,
-        models=MODEL_NAMES,
-        max_level=config["max_level"],
-        hierarchy=hierarchy_label(),
-        systems=SYSTEMS,
-    script:
-        "../../scripts/report.py"
-
-
-rule paper_table1:
-    input:
-        levels=LEVELS,
-    output:
-        "results/paper/table1.md",
-    log:
-        "logs/paper/table1.log",
-    conda:
-        "../envs/hieval.yaml"
-    params:
-        hieval=HIEVAL_CODE,
-    script:
-        "../../scripts/paper_table1.py"
-
-
-rule publish:
-    input:
-        unpack(train_gold_input),
-        unpack(uncertainty_files),
-        tidy="results/report/metrics.parquet",
-        nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
-        records=[
-            "results/inputs/gold.json",
-            *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
-        ],
-        levels=LEVELS,
-        curves=expand("results/thresholds/{model}.parquet", model=TUNED),
-    output:
+        # mean and sd over each system's runs, when the sheet has a `system` column
         html=report(
             "results/report/report.html",
             caption="../report/report_html.rst",
@@ -87,7 +51,7 @@ rule publish:
             category="Figures",
         ),
     log:
-        "logs/report/publish.log",
+        "logs/report/report.log",
     conda:
         "../envs/hieval.yaml"
     params:
@@ -95,9 +59,24 @@ rule publish:
         models=MODEL_NAMES,
         max_level=config["max_level"],
         hierarchy=hierarchy_label(),
+        systems=SYSTEMS,
         settings=report_settings(),
         history=HISTORY,
         tuned=TUNED,
-        systems=SYSTEMS,
     script:
-        "../../scripts/publish.py"
+        "../../scripts/report.py"
+
+
+rule paper_table1:
+    input:
+        levels=LEVELS,
+    output:
+        "results/paper/table1.md",
+    log:
+        "logs/paper/table1.log",
+    conda:
+        "../envs/hieval.yaml"
+    params:
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/paper_table1.py"
