@@ -147,29 +147,35 @@ def _map_codes(
     where,
     path: Path,
     name: str,
+    rows,
 ) -> pl.DataFrame:
     """Normalise each distinct (raw code, code_type) once, as the code system reads codes;
     fail with examples on bad codes (and say so when they look like the other ICD system).
 
-    ``where`` maps rows to their place in the file; it is asked once, for the rows shown.
+    A file holds a few thousand distinct codes however many rows it has, so this loop is
+    milliseconds; the rows are mapped by one join (:func:`_apply_mapping`). ``rows()`` gives
+    each (code, code_type) its first row, and ``where`` maps rows to their place in the file:
+    both are asked only when there are bad codes to show.
     """
     mapped, errors = [], []
-    for code, ctype, row in raw.iter_rows():
+    for code, ctype in raw.iter_rows():
         try:
             canonical, kind = system.normalize(code, ctype or default_type, fmt)
             mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
-            errors.append((row, code, str(exc)))
+            errors.append((code, ctype, str(exc)))
     if errors:
-        places = where(row for row, _code, _msg in errors[:10])
-        shown = [f"{places[row]}: {msg}" for row, _code, msg in errors[:10]]
+        first = {(code, ctype): row for code, ctype, row in rows().iter_rows()}
+        shown_errors = [(first[code, ctype], code, msg) for code, ctype, msg in errors[:10]]
+        places = where(row for row, _code, _msg in shown_errors)
+        shown = [f"{places[row]}: {msg}" for row, _code, msg in shown_errors]
         hint = ""
-        if all(code.strip().isdigit() and len(code.strip()) < 3 for _row, code, _msg in errors):
+        if all(code.strip().isdigit() and len(code.strip()) < 3 for code, _type, _msg in errors):
             hint = (
                 "\n  these look like label indices (as CAML's LR model writes), not codes; "
                 "map them to codes with the model's label list first"
             )
-        elif mismatch := system.mismatch_hint([code for _row, code, _msg in errors[:50]]):
+        elif mismatch := system.mismatch_hint([code for code, _type, _msg in errors[:50]]):
             hint = f"\n  {mismatch}"
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
@@ -180,6 +186,77 @@ def _map_codes(
     return pl.DataFrame(
         mapped, schema=dict.fromkeys(["raw", "raw_type", "code", "kind"], pl.String), orient="row"
     )
+
+
+def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> None:
+    """Replace the raw codes of ``labels`` by their canonical codes.
+
+    A file already written in canonical codes (the usual dotted file) needs nothing; a mapping
+    that sends no two raw codes to one code is a join; otherwise (several spellings or code
+    types of one code) the rows are grouped again, so each (doc_id, code[, score]) stays one
+    row with the sum of its copies.
+    """
+    if not has_type and mapping["raw"].equals(mapping["code"]):
+        return
+    con.register("mapping", mapping)
+    join = """FROM labels l LEFT JOIN mapping m
+              ON l.code = m.raw AND l.code_type IS NOT DISTINCT FROM m.raw_type"""
+    if not has_type and mapping["code"].n_unique() == mapping.height:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE labels AS
+            SELECT l.doc_id, m.code, l.code_type, l.score, l.n, l.bad_scores {join}""")
+    else:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE labels AS
+            SELECT l.doc_id, m.code, NULL::VARCHAR AS code_type, l.score, sum(l.n) AS n,
+                   0 AS bad_scores
+            {join} GROUP BY l.doc_id, m.code, l.score""")
+    con.unregister("mapping")
+
+
+def _legacy_rows(con, columns: list[str], *, has_score: bool, has_type: bool) -> None:
+    """The file's rows with their row number, as table ``raw``: read again only when a message
+    must name the row of a bad value (valid files never pay for it)."""
+    con.execute(f"""
+        CREATE TEMP TABLE IF NOT EXISTS raw AS
+        SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
+               trim(CAST(doc_id AS VARCHAR)) AS doc_id,
+               nullif(trim(code), '') AS code,
+               {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
+                   AS code_type,
+               {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
+               {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
+        FROM src""")
+
+
+def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool) -> None:
+    """Raise the message for the first bad row of ``raw``: an empty doc_id, a code_type that
+    is not dx or proc, or a score that is not a finite number (checked in that order)."""
+    bad_doc = con.execute(
+        "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' ORDER BY row LIMIT 1"
+    ).fetchone()
+    if bad_doc:
+        raise InputError(f"{name}: {where_one(bad_doc[0])}: empty doc_id")
+    if has_type:
+        bad_type = con.execute(
+            "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') "
+            "ORDER BY row LIMIT 1"
+        ).fetchone()
+        if bad_type:
+            raise InputError(
+                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+            )
+    if has_score:
+        bad = con.execute("""
+            SELECT row, score_raw, doc_id, code FROM raw
+            WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
+            ORDER BY row, code LIMIT 1""").fetchone()
+        if bad:
+            raise InputError(
+                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
+                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
+            )
+    raise AssertionError(f"{name}: a bad row was counted but not found again")
 
 
 def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
@@ -277,64 +354,70 @@ def normalize_labels(
 
     has_score = "score" in columns and not is_gold
     has_type = "code_type" in columns
-    materialize = f"""
-        CREATE TEMP TABLE raw AS
-        SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
-               trim(CAST(doc_id AS VARCHAR)) AS doc_id,
-               nullif(trim(code), '') AS code,
-               {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
-                   AS code_type,
-               {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
-               {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
-        FROM src"""
+    # One read of the file: its distinct rows with their multiplicity ``n``. Everything after
+    # works on this table, whose distinct (doc_id, code[, score]) keys keep all that the
+    # counts, checks and selection need; a row's place in the file is looked up only when a
+    # message needs it (_legacy_rows).
+    type_expr = "nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"
+    score_expr = "TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"
+    keys = "doc_id, code" + (", code_type" if has_type else "") + (", score" if has_score else "")
+    bad_score = (
+        "count(*) FILTER (code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score)))"
+        if has_score
+        else "0"
+    )
     try:  # the file is read here, so its read errors (bad bytes, corrupt pages) surface here
-        con.execute(materialize)
+        con.execute(f"""
+            CREATE TEMP TABLE labels AS
+            SELECT doc_id, code, {"code_type" if has_type else "NULL::VARCHAR AS code_type"},
+                   {"score" if has_score else "NULL::DOUBLE AS score"},
+                   count(*) AS n, {bad_score} AS bad_scores
+            FROM (SELECT trim(CAST(doc_id AS VARCHAR)) AS doc_id,
+                         nullif(trim(code), '') AS code,
+                         {type_expr} AS code_type, {score_expr} AS score
+                  FROM src)
+            GROUP BY {keys}""")
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
-    record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
+    rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
+        SELECT coalesce(sum(n), 0)::BIGINT,
+               count(*) FILTER (doc_id IS NULL OR doc_id = ''),
+               {"count(*) FILTER (code_type NOT IN ('dx', 'proc'))" if has_type else "0"},
+               coalesce(sum(bad_scores), 0)::BIGINT,
+               count(*) FILTER (code IS NULL)
+        FROM labels""").fetchall()[0]
+    record.rows = rows
     if record.rows == 0 and is_gold:
         raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
-
-    bad_doc = con.execute(
-        "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' LIMIT 1"
-    ).fetchone()
-    if bad_doc:
-        raise InputError(f"{name}: {where_one(bad_doc[0])}: empty doc_id")
-    if has_type:
-        bad_type = con.execute(
-            "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') LIMIT 1"
-        ).fetchone()
-        if bad_type:
-            raise InputError(
-                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
-            )
-    if has_score:
-        bad = con.execute("""
-            SELECT row, score_raw, doc_id, code FROM raw
-            WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
-            ORDER BY row, code LIMIT 1""").fetchone()
-        if bad:
-            raise InputError(
-                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
-                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
-            )
+    if bad_docs or bad_types or bad_scores:
+        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
+        _raise_bad_row(con, name, where_one, has_score=has_score, has_type=has_type)
 
     raw_codes = con.sql("""
-        SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
-        GROUP BY code, code_type ORDER BY code, code_type""").pl()
+        SELECT DISTINCT code, code_type FROM labels WHERE code IS NOT NULL
+        ORDER BY code, code_type""").pl()
     fmt = options.code_format
     if fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
     record.code_format = fmt
+
+    def code_rows() -> pl.DataFrame:
+        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
+        return con.sql("""
+            SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
+            GROUP BY code, code_type ORDER BY code, code_type""").pl()
+
     mapping = _map_codes(
-        raw_codes, fmt, options.code_type, system=system, where=where, path=path, name=name
+        raw_codes,
+        fmt,
+        options.code_type,
+        system=system,
+        where=where,
+        path=path,
+        name=name,
+        rows=code_rows,
     )
-    con.register("mapping", mapping)
-    con.execute("""
-        CREATE TEMP TABLE labels AS
-        SELECT raw.row, raw.doc_id, m.code, raw.score
-        FROM raw LEFT JOIN mapping m
-          ON raw.code = m.raw AND raw.code_type IS NOT DISTINCT FROM m.raw_type""")
+    _apply_mapping(con, mapping, has_type=has_type)
 
     if has_score and scores_out is not None:
         con.execute("""
@@ -345,13 +428,15 @@ def normalize_labels(
     elif not is_gold:
         record.selection = "as given (no scores)"
 
-    record.duplicates_removed = con.execute("""
-        SELECT count(*) - count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL
+    # Without scores each (doc_id, code) is one row of ``labels`` (its ``n`` the copies).
+    pair_count = "count(*)" if not has_score else "count(DISTINCT (doc_id, code))"
+    record.duplicates_removed = con.execute(f"""
+        SELECT coalesce(sum(n), 0)::BIGINT - {pair_count} FROM labels WHERE code IS NOT NULL
     """).fetchone()[0]
     if record.duplicates_removed:
         example = con.execute("""
             SELECT doc_id, code FROM labels WHERE code IS NOT NULL
-            GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT 1""").fetchone()
+            GROUP BY ALL HAVING sum(n) > 1 ORDER BY ALL LIMIT 1""").fetchone()
         log.info(
             "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
             name,
@@ -363,10 +448,9 @@ def normalize_labels(
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
 
-    record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
-    record.labels = con.execute(
-        "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
-    ).fetchone()[0]
+    record.documents, record.labels = con.execute(f"""
+        SELECT count(DISTINCT doc_id), {pair_count} FILTER (code IS NOT NULL) FROM labels
+    """).fetchone()
     if is_gold and record.labels == 0:
         # Every count would be zero and every metric undefined: say so instead of reporting.
         dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
@@ -375,13 +459,20 @@ def normalize_labels(
             f"are empty{dropped}; a gold needs at least one code to evaluate against"
         )
     # Predictions keep each decision's score (a duplicated pair its highest, as top-k ranks it).
-    columns = "doc_id, code" + ("" if is_gold else ", max(score) AS score")
+    # A document's empty-code row is kept only when it has no code; without such rows (the
+    # usual case) neither that filter nor (unscored) a grouping is needed.
+    keep = (
+        "WHERE code IS NOT NULL OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)"
+        if empty
+        else ""
+    )
+    if has_score:
+        select = f"SELECT doc_id, code, max(score) AS score FROM labels {keep} GROUP BY ALL"
+    else:
+        select = f"SELECT doc_id, code{'' if is_gold else ', score'} FROM labels {keep}"
     with atomic_path(out) as tmp:
         con.execute(f"""
-            COPY (SELECT {columns} FROM labels
-                  WHERE code IS NOT NULL
-                     OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
-                  GROUP BY doc_id, code ORDER BY doc_id, code NULLS FIRST)
+            COPY ({select} ORDER BY doc_id, code NULLS FIRST)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
     if scores_out is not None:
         _write_scores(
@@ -529,7 +620,7 @@ def _select_by_score(
         below = """code IS NOT NULL AND score < coalesce(
             (SELECT t.threshold FROM code_thresholds t WHERE t.code = labels.code), ?)"""
         record.below_threshold = con.execute(
-            f"SELECT count(*) FROM labels WHERE {below}", [threshold]
+            f"SELECT coalesce(sum(n), 0)::BIGINT FROM labels WHERE {below}", [threshold]
         ).fetchone()[0]
         con.execute(f"DELETE FROM labels WHERE {below}", [threshold])
     if options.top_k is not None:
@@ -537,7 +628,7 @@ def _select_by_score(
         con.execute("""
             CREATE OR REPLACE TEMP TABLE ranked AS
             SELECT *, row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, code) AS rank
-            FROM (SELECT doc_id, code, max(score) AS score, min(row) AS row FROM labels
+            FROM (SELECT doc_id, code, max(score) AS score FROM labels
                   WHERE code IS NOT NULL GROUP BY doc_id, code)""")
         record.outside_top_k = con.execute(
             "SELECT count(*) FROM ranked WHERE rank > ?", [options.top_k]
@@ -593,7 +684,8 @@ def _apply_unknown_codes(
     con, record: InputRecord, hierarchy: LevelTable, policy: str, path: Path, name: str
 ) -> None:
     codes = con.execute("""
-        SELECT code, count(*) FROM labels WHERE code IS NOT NULL GROUP BY code ORDER BY code
+        SELECT code, sum(n)::BIGINT FROM labels WHERE code IS NOT NULL GROUP BY code
+        ORDER BY code
     """).fetchall()
     known = set(hierarchy.frame["code"].to_list())
     unknown = {code: n for code, n in codes if code not in known}
