@@ -23,6 +23,8 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from hieval import codesystem
 from hieval.atomic import atomic_path
@@ -188,16 +190,16 @@ def _map_codes(
     )
 
 
-def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> None:
+def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> bool:
     """Replace the raw codes of ``labels`` by their canonical codes.
 
     A file already written in canonical codes (the usual dotted file) needs nothing; a mapping
     that sends no two raw codes to one code is a join; otherwise (several spellings or code
-    types of one code) the rows are grouped again, so each (doc_id, code[, score]) stays one
-    row with the sum of its copies.
+    types of one code) the rows are grouped again, so each (doc_id, code[, score]) is one
+    row with the sum of its copies: then True is returned.
     """
     if not has_type and mapping["raw"].equals(mapping["code"]):
-        return
+        return False
     con.register("mapping", mapping)
     join = """FROM labels l LEFT JOIN mapping m
               ON l.code = m.raw AND l.code_type IS NOT DISTINCT FROM m.raw_type"""
@@ -205,13 +207,16 @@ def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> None:
         con.execute(f"""
             CREATE OR REPLACE TEMP TABLE labels AS
             SELECT l.doc_id, m.code, l.code_type, l.score, l.n, l.bad_scores {join}""")
+        grouped = False
     else:
         con.execute(f"""
             CREATE OR REPLACE TEMP TABLE labels AS
             SELECT l.doc_id, m.code, NULL::VARCHAR AS code_type, l.score, sum(l.n) AS n,
                    0 AS bad_scores
             {join} GROUP BY l.doc_id, m.code, l.score""")
+        grouped = True
     con.unregister("mapping")
+    return grouped
 
 
 def _legacy_rows(con, columns: list[str], *, has_score: bool, has_type: bool) -> None:
@@ -354,29 +359,31 @@ def normalize_labels(
 
     has_score = "score" in columns and not is_gold
     has_type = "code_type" in columns
-    # One read of the file: its distinct rows with their multiplicity ``n``. Everything after
-    # works on this table, whose distinct (doc_id, code[, score]) keys keep all that the
-    # counts, checks and selection need; a row's place in the file is looked up only when a
-    # message needs it (_legacy_rows).
+    # One read of the file into ``labels``: scored files as their distinct rows with their
+    # multiplicity ``n`` (the distinct (doc_id, code, score) keys keep all that the selection
+    # and counts need); unscored files row by row (n = 1), their duplicates found in the sorted
+    # output instead (_write_unscored), which is far cheaper than grouping millions of rows that
+    # are nearly always distinct. A row's place in the file is looked up only when a message
+    # needs it (_legacy_rows).
     type_expr = "nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"
     score_expr = "TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"
-    keys = "doc_id, code" + (", code_type" if has_type else "") + (", score" if has_score else "")
     bad_score = (
         "count(*) FILTER (code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score)))"
         if has_score
         else "0"
     )
+    keys = "doc_id, code" + (", code_type" if has_type else "") + ", score"
     try:  # the file is read here, so its read errors (bad bytes, corrupt pages) surface here
         con.execute(f"""
             CREATE TEMP TABLE labels AS
             SELECT doc_id, code, {"code_type" if has_type else "NULL::VARCHAR AS code_type"},
                    {"score" if has_score else "NULL::DOUBLE AS score"},
-                   count(*) AS n, {bad_score} AS bad_scores
+                   {"count(*)" if has_score else "1"} AS n, {bad_score} AS bad_scores
             FROM (SELECT trim(CAST(doc_id AS VARCHAR)) AS doc_id,
                          nullif(trim(code), '') AS code,
                          {type_expr} AS code_type, {score_expr} AS score
                   FROM src)
-            GROUP BY {keys}""")
+            {f"GROUP BY {keys}" if has_score else ""}""")
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
     rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
@@ -417,7 +424,7 @@ def normalize_labels(
         name=name,
         rows=code_rows,
     )
-    _apply_mapping(con, mapping, has_type=has_type)
+    grouped = _apply_mapping(con, mapping, has_type=has_type)
 
     if has_score and scores_out is not None:
         con.execute("""
@@ -428,26 +435,15 @@ def normalize_labels(
     elif not is_gold:
         record.selection = "as given (no scores)"
 
-    # Without scores each (doc_id, code) is one row of ``labels`` (its ``n`` the copies).
-    pair_count = "count(*)" if not has_score else "count(DISTINCT (doc_id, code))"
-    record.duplicates_removed = con.execute(f"""
-        SELECT coalesce(sum(n), 0)::BIGINT - {pair_count} FROM labels WHERE code IS NOT NULL
-    """).fetchone()[0]
-    if record.duplicates_removed:
-        example = con.execute("""
-            SELECT doc_id, code FROM labels WHERE code IS NOT NULL
-            GROUP BY ALL HAVING sum(n) > 1 ORDER BY ALL LIMIT 1""").fetchone()
-        log.info(
-            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
-            name,
-            record.duplicates_removed,
-            *example,
-        )
+    if has_score or grouped:
+        _count_duplicates(con, record, name)
 
     _apply_unknown_codes(con, record, hierarchy, unknown_codes, path, name)
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
 
+    # Unscored rows not grouped are taken as distinct here; _write_unscored recounts if not.
+    pair_count = "count(DISTINCT (doc_id, code))" if has_score else "count(*)"
     record.documents, record.labels = con.execute(f"""
         SELECT count(DISTINCT doc_id), {pair_count} FILTER (code IS NOT NULL) FROM labels
     """).fetchone()
@@ -466,14 +462,14 @@ def normalize_labels(
         if empty
         else ""
     )
-    if has_score:
-        select = f"SELECT doc_id, code, max(score) AS score FROM labels {keep} GROUP BY ALL"
-    else:
-        select = f"SELECT doc_id, code{'' if is_gold else ', score'} FROM labels {keep}"
     with atomic_path(out) as tmp:
-        con.execute(f"""
-            COPY ({select} ORDER BY doc_id, code NULLS FIRST)
-            TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+        if has_score:
+            select = f"SELECT doc_id, code, max(score) AS score FROM labels {keep} GROUP BY ALL"
+            _copy_sorted(con, select, tmp)
+        else:
+            _write_unscored(
+                con, record, tmp, keep=keep, is_gold=is_gold, name=name, check=not grouped
+            )
     if scores_out is not None:
         _write_scores(
             con,
@@ -492,6 +488,110 @@ def normalize_labels(
         record.documents,
     )
     return record
+
+
+def _copy_sorted(con, select: str, out: Path) -> None:
+    """Write ``select``'s rows sorted by (doc_id, code), empty codes first, as hieval's
+    normalised Parquet."""
+    con.execute(f"""
+        COPY ({select} ORDER BY doc_id, code NULLS FIRST)
+        TO '{_sql_path(out)}' (FORMAT parquet, COMPRESSION zstd)""")
+
+
+def _drop(con, condition: str, parameters: list | None = None) -> None:
+    """Delete the rows of ``labels`` that meet ``condition``, keeping them in ``dropped``.
+
+    A policy drops whole (doc_id, code) pairs (a code, or a document), so ``labels`` and
+    ``dropped`` share no pair, and duplicates counted over both after the drops are those the
+    file held before them (as :func:`_count_duplicates` counts them).
+    """
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS dropped AS FROM labels LIMIT 0")
+    con.execute(f"INSERT INTO dropped SELECT * FROM labels WHERE {condition}", parameters)
+    con.execute(f"DELETE FROM labels WHERE {condition}", parameters)
+
+
+def _has_dropped(con) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'dropped' AND temporary"
+        ).fetchone()[0]
+    )
+
+
+def _count_duplicates(con, record: InputRecord, name: str, rows: str | None = None) -> None:
+    """Count the (doc_id, code) rows of ``rows`` beyond the first (as ``duplicates_removed``;
+    by default ``labels`` and the pairs a policy dropped) and log an example."""
+    if rows is None:
+        rows = "(FROM labels UNION ALL FROM dropped)" if _has_dropped(con) else "labels"
+    record.duplicates_removed = con.execute(f"""
+        SELECT coalesce(sum(n), 0)::BIGINT - count(DISTINCT (doc_id, code)) FROM {rows}
+        WHERE code IS NOT NULL""").fetchone()[0]
+    if record.duplicates_removed:
+        example = con.execute(f"""
+            SELECT doc_id, code FROM {rows} WHERE code IS NOT NULL
+            GROUP BY ALL HAVING sum(n) > 1 ORDER BY ALL LIMIT 1""").fetchone()
+        log.info(
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            name,
+            record.duplicates_removed,
+            *example,
+        )
+
+
+def _has_repeats(path: Path) -> bool:
+    """Whether a Parquet file sorted by (doc_id, code) has a row equal to the one before it.
+
+    Read row group by row group as dictionary indices: with a dictionary of distinct strings,
+    equal indices are equal strings, so the comparison is of integers and no string is decoded
+    (a dictionary that is not distinct is compared as strings). Memory stays one row group.
+    """
+    columns = ["doc_id", "code"]
+    parquet = pq.ParquetFile(path, read_dictionary=columns)
+    last: tuple | None = None
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=columns).unify_dictionaries()
+        if table.num_rows == 0:
+            continue
+        keys = []
+        for name in columns:
+            values = table[name].combine_chunks()
+            if pc.count_distinct(values.dictionary).as_py() == len(values.dictionary):
+                keys.append(values.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            else:  # rank the decoded strings instead (null codes rank first)
+                decoded = values.dictionary_decode()
+                keys.append(pc.dense_rank(decoded, null_placement="at_start").to_numpy())
+        doc, code = keys
+        if ((doc[1:] == doc[:-1]) & (code[1:] == code[:-1])).any():
+            return True
+        if tuple(table[name][0].as_py() for name in columns) == last:  # across row groups
+            return True
+        last = tuple(table[name][-1].as_py() for name in columns)
+    return False
+
+
+def _write_unscored(
+    con, record: InputRecord, out: Path, *, keep: str, is_gold: bool, name: str, check: bool
+) -> None:
+    """Write the unscored rows of ``labels`` sorted, then make sure no (doc_id, code) repeats.
+
+    In the sorted file a repeated pair is a row equal to the one before it, which one
+    vectorised comparison finds; only then are the duplicates counted and the file written
+    again, grouped. Files without duplicates (nearly all) are never grouped.
+    """
+    columns = "doc_id, code" + ("" if is_gold else ", score")
+    _copy_sorted(con, f"SELECT {columns} FROM labels {keep}", out)
+    if not check:  # already grouped, and counted
+        return
+    if not _has_repeats(out):
+        if _has_dropped(con):  # the pairs a policy dropped may have held duplicates
+            _count_duplicates(con, record, name, rows="dropped")
+        return
+    _count_duplicates(con, record, name)
+    record.labels = con.execute(
+        "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
+    ).fetchone()[0]
+    score = "" if is_gold else ", max(score) AS score"
+    _copy_sorted(con, f"SELECT doc_id, code{score} FROM labels {keep} GROUP BY ALL", out)
 
 
 _MIMIC4_FORMATS = {f"mimic4_icd{version}": version for version in mimic4.VERSIONS}
@@ -708,7 +808,7 @@ def _apply_unknown_codes(
             + (f"\n  {mismatch}" if mismatch else "")
         )
     if policy == "drop":
-        con.execute("DELETE FROM labels WHERE list_contains(?, code)", [list(unknown)])
+        _drop(con, "list_contains(?, code)", [list(unknown)])
         log.info(
             "%s: dropped %d rows with %d codes not in the hierarchy: %s",
             name,
@@ -748,7 +848,7 @@ def _apply_unknown_docs(
             "check that both files use the same doc_id, or set unknown_docs: drop"
         )
     record.unknown_documents_dropped = len(docs)
-    con.execute("DELETE FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)")
+    _drop(con, "doc_id NOT IN (SELECT doc_id FROM gold_docs)")
     log.info(
         "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
     )
