@@ -204,16 +204,17 @@ def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> bool:
     join = """FROM labels l LEFT JOIN mapping m
               ON l.code = m.raw AND l.code_type IS NOT DISTINCT FROM m.raw_type"""
     if not has_type and mapping["code"].n_unique() == mapping.height:
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE labels AS
-            SELECT l.doc_id, m.code, l.code_type, l.score, l.n, l.bad_scores {join}""")
+        _replace_labels(
+            con, f"SELECT l.doc_id, m.code, l.code_type, l.score, l.n, l.bad_scores {join}"
+        )
         grouped = False
     else:
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE labels AS
-            SELECT l.doc_id, m.code, NULL::VARCHAR AS code_type, l.score, sum(l.n) AS n,
-                   0 AS bad_scores
-            {join} GROUP BY l.doc_id, m.code, l.score""")
+        _replace_labels(
+            con,
+            f"""SELECT l.doc_id, m.code, NULL::VARCHAR AS code_type, l.score, sum(l.n) AS n,
+                       0 AS bad_scores
+                {join} GROUP BY l.doc_id, m.code, l.score""",
+        )
         grouped = True
     con.unregister("mapping")
     return grouped
@@ -384,15 +385,15 @@ def normalize_labels(
                          {type_expr} AS code_type, {score_expr} AS score
                   FROM src)
             {f"GROUP BY {keys}" if has_score else ""}""")
+        rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
+            SELECT coalesce(sum(n), 0)::BIGINT,
+                   count(*) FILTER (doc_id IS NULL OR doc_id = ''),
+                   {"count(*) FILTER (code_type NOT IN ('dx', 'proc'))" if has_type else "0"},
+                   coalesce(sum(bad_scores), 0)::BIGINT,
+                   count(*) FILTER (code IS NULL)
+            FROM labels""").fetchall()[0]
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
-    rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
-        SELECT coalesce(sum(n), 0)::BIGINT,
-               count(*) FILTER (doc_id IS NULL OR doc_id = ''),
-               {"count(*) FILTER (code_type NOT IN ('dx', 'proc'))" if has_type else "0"},
-               coalesce(sum(bad_scores), 0)::BIGINT,
-               count(*) FILTER (code IS NULL)
-        FROM labels""").fetchall()[0]
     record.rows = rows
     if record.rows == 0 and is_gold:
         raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
@@ -442,12 +443,16 @@ def normalize_labels(
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
 
-    # Unscored rows not grouped are taken as distinct here; _write_unscored recounts if not.
-    pair_count = "count(DISTINCT (doc_id, code))" if has_score else "count(*)"
-    record.documents, record.labels = con.execute(f"""
-        SELECT count(DISTINCT doc_id), {pair_count} FILTER (code IS NOT NULL) FROM labels
-    """).fetchone()
+    if has_score:
+        record.documents, record.labels = con.execute("""
+            SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL)
+            FROM labels""").fetchone()
+    else:  # counted in the sorted output (_write_unscored); here only whether there is a label
+        record.labels = con.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM labels WHERE code IS NOT NULL LIMIT 1)"
+        ).fetchone()[0]
     if is_gold and record.labels == 0:
+        record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
         # Every count would be zero and every metric undefined: say so instead of reporting.
         dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
         raise InputError(
@@ -498,6 +503,11 @@ def _copy_sorted(con, select: str, out: Path) -> None:
         TO '{_sql_path(out)}' (FORMAT parquet, COMPRESSION zstd)""")
 
 
+def _replace_labels(con, select: str) -> None:
+    """Make ``labels`` the table of ``select`` (which may read the current ``labels``)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE labels AS {select}")
+
+
 def _drop(con, condition: str, parameters: list | None = None) -> None:
     """Delete the rows of ``labels`` that meet ``condition``, keeping them in ``dropped``.
 
@@ -538,8 +548,9 @@ def _count_duplicates(con, record: InputRecord, name: str, rows: str | None = No
         )
 
 
-def _has_repeats(path: Path) -> bool:
-    """Whether a Parquet file sorted by (doc_id, code) has a row equal to the one before it.
+def _scan_sorted(path: Path) -> tuple[bool, int, int]:
+    """Whether a Parquet file sorted by (doc_id, code) has a row equal to the one before it;
+    and its documents and labels (rows with a code), counted on the way.
 
     Read row group by row group as dictionary indices: with a dictionary of distinct strings,
     equal indices are equal strings, so the comparison is of integers and no string is decoded
@@ -548,6 +559,7 @@ def _has_repeats(path: Path) -> bool:
     columns = ["doc_id", "code"]
     parquet = pq.ParquetFile(path, read_dictionary=columns)
     last: tuple | None = None
+    documents = labels = 0
     for group in range(parquet.num_row_groups):
         table = parquet.read_row_group(group, columns=columns).unify_dictionaries()
         if table.num_rows == 0:
@@ -561,12 +573,14 @@ def _has_repeats(path: Path) -> bool:
                 decoded = values.dictionary_decode()
                 keys.append(pc.dense_rank(decoded, null_placement="at_start").to_numpy())
         doc, code = keys
-        if ((doc[1:] == doc[:-1]) & (code[1:] == code[:-1])).any():
-            return True
-        if tuple(table[name][0].as_py() for name in columns) == last:  # across row groups
-            return True
+        new_doc = doc[1:] != doc[:-1]
+        first = tuple(table[name][0].as_py() for name in columns)
+        if (~new_doc & (code[1:] == code[:-1])).any() or first == last:
+            return True, 0, 0
+        documents += int(new_doc.sum()) + (last is None or first[0] != last[0])
+        labels += table.num_rows - table["code"].null_count
         last = tuple(table[name][-1].as_py() for name in columns)
-    return False
+    return False, documents, labels
 
 
 def _write_unscored(
@@ -580,16 +594,17 @@ def _write_unscored(
     """
     columns = "doc_id, code" + ("" if is_gold else ", score")
     _copy_sorted(con, f"SELECT {columns} FROM labels {keep}", out)
+    repeats, record.documents, record.labels = _scan_sorted(out)
     if not check:  # already grouped, and counted
         return
-    if not _has_repeats(out):
+    if not repeats:
         if _has_dropped(con):  # the pairs a policy dropped may have held duplicates
             _count_duplicates(con, record, name, rows="dropped")
         return
     _count_duplicates(con, record, name)
-    record.labels = con.execute(
-        "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
-    ).fetchone()[0]
+    record.documents, record.labels = con.execute("""
+        SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL)
+        FROM labels""").fetchone()
     score = "" if is_gold else ", max(score) AS score"
     _copy_sorted(con, f"SELECT doc_id, code{score} FROM labels {keep} GROUP BY ALL", out)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hieval.inputs import _has_repeats, normalize_labels
+from hieval.inputs import _scan_sorted, normalize_labels
 
 KNOWN = ["401.9", "364.11", "96.04", "412", "250.00", "V58.61", "E849.7", "00.10"]
 UNKNOWN = ["401.99", "250.99", "038.99"]  # valid ICD-9 syntax, not in the tree: placeable
@@ -72,7 +72,12 @@ def reference(
     return out, record
 
 
-def write_csv(path: Path, rows: list[tuple[str, str]]) -> Path:
+def write_file(path: Path, rows: list[tuple[str, str]]) -> Path:
+    """A long-format CSV or Parquet file (by the suffix of ``path``)."""
+    if path.suffix == ".parquet":
+        docs, codes = [d for d, _ in rows], [c for _, c in rows]
+        pq.write_table(pa.table({"doc_id": docs, "code": codes}), path)
+        return path
     lines = ["doc_id,code", *(f'"{d}","{c}"' for d, c in rows)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -89,14 +94,15 @@ def check(record, out: Path, expected_rows, expected: dict, *, predictions: bool
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("spellings", [False, True], ids=["canonical", "two-spellings"])
 @pytest.mark.parametrize("policy", ["place", "drop"])
-def test_random_files_match_the_reference(icd9, tmp_path, seed, spellings, policy):
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_random_files_match_the_reference(icd9, tmp_path, seed, spellings, policy, suffix):
     rng = random.Random(seed * 7919 + spellings * 31 + (policy == "drop"))
     gold_rows = random_rows(rng, docs=8, spellings=spellings)
     if not any(c.strip() and canonical(c) in KNOWN for _, c in gold_rows):
         gold_rows.append(("d1", "401.9"))  # a gold needs a label the tree knows
     gold_out = tmp_path / "gold.parquet"
     record = normalize_labels(
-        write_csv(tmp_path / "gold.csv", gold_rows),
+        write_file(tmp_path / f"gold_in{suffix}", gold_rows),
         name="gold",
         role="gold",
         out=gold_out,
@@ -109,7 +115,7 @@ def test_random_files_match_the_reference(icd9, tmp_path, seed, spellings, polic
     pred_rows = random_rows(rng, docs=11, spellings=spellings)  # d9..d11: not in the gold
     pred_out = tmp_path / "pred.parquet"
     record = normalize_labels(
-        write_csv(tmp_path / "pred.csv", pred_rows),
+        write_file(tmp_path / f"pred_in{suffix}", pred_rows),
         name="model",
         role="predictions",
         out=pred_out,
@@ -147,13 +153,29 @@ def sorted_file(path: Path, rows: list[tuple[str, str | None]], group_rows: int)
 @pytest.mark.parametrize("at", range(8))
 def test_repeats_found_anywhere_including_across_row_groups(tmp_path, at):
     rows = [(f"d{i // 2}", f"{i:03d}.1") for i in range(8)]  # distinct, sorted already
-    assert not _has_repeats(sorted_file(tmp_path / "distinct.parquet", rows, 3))
+    assert not has_repeats(sorted_file(tmp_path / "distinct.parquet", rows, 3))
     # the copy lands next to its original: inside a group of 3, or across a group boundary
-    assert _has_repeats(sorted_file(tmp_path / "repeat.parquet", [*rows, rows[at]], 3))
+    assert has_repeats(sorted_file(tmp_path / "repeat.parquet", [*rows, rows[at]], 3))
 
 
 def test_empty_code_rows_repeat_too_but_distinct_documents_do_not(tmp_path):
     rows = [("d1", None), ("d2", None), ("d2", "401.9")]
-    assert not _has_repeats(sorted_file(tmp_path / "a.parquet", rows, 2))
-    assert _has_repeats(sorted_file(tmp_path / "b.parquet", [*rows, ("d1", None)], 2))
-    assert not _has_repeats(sorted_file(tmp_path / "c.parquet", [("d1", "x"), ("d2", "x")], 1))
+    assert not has_repeats(sorted_file(tmp_path / "a.parquet", rows, 2))
+    assert has_repeats(sorted_file(tmp_path / "b.parquet", [*rows, ("d1", None)], 2))
+    assert not has_repeats(sorted_file(tmp_path / "c.parquet", [("d1", "x"), ("d2", "x")], 1))
+
+
+def has_repeats(path: Path) -> bool:
+    return _scan_sorted(path)[0]
+
+
+@pytest.mark.parametrize("group_rows", [1, 2, 3, 100])
+def test_documents_and_labels_counted_in_the_sorted_output(tmp_path, group_rows):
+    rows = [("d1", None), ("d2", "401.9"), ("d2", "412"), ("d3", "412"), ("d4", None)]
+    rows += [(f"d{i}", "96.04") for i in range(5, 12)]
+    path = sorted_file(tmp_path / "out.parquet", rows, group_rows)
+    assert _scan_sorted(path) == (
+        False,
+        len({d for d, _ in rows}),
+        sum(c is not None for _, c in rows),
+    )
