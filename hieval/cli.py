@@ -421,7 +421,7 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
         "--cache",
         type=Path,
         default=Path("resources"),
-        help="folder for downloaded hierarchy sources and the built ICD-10 tree "
+        help="folder for downloaded hierarchy sources and the built ICD-10 and ICD-9 trees "
         "(default: resources)",
     )
 
@@ -464,6 +464,7 @@ def _hierarchy(
         sha256=hierarchy["sha256"],
         max_level=max_level,
         cache_dir=args.cache / "hierarchy" / "icd10",
+        tables_cache=args.cache / "hierarchy" / "built",
     )
     return levels, ancestors, describe(source, path)
 

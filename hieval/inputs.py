@@ -23,6 +23,8 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from hieval import codesystem
 from hieval.atomic import atomic_path
@@ -147,29 +149,35 @@ def _map_codes(
     where,
     path: Path,
     name: str,
+    rows,
 ) -> pl.DataFrame:
     """Normalise each distinct (raw code, code_type) once, as the code system reads codes;
     fail with examples on bad codes (and say so when they look like the other ICD system).
 
-    ``where`` maps rows to their place in the file; it is asked once, for the rows shown.
+    A file holds a few thousand distinct codes however many rows it has, so this loop is
+    milliseconds; the rows are mapped by one join (:func:`_apply_mapping`). ``rows()`` gives
+    each (code, code_type) its first row, and ``where`` maps rows to their place in the file:
+    both are asked only when there are bad codes to show.
     """
     mapped, errors = [], []
-    for code, ctype, row in raw.iter_rows():
+    for code, ctype in raw.iter_rows():
         try:
             canonical, kind = system.normalize(code, ctype or default_type, fmt)
             mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
-            errors.append((row, code, str(exc)))
+            errors.append((code, ctype, str(exc)))
     if errors:
-        places = where(row for row, _code, _msg in errors[:10])
-        shown = [f"{places[row]}: {msg}" for row, _code, msg in errors[:10]]
+        first = {(code, ctype): row for code, ctype, row in rows().iter_rows()}
+        shown_errors = [(first[code, ctype], code, msg) for code, ctype, msg in errors[:10]]
+        places = where(row for row, _code, _msg in shown_errors)
+        shown = [f"{places[row]}: {msg}" for row, _code, msg in shown_errors]
         hint = ""
-        if all(code.strip().isdigit() and len(code.strip()) < 3 for _row, code, _msg in errors):
+        if all(code.strip().isdigit() and len(code.strip()) < 3 for code, _type, _msg in errors):
             hint = (
                 "\n  these look like label indices (as CAML's LR model writes), not codes; "
                 "map them to codes with the model's label list first"
             )
-        elif mismatch := system.mismatch_hint([code for _row, code, _msg in errors[:50]]):
+        elif mismatch := system.mismatch_hint([code for code, _type, _msg in errors[:50]]):
             hint = f"\n  {mismatch}"
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
@@ -180,6 +188,81 @@ def _map_codes(
     return pl.DataFrame(
         mapped, schema=dict.fromkeys(["raw", "raw_type", "code", "kind"], pl.String), orient="row"
     )
+
+
+def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> bool:
+    """Replace the raw codes of ``labels`` by their canonical codes.
+
+    A file already written in canonical codes (the usual dotted file) needs nothing; a mapping
+    that sends no two raw codes to one code is a join; otherwise (several spellings or code
+    types of one code) the rows are grouped again, so each (doc_id, code[, score]) is one
+    row with the sum of its copies: then True is returned.
+    """
+    if not has_type and mapping["raw"].equals(mapping["code"]):
+        return False
+    con.register("mapping", mapping)
+    join = """FROM labels l LEFT JOIN mapping m
+              ON l.code = m.raw AND l.code_type IS NOT DISTINCT FROM m.raw_type"""
+    if not has_type and mapping["code"].n_unique() == mapping.height:
+        _replace_labels(
+            con, f"SELECT l.doc_id, m.code, l.code_type, l.score, l.n, l.bad_scores {join}"
+        )
+        grouped = False
+    else:
+        _replace_labels(
+            con,
+            f"""SELECT l.doc_id, m.code, NULL::VARCHAR AS code_type, l.score, sum(l.n) AS n,
+                       0 AS bad_scores
+                {join} GROUP BY l.doc_id, m.code, l.score""",
+        )
+        grouped = True
+    con.unregister("mapping")
+    return grouped
+
+
+def _legacy_rows(con, columns: list[str], *, has_score: bool, has_type: bool) -> None:
+    """The file's rows with their row number, as table ``raw``: read again only when a message
+    must name the row of a bad value (valid files never pay for it)."""
+    con.execute(f"""
+        CREATE TEMP TABLE IF NOT EXISTS raw AS
+        SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
+               trim(CAST(doc_id AS VARCHAR)) AS doc_id,
+               nullif(trim(code), '') AS code,
+               {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
+                   AS code_type,
+               {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
+               {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
+        FROM src""")
+
+
+def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool) -> None:
+    """Raise the message for the first bad row of ``raw``: an empty doc_id, a code_type that
+    is not dx or proc, or a score that is not a finite number (checked in that order)."""
+    bad_doc = con.execute(
+        "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' ORDER BY row LIMIT 1"
+    ).fetchone()
+    if bad_doc:
+        raise InputError(f"{name}: {where_one(bad_doc[0])}: empty doc_id")
+    if has_type:
+        bad_type = con.execute(
+            "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') "
+            "ORDER BY row LIMIT 1"
+        ).fetchone()
+        if bad_type:
+            raise InputError(
+                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+            )
+    if has_score:
+        bad = con.execute("""
+            SELECT row, score_raw, doc_id, code FROM raw
+            WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
+            ORDER BY row, code LIMIT 1""").fetchone()
+        if bad:
+            raise InputError(
+                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
+                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
+            )
+    raise AssertionError(f"{name}: a bad row was counted but not found again")
 
 
 def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
@@ -277,64 +360,72 @@ def normalize_labels(
 
     has_score = "score" in columns and not is_gold
     has_type = "code_type" in columns
-    materialize = f"""
-        CREATE TEMP TABLE raw AS
-        SELECT {"_line" if "_line" in columns else "row_number() OVER ()"} AS row,
-               trim(CAST(doc_id AS VARCHAR)) AS doc_id,
-               nullif(trim(code), '') AS code,
-               {"nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"}
-                   AS code_type,
-               {"CAST(score AS VARCHAR)" if has_score else "NULL"} AS score_raw,
-               {"TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"} AS score
-        FROM src"""
+    # One read of the file into ``labels``: scored files as their distinct rows with their
+    # multiplicity ``n`` (the distinct (doc_id, code, score) keys keep all that the selection
+    # and counts need); unscored files row by row (n = 1), their duplicates found in the sorted
+    # output instead (_write_unscored), which is far cheaper than grouping millions of rows that
+    # are nearly always distinct. A row's place in the file is looked up only when a message
+    # needs it (_legacy_rows).
+    type_expr = "nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"
+    score_expr = "TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"
+    bad_score = (
+        "count(*) FILTER (code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score)))"
+        if has_score
+        else "0"
+    )
+    keys = "doc_id, code" + (", code_type" if has_type else "") + ", score"
     try:  # the file is read here, so its read errors (bad bytes, corrupt pages) surface here
-        con.execute(materialize)
+        con.execute(f"""
+            CREATE TEMP TABLE labels AS
+            SELECT doc_id, code, {"code_type" if has_type else "NULL::VARCHAR AS code_type"},
+                   {"score" if has_score else "NULL::DOUBLE AS score"},
+                   {"count(*)" if has_score else "1"} AS n, {bad_score} AS bad_scores
+            FROM (SELECT trim(CAST(doc_id AS VARCHAR)) AS doc_id,
+                         nullif(trim(code), '') AS code,
+                         {type_expr} AS code_type, {score_expr} AS score
+                  FROM src)
+            {f"GROUP BY {keys}" if has_score else ""}""")
+        rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
+            SELECT coalesce(sum(n), 0)::BIGINT,
+                   count(*) FILTER (doc_id IS NULL OR doc_id = ''),
+                   {"count(*) FILTER (code_type NOT IN ('dx', 'proc'))" if has_type else "0"},
+                   coalesce(sum(bad_scores), 0)::BIGINT,
+                   count(*) FILTER (code IS NULL)
+            FROM labels""").fetchall()[0]
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
-    record.rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
+    record.rows = rows
     if record.rows == 0 and is_gold:
         raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
-
-    bad_doc = con.execute(
-        "SELECT row FROM raw WHERE doc_id IS NULL OR doc_id = '' LIMIT 1"
-    ).fetchone()
-    if bad_doc:
-        raise InputError(f"{name}: {where_one(bad_doc[0])}: empty doc_id")
-    if has_type:
-        bad_type = con.execute(
-            "SELECT row, code_type FROM raw WHERE code_type NOT IN ('dx', 'proc') LIMIT 1"
-        ).fetchone()
-        if bad_type:
-            raise InputError(
-                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
-            )
-    if has_score:
-        bad = con.execute("""
-            SELECT row, score_raw, doc_id, code FROM raw
-            WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
-            ORDER BY row, code LIMIT 1""").fetchone()
-        if bad:
-            raise InputError(
-                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
-                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
-            )
+    if bad_docs or bad_types or bad_scores:
+        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
+        _raise_bad_row(con, name, where_one, has_score=has_score, has_type=has_type)
 
     raw_codes = con.sql("""
-        SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
-        GROUP BY code, code_type ORDER BY code, code_type""").pl()
+        SELECT DISTINCT code, code_type FROM labels WHERE code IS NOT NULL
+        ORDER BY code, code_type""").pl()
     fmt = options.code_format
     if fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
     record.code_format = fmt
+
+    def code_rows() -> pl.DataFrame:
+        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
+        return con.sql("""
+            SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
+            GROUP BY code, code_type ORDER BY code, code_type""").pl()
+
     mapping = _map_codes(
-        raw_codes, fmt, options.code_type, system=system, where=where, path=path, name=name
+        raw_codes,
+        fmt,
+        options.code_type,
+        system=system,
+        where=where,
+        path=path,
+        name=name,
+        rows=code_rows,
     )
-    con.register("mapping", mapping)
-    con.execute("""
-        CREATE TEMP TABLE labels AS
-        SELECT raw.row, raw.doc_id, m.code, raw.score
-        FROM raw LEFT JOIN mapping m
-          ON raw.code = m.raw AND raw.code_type IS NOT DISTINCT FROM m.raw_type""")
+    grouped = _apply_mapping(con, mapping, has_type=has_type)
 
     if has_score and scores_out is not None:
         con.execute("""
@@ -345,29 +436,23 @@ def normalize_labels(
     elif not is_gold:
         record.selection = "as given (no scores)"
 
-    record.duplicates_removed = con.execute("""
-        SELECT count(*) - count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL
-    """).fetchone()[0]
-    if record.duplicates_removed:
-        example = con.execute("""
-            SELECT doc_id, code FROM labels WHERE code IS NOT NULL
-            GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT 1""").fetchone()
-        log.info(
-            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
-            name,
-            record.duplicates_removed,
-            *example,
-        )
+    if has_score or grouped:
+        _count_duplicates(con, record, name)
 
     _apply_unknown_codes(con, record, hierarchy, unknown_codes, path, name)
     if gold_docs is not None:
         _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
 
-    record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
-    record.labels = con.execute(
-        "SELECT count(DISTINCT (doc_id, code)) FROM labels WHERE code IS NOT NULL"
-    ).fetchone()[0]
+    if has_score:
+        record.documents, record.labels = con.execute("""
+            SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL)
+            FROM labels""").fetchone()
+    else:  # counted in the sorted output (_write_unscored); here only whether there is a label
+        record.labels = con.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM labels WHERE code IS NOT NULL LIMIT 1)"
+        ).fetchone()[0]
     if is_gold and record.labels == 0:
+        record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
         # Every count would be zero and every metric undefined: say so instead of reporting.
         dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
         raise InputError(
@@ -375,14 +460,21 @@ def normalize_labels(
             f"are empty{dropped}; a gold needs at least one code to evaluate against"
         )
     # Predictions keep each decision's score (a duplicated pair its highest, as top-k ranks it).
-    columns = "doc_id, code" + ("" if is_gold else ", max(score) AS score")
+    # A document's empty-code row is kept only when it has no code; without such rows (the
+    # usual case) neither that filter nor (unscored) a grouping is needed.
+    keep = (
+        "WHERE code IS NOT NULL OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)"
+        if empty
+        else ""
+    )
     with atomic_path(out) as tmp:
-        con.execute(f"""
-            COPY (SELECT {columns} FROM labels
-                  WHERE code IS NOT NULL
-                     OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)
-                  GROUP BY doc_id, code ORDER BY doc_id, code NULLS FIRST)
-            TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+        if has_score:
+            select = f"SELECT doc_id, code, max(score) AS score FROM labels {keep} GROUP BY ALL"
+            _copy_sorted(con, select, tmp)
+        else:
+            _write_unscored(
+                con, record, tmp, keep=keep, is_gold=is_gold, name=name, check=not grouped
+            )
     if scores_out is not None:
         _write_scores(
             con,
@@ -401,6 +493,120 @@ def normalize_labels(
         record.documents,
     )
     return record
+
+
+def _copy_sorted(con, select: str, out: Path) -> None:
+    """Write ``select``'s rows sorted by (doc_id, code), empty codes first, as hieval's
+    normalised Parquet."""
+    con.execute(f"""
+        COPY ({select} ORDER BY doc_id, code NULLS FIRST)
+        TO '{_sql_path(out)}' (FORMAT parquet, COMPRESSION zstd)""")
+
+
+def _replace_labels(con, select: str) -> None:
+    """Make ``labels`` the table of ``select`` (which may read the current ``labels``)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE labels AS {select}")
+
+
+def _drop(con, condition: str, parameters: list | None = None) -> None:
+    """Delete the rows of ``labels`` that meet ``condition``, keeping them in ``dropped``.
+
+    A policy drops whole (doc_id, code) pairs (a code, or a document), so ``labels`` and
+    ``dropped`` share no pair, and duplicates counted over both after the drops are those the
+    file held before them (as :func:`_count_duplicates` counts them).
+    """
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS dropped AS FROM labels LIMIT 0")
+    con.execute(f"INSERT INTO dropped SELECT * FROM labels WHERE {condition}", parameters)
+    con.execute(f"DELETE FROM labels WHERE {condition}", parameters)
+
+
+def _has_dropped(con) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'dropped' AND temporary"
+        ).fetchone()[0]
+    )
+
+
+def _count_duplicates(con, record: InputRecord, name: str, rows: str | None = None) -> None:
+    """Count the (doc_id, code) rows of ``rows`` beyond the first (as ``duplicates_removed``;
+    by default ``labels`` and the pairs a policy dropped) and log an example."""
+    if rows is None:
+        rows = "(FROM labels UNION ALL FROM dropped)" if _has_dropped(con) else "labels"
+    record.duplicates_removed = con.execute(f"""
+        SELECT coalesce(sum(n), 0)::BIGINT - count(DISTINCT (doc_id, code)) FROM {rows}
+        WHERE code IS NOT NULL""").fetchone()[0]
+    if record.duplicates_removed:
+        example = con.execute(f"""
+            SELECT doc_id, code FROM {rows} WHERE code IS NOT NULL
+            GROUP BY ALL HAVING sum(n) > 1 ORDER BY ALL LIMIT 1""").fetchone()
+        log.info(
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            name,
+            record.duplicates_removed,
+            *example,
+        )
+
+
+def _scan_sorted(path: Path) -> tuple[bool, int, int]:
+    """Whether a Parquet file sorted by (doc_id, code) has a row equal to the one before it;
+    and its documents and labels (rows with a code), counted on the way.
+
+    Read row group by row group as dictionary indices: with a dictionary of distinct strings,
+    equal indices are equal strings, so the comparison is of integers and no string is decoded
+    (a dictionary that is not distinct is compared as strings). Memory stays one row group.
+    """
+    columns = ["doc_id", "code"]
+    parquet = pq.ParquetFile(path, read_dictionary=columns)
+    last: tuple | None = None
+    documents = labels = 0
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=columns).unify_dictionaries()
+        if table.num_rows == 0:
+            continue
+        keys = []
+        for name in columns:
+            values = table[name].combine_chunks()
+            if pc.count_distinct(values.dictionary).as_py() == len(values.dictionary):
+                keys.append(values.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            else:  # rank the decoded strings instead (null codes rank first)
+                decoded = values.dictionary_decode()
+                keys.append(pc.dense_rank(decoded, null_placement="at_start").to_numpy())
+        doc, code = keys
+        new_doc = doc[1:] != doc[:-1]
+        first = tuple(table[name][0].as_py() for name in columns)
+        if (~new_doc & (code[1:] == code[:-1])).any() or first == last:
+            return True, 0, 0
+        documents += int(new_doc.sum()) + (last is None or first[0] != last[0])
+        labels += table.num_rows - table["code"].null_count
+        last = tuple(table[name][-1].as_py() for name in columns)
+    return False, documents, labels
+
+
+def _write_unscored(
+    con, record: InputRecord, out: Path, *, keep: str, is_gold: bool, name: str, check: bool
+) -> None:
+    """Write the unscored rows of ``labels`` sorted, then make sure no (doc_id, code) repeats.
+
+    In the sorted file a repeated pair is a row equal to the one before it, which one
+    vectorised comparison finds; only then are the duplicates counted and the file written
+    again, grouped. Files without duplicates (nearly all) are never grouped.
+    """
+    columns = "doc_id, code" + ("" if is_gold else ", score")
+    _copy_sorted(con, f"SELECT {columns} FROM labels {keep}", out)
+    repeats, record.documents, record.labels = _scan_sorted(out)
+    if not check:  # already grouped, and counted
+        return
+    if not repeats:
+        if _has_dropped(con):  # the pairs a policy dropped may have held duplicates
+            _count_duplicates(con, record, name, rows="dropped")
+        return
+    _count_duplicates(con, record, name)
+    record.documents, record.labels = con.execute("""
+        SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL)
+        FROM labels""").fetchone()
+    score = "" if is_gold else ", max(score) AS score"
+    _copy_sorted(con, f"SELECT doc_id, code{score} FROM labels {keep} GROUP BY ALL", out)
 
 
 _MIMIC4_FORMATS = {f"mimic4_icd{version}": version for version in mimic4.VERSIONS}
@@ -529,7 +735,7 @@ def _select_by_score(
         below = """code IS NOT NULL AND score < coalesce(
             (SELECT t.threshold FROM code_thresholds t WHERE t.code = labels.code), ?)"""
         record.below_threshold = con.execute(
-            f"SELECT count(*) FROM labels WHERE {below}", [threshold]
+            f"SELECT coalesce(sum(n), 0)::BIGINT FROM labels WHERE {below}", [threshold]
         ).fetchone()[0]
         con.execute(f"DELETE FROM labels WHERE {below}", [threshold])
     if options.top_k is not None:
@@ -537,7 +743,7 @@ def _select_by_score(
         con.execute("""
             CREATE OR REPLACE TEMP TABLE ranked AS
             SELECT *, row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, code) AS rank
-            FROM (SELECT doc_id, code, max(score) AS score, min(row) AS row FROM labels
+            FROM (SELECT doc_id, code, max(score) AS score FROM labels
                   WHERE code IS NOT NULL GROUP BY doc_id, code)""")
         record.outside_top_k = con.execute(
             "SELECT count(*) FROM ranked WHERE rank > ?", [options.top_k]
@@ -593,7 +799,8 @@ def _apply_unknown_codes(
     con, record: InputRecord, hierarchy: LevelTable, policy: str, path: Path, name: str
 ) -> None:
     codes = con.execute("""
-        SELECT code, count(*) FROM labels WHERE code IS NOT NULL GROUP BY code ORDER BY code
+        SELECT code, sum(n)::BIGINT FROM labels WHERE code IS NOT NULL GROUP BY code
+        ORDER BY code
     """).fetchall()
     known = set(hierarchy.frame["code"].to_list())
     unknown = {code: n for code, n in codes if code not in known}
@@ -616,7 +823,7 @@ def _apply_unknown_codes(
             + (f"\n  {mismatch}" if mismatch else "")
         )
     if policy == "drop":
-        con.execute("DELETE FROM labels WHERE list_contains(?, code)", [list(unknown)])
+        _drop(con, "list_contains(?, code)", [list(unknown)])
         log.info(
             "%s: dropped %d rows with %d codes not in the hierarchy: %s",
             name,
@@ -656,7 +863,7 @@ def _apply_unknown_docs(
             "check that both files use the same doc_id, or set unknown_docs: drop"
         )
     record.unknown_documents_dropped = len(docs)
-    con.execute("DELETE FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)")
+    _drop(con, "doc_id NOT IN (SELECT doc_id FROM gold_docs)")
     log.info(
         "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
     )

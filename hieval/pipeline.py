@@ -33,6 +33,7 @@ from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF, ROWS_PER_SLICE
 from hieval.errors import CodeError, HievalError, InputError
+from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
 from hieval.hierarchy.icd10 import cached_icd10_table
 from hieval.hierarchy.sources import DOWNLOADS, check_cached, load_source
@@ -82,6 +83,7 @@ def build_hierarchy(
     sha256: str | None = None,
     max_level: str | None = None,
     cache_dir: str | Path | None = None,
+    tables_cache: str | Path | None = None,
 ) -> LevelTable:
     """Load a hierarchy source, validate it, and write the level and ancestor tables.
 
@@ -94,11 +96,15 @@ def build_hierarchy(
     The ``icd10`` tree (about 295,000 nodes) is built once into ``cache_dir`` (validated
     there) and its tables copied from it on every later run; without ``cache_dir`` it is
     built in memory.
+
+    The ICD-9 sources (``package``, ``cms``, ``cophe``) are likewise built and validated once
+    into ``tables_cache`` (:mod:`hieval.hierarchy.cache`: keyed by source, pin and builder code,
+    each file checked against its sha256 on every read) and copied from there.
     """
     if path is not None and source in DOWNLOADS:
         check_cached(path, sha256 or DOWNLOADS[source].sha256)
     if source == ICD10_SOURCE and cache_dir is not None:
-        table, leaves, folder = cached_icd10_table(cache_dir)
+        table, _leaves, folder = cached_icd10_table(cache_dir)
         if max_level is not None:
             evaluated_levels(table.levels, max_level)
         for name, out in (("levels.parquet", levels_out), ("ancestors.parquet", ancestors_out)):
@@ -106,6 +112,23 @@ def build_hierarchy(
                 shutil.copyfile(folder / name, tmp)
         log.info("ICD-10 hierarchy from the cache %s: %d nodes", folder, table.frame.height)
         return table
+    if source in CACHED_SOURCES and tables_cache is not None:
+        table, folder = cached_tables(
+            tables_cache, source, path, lambda: _built_table(source, path)
+        )
+        if max_level is not None:
+            evaluated_levels(table.levels, max_level)
+        for name, out in ((LEVELS_FILE, levels_out), (ANCESTORS_FILE, ancestors_out)):
+            with atomic_path(out) as tmp:
+                shutil.copyfile(folder / name, tmp)
+        return table
+    table = _built_table(source, path, max_level=max_level)
+    write_level_table(table, levels_out, ancestors_out)
+    return table
+
+
+def _built_table(source: str, path: str | Path | None, max_level: str | None = None) -> LevelTable:
+    """Load and validate a hierarchy source (logging its warnings and size)."""
     log.info("loading hierarchy source %r%s", source, f" from {path}" if path else "")
     table, leaves = load_source(source, path)
     if max_level is not None:
@@ -116,7 +139,6 @@ def build_hierarchy(
     )
     for warning in validate(table, leaves, strict=strict):
         log.warning("warning: %s", warning)
-    write_level_table(table, levels_out, ancestors_out)
     depths = table.frame.group_by("depth").len().sort("depth").rows()
     log.info(
         "%d nodes, %d leaf codes; nodes per depth: %s",

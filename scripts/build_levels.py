@@ -16,6 +16,7 @@ def main(smk):
         sha256=smk.params.sha256,
         max_level=smk.config.get("max_level"),
         cache_dir=smk.params.cache_dir,
+        tables_cache=smk.params.tables_cache,
     )
 
 

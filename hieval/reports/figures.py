@@ -9,11 +9,6 @@ from __future__ import annotations
 import io
 import re
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
@@ -28,10 +23,21 @@ _STYLE = {
 }
 
 
+def _pyplot():
+    """matplotlib's pyplot (Agg backend), imported on first use: it is a third of a second of
+    start-up that only the jobs drawing a figure should pay."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _svg(fig) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
+    _pyplot().close(fig)
     text = buffer.getvalue()
     text = text[text.index("<svg") :]  # inline: no XML declaration or doctype
     # matplotlib's RDF metadata block names its web site; an inline figure needs none of it.
@@ -45,6 +51,7 @@ def per_level(tidy: pl.DataFrame, *, levels: tuple[str, ...], models: list[str])
         (r["model"], r["family"], r["level"], r["metric"]): r["value"]
         for r in micro.iter_rows(named=True)
     }
+    plt = _pyplot()
     with plt.rc_context(_STYLE):
         fig, axes = plt.subplots(3, 2, figsize=(8, 7), sharex=True, sharey="row")
         x = np.arange(len(levels))
@@ -77,6 +84,7 @@ def disagreement_heatmap(
     """CoPHE over-prediction (FP) and under-prediction (FN) per group of codes (rows) and model
     (columns); ``counts`` has ``model, group, over, under``."""
     lookup = {(r["model"], r["group"]): r for r in counts.iter_rows(named=True)}
+    plt = _pyplot()
     with plt.rc_context(_STYLE):
         fig, axes = plt.subplots(
             1, 2, figsize=(4 + 1.2 * len(models), 1.5 + 0.28 * len(groups)), sharey=True
@@ -104,6 +112,7 @@ def disagreement_heatmap(
 def frequency_bins(rows: pl.DataFrame, *, bins: list[str], models: list[str]) -> str:
     """Flat micro F1 per training-frequency bin of the codes, one bar per model."""
     lookup = {(r["model"], r["bin"]): r["f1"] for r in rows.iter_rows(named=True)}
+    plt = _pyplot()
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots(figsize=(8, 3.2))
         width = 0.8 / max(len(models), 1)
@@ -128,6 +137,7 @@ def threshold_curves(curves: dict[str, pl.DataFrame]) -> str:
     """Precision, recall and F1 against the threshold on each tuned model's dev sweep, the
     chosen threshold marked (``curves``: model -> the sweep, ``threshold, precision, recall,
     f1, chosen``)."""
+    plt = _pyplot()
     with plt.rc_context(_STYLE):
         fig, axes = plt.subplots(
             1, len(curves), figsize=(3.6 * len(curves) + 0.5, 3), squeeze=False, sharey=True

@@ -37,6 +37,8 @@ rule build_levels:
         sha256=hierarchy_pin,
         # the ICD-10 tree is built once per machine there (hieval evaluate --cache finds it too)
         cache_dir=ICD10_CACHE,
+        # the ICD-9 sources' built tables, shared with hieval evaluate's default --cache
+        tables_cache="resources/hierarchy/built",
     script:
         "../../scripts/build_levels.py"
 
