@@ -16,7 +16,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import REPO, SNAKEMAKE, snakemake
+from helpers import REPO, SNAKEMAKE, small_demo_config, snakemake
 
 CLUSTER = REPO / "tests/slurm/cluster.sh"
 REQUIRED = os.environ.get("HIEVAL_REQUIRE_SLURM") == "1"
@@ -88,7 +88,7 @@ def test_without_accounting_sacct_fails_fast(slurm_conf, tmp_path):
 def test_demo_on_slurm_equals_local_run(slurm_conf, tmp_path):
     local, cluster = tmp_path / "local", tmp_path / "slurm"
     for work in (local, cluster):
-        shutil.copytree(REPO / "config", work / "config")
+        small_demo_config(work)  # the orchestration is under test: 300 documents are enough
     result = snakemake(local, "--config", "shards=2")
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -100,6 +100,9 @@ def test_demo_on_slurm_equals_local_run(slurm_conf, tmp_path):
         "squeue",
         "--slurm-init-seconds-before-status-checks",
         "5",
+        # every group waits for a status round: the default (10 s) is most of a small run
+        "--seconds-between-status-checks",
+        "3",
         timeout=480,
     )
     seconds = time.monotonic() - began
