@@ -712,7 +712,12 @@ def uncertainty(
     )
     tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
     intervals, comparisons = uncertainty_tables(
-        tidy, units, layout=layout, settings=settings, levels=layout.levels
+        tidy,
+        units,
+        layout=layout,
+        settings=settings,
+        levels=layout.levels,
+        threads=(resources or Resources()).threads,
     )
     write_parquet(intervals, intervals_out)
     write_parquet(comparisons, comparisons_out)
