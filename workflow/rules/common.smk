@@ -139,6 +139,10 @@ SYSTEMS = json.dumps(
     {name: spec.system for name, spec in MODELS.items() if spec.system}, sort_keys=True
 )
 UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
+# The report writes systems.parquet (mean ± sd over runs) only when the sheet names systems.
+SYSTEM_OUTPUTS = (
+    {"systems": "results/report/systems.parquet"} if json.loads(SYSTEMS) else {}
+)
 
 
 def uncertainty_files(wildcards):

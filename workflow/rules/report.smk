@@ -19,6 +19,7 @@ rule report:
         ],
         levels=LEVELS,
     output:
+        **SYSTEM_OUTPUTS,
         metrics="results/report/metrics.parquet",
         metrics_csv="results/report/metrics.csv",
         summary="results/report/summary.csv",
