@@ -32,6 +32,10 @@ sums (micro) move by ``s @ (b − a)``. Results equal the straightforward comput
 order of floating-point sums (tests/test_uncertainty_speed.py recounts swapped and repeated
 test sets from scratch); models and pairs run on threads, independently of each other.
 
+Ranking and calibration rows (P@K, R@K, R-precision, MAP, Brier, ECE; not yet AUC) come from
+the scores' per-document sums (:mod:`hieval.metrics.ranking_uncertainty`), with the same
+weights and swaps (:func:`model_replicates`, :func:`ranking_randomization_p`).
+
 What is held fixed: ICM's information content and PROP-F's propensities are computed once from
 the whole gold (they set the metrics' scale, as the node weights of a sharded run are); the
 label set of LB-* and EB-HAMM follows each replicate's documents (``observed``) or is the
@@ -61,6 +65,8 @@ from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
 from hieval.metrics.prf import PRF, harmonic_f1
+from hieval.metrics.ranking_uncertainty import RankingUnits
+from hieval.metrics.ranking_uncertainty import ranking_values as ranking_replicates
 from hieval.metrics.registry import (
     COUNT_METRICS,
     DOCUMENTS,
@@ -766,6 +772,49 @@ def bootstrap_matrix(
     return out
 
 
+def model_replicates(
+    units: Units, ranking: RankingUnits | None, keys: list[Key], *, layout: Layout,
+    weights_key: np.ndarray, settings: Settings,
+) -> np.ndarray:  # fmt: skip
+    """Replicates × ``keys`` of one model: the count, ICM and suite rows from its
+    per-document tables (:func:`bootstrap_matrix`), the ranking and calibration rows from its
+    scores' (:mod:`hieval.metrics.ranking_uncertainty`), with the same weights."""
+    ranked = set(ranking.keys) if ranking is not None else set()
+    own = [i for i, k in enumerate(keys) if k not in ranked]
+    scored = [i for i, k in enumerate(keys) if k in ranked]
+    out = np.empty((settings.bootstrap, len(keys)))
+    out[:, own] = bootstrap_matrix(
+        units, [keys[i] for i in own], layout=layout, weights_key=weights_key, settings=settings
+    )
+    if scored:
+        wanted = [keys[i] for i in scored]
+        for first, count in blocks(settings.bootstrap, weights_key.size):
+            w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
+            values = ranking_replicates([(ranking, w)], wanted)
+            out[first : first + count, scored] = np.column_stack([values[k] for k in wanted])
+    return out
+
+
+def ranking_randomization_p(
+    a: RankingUnits, b: RankingUnits, keys: list[Key], *, weights_key: np.ndarray,
+    settings: Settings,
+) -> np.ndarray:  # fmt: skip
+    """:func:`randomization_p` for ranking and calibration rows (the same swaps): a swapped
+    model takes a document's per-document values from the other model where swapped."""
+    ones = np.ones((1, weights_key.size))
+    observed_a, observed_b = (ranking_replicates([(u, ones)], keys) for u in (a, b))
+    observed = np.array([abs(observed_a[k][0] - observed_b[k][0]) for k in keys])
+    slack = _TIE * np.maximum(1.0, observed)
+    hits = np.zeros(len(keys), dtype=np.int64)
+    for first, count in blocks(settings.permutations, weights_key.size):
+        s = swaps(weights_key, seed=settings.seed, first=first, count=count)
+        star_a = ranking_replicates([(a, 1.0 - s), (b, s)], keys)
+        star_b = ranking_replicates([(a, s), (b, 1.0 - s)], keys)
+        delta = np.column_stack([np.abs(star_a[k] - star_b[k]) for k in keys])
+        hits += (delta >= observed - slack).sum(0)
+    return (1 + hits) / (1 + settings.permutations)
+
+
 def _bounds(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     tail = (1 - confidence) / 2
     low, high = np.quantile(values, [tail, 1 - tail], axis=0)
@@ -883,9 +932,12 @@ def uncertainty_tables(
     settings: Settings,
     levels: tuple[str, ...],
     threads: int | None = None,
+    ranking: dict[str, RankingUnits] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``intervals`` and ``comparisons`` over a zoo: ``tidy`` and ``units`` per model, in
-    the sheet's order; ``levels`` are the evaluated levels (for the row order).
+    the sheet's order; ``levels`` are the evaluated levels (for the row order); ``ranking``
+    the scored models' :class:`~hieval.metrics.ranking_uncertainty.RankingUnits`, whose rows
+    ``tidy`` then holds too.
 
     Models (bootstrap) and pairs (randomization test) are computed on ``threads`` threads
     (default: the cores this process may use; numpy and scipy's sparse products release the
@@ -893,6 +945,7 @@ def uncertainty_tables(
     the same for any number of threads.
     """
     models = list(tidy)
+    ranking = ranking or {}
     weights_key = doc_keys(layout.doc_ids.to_list())
     keys = {m: _keys_of(tidy[m]) for m in models}
     # Small products on many threads: OpenBLAS's own threads only spin (100x slower matrix-vector
@@ -902,9 +955,9 @@ def uncertainty_tables(
         ThreadPoolExecutor(max_workers=threads or default_threads()) as pool,
     ):
         matrices = pool.map(
-            lambda model: bootstrap_matrix(
-                units[model], keys[model], layout=layout, weights_key=weights_key,
-                settings=settings,
+            lambda model: model_replicates(
+                units[model], ranking.get(model), keys[model], layout=layout,
+                weights_key=weights_key, settings=settings,
             ),
             models,
         )  # fmt: skip
@@ -917,7 +970,7 @@ def uncertainty_tables(
             pool.map(
                 lambda pair: _pair_rows(
                     *pair, tidy, units, replicates, layout=layout, weights_key=weights_key,
-                    settings=settings,
+                    settings=settings, ranking=ranking,
                 ),
                 pairs,
             )
@@ -950,7 +1003,7 @@ _COMPARISON_SCHEMA = {
 def _pair_rows(
     model_a: str, model_b: str, tidy: dict[str, pl.DataFrame], units: dict[str, Units],
     replicates: dict[str, np.ndarray], *, layout: Layout, weights_key: np.ndarray,
-    settings: Settings,
+    settings: Settings, ranking: dict[str, RankingUnits],
 ) -> pl.DataFrame:  # fmt: skip
     """The comparison rows of one pair, over the metrics both models have."""
     a, b = tidy[model_a], tidy[model_b]
@@ -967,10 +1020,19 @@ def _pair_rows(
         settings.confidence,
     )
     if settings.permutations:
-        p = randomization_p(
-            units[model_a], units[model_b], keys,
+        ranked = set(ranking[model_a].keys) if model_a in ranking else set()
+        scored = [i for i, k in enumerate(keys) if k in ranked]
+        own = [i for i, k in enumerate(keys) if k not in ranked]
+        p = np.empty(len(keys))
+        p[own] = randomization_p(
+            units[model_a], units[model_b], [keys[i] for i in own],
             layout=layout, weights_key=weights_key, settings=settings,
         )  # fmt: skip
+        if scored:
+            p[scored] = ranking_randomization_p(
+                ranking[model_a], ranking[model_b], [keys[i] for i in scored],
+                weights_key=weights_key, settings=settings,
+            )  # fmt: skip
     else:
         p = np.full(len(keys), np.nan)
     frame = pl.DataFrame(keys, schema=["family", "level", "average", "metric"], orient="row")
