@@ -103,6 +103,9 @@ _POISSON_CDF = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(20)])
 _TIE = 1e-9
 #: Replicates computed together: weight blocks stay near 32 MB whatever the number of documents.
 _BLOCK_CELLS = 1 << 22
+#: The bootstrap's blocks are smaller: its dense per-node arrays then stay in cache (320
+#: replicates of a MIMIC-sized model: 0.29 s in blocks of 40, 0.51 s in blocks of 163).
+_BOOTSTRAP_BLOCK_CELLS = 1 << 20
 
 Key = tuple[str, str, str, str]  # family, level, average, metric
 
@@ -158,10 +161,10 @@ def swaps(keys: np.ndarray, *, seed: int, first: int, count: int) -> np.ndarray:
     return (u < 0.5).astype(np.float64)
 
 
-def blocks(total: int, width: int) -> Iterator[tuple[int, int]]:
+def blocks(total: int, width: int, cells: int = _BLOCK_CELLS) -> Iterator[tuple[int, int]]:
     """``(first, count)`` blocks of replicates, sized so that a block's weights (documents
-    wide) and node sums (3 × nodes of a level wide) stay near 32 MB an array."""
-    size = max(1, min(total, _BLOCK_CELLS // max(width, 1)))
+    wide) and node sums (3 × nodes of a level wide) stay near ``cells`` values an array."""
+    size = max(1, min(total, cells // max(width, 1)))
     for first in range(0, total, size):
         yield first, min(size, total - first)
 
@@ -758,7 +761,8 @@ def bootstrap_matrix(
     probe = count_rows({name: np.zeros(1) for name in units.names}, layout)
     counts_only = all(k in probe for k in keys)
     width = weights_key.size if counts_only else layout.width
-    for first, count in blocks(settings.bootstrap, width):
+    cells = _BLOCK_CELLS if counts_only else _BOOTSTRAP_BLOCK_CELLS
+    for first, count in blocks(settings.bootstrap, width, cells):
         w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
         if counts_only:
             sums = w @ units.columns
