@@ -116,8 +116,13 @@ def derive_models(
     return written
 
 
-def prepare(*, documents: int, models: int, seed: int, work: Path, shared: float = SHARED):
-    """Generate the zoo, count and score every model, and build the per-document tables."""
+def prepare(
+    *, documents: int, models: int, seed: int, work: Path, shared: float = SHARED,
+    micro_only: bool = False,
+):  # fmt: skip
+    """Generate the zoo, count and score every model, and build the per-document tables
+    (with ``micro_only``, one model at a time and without the per-node tables the micro rows do
+    not read: at 100× they would hold ~2 GB per model)."""
     data_dir = gen.DEFAULT_DATA_DIR
     gold_path, _ = gen.generate(documents=documents, seed=seed, out_dir=data_dir)
     ancestors = gen.hierarchy(data_dir)
@@ -142,10 +147,20 @@ def prepare(*, documents: int, models: int, seed: int, work: Path, shared: float
             item_sums=items[name], levels_file=levels, params=params, label_set="observed",
             metrics_out=out / "metrics.parquet", nodes_report_out=out / "nodes.csv",
         )  # fmt: skip
-    layout, units = zoo_units(
-        gold=gold_path, predictions=named, item_sums=items, levels_file=levels,
-        ancestors=ancestors, max_level=None, params=params, label_set="observed",
-    )  # fmt: skip
+    if not micro_only:
+        layout, units = zoo_units(
+            gold=gold_path, predictions=named, item_sums=items, levels_file=levels,
+            ancestors=ancestors, max_level=None, params=params, label_set="observed",
+        )  # fmt: skip
+        return layout, units, tidy
+    units = {}
+    for name, path in named.items():
+        layout, one = zoo_units(
+            gold=gold_path, predictions={name: path}, item_sums={name: items[name]},
+            levels_file=levels, ancestors=ancestors, max_level=None, params=params,
+            label_set="observed",
+        )  # fmt: skip
+        units[name] = unc.Units(one[name].columns, one[name].names, {})
     return layout, units, tidy
 
 
@@ -289,7 +304,7 @@ def main() -> None:
         started = time.perf_counter()
         layout, units, tidy = prepare(
             documents=gen.documents_for(args.scale), models=args.models, seed=args.seed,
-            work=work, shared=args.shared,
+            work=work, shared=args.shared, micro_only=args.micro_only,
         )  # fmt: skip
         prepare_s = time.perf_counter() - started
         zoo = work / "zoo.pickle"
