@@ -210,6 +210,22 @@ def _peak_mb() -> float:
 
 def child(args: argparse.Namespace) -> dict:
     """One measurement in this (child) process, on the pickled zoo: its own peak RSS."""
+    if args.what == "prepare":
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            layout, units, tidy = prepare(
+                documents=gen.documents_for(args.scale), models=args.models, seed=args.seed,
+                work=Path(tmp), shared=args.shared, micro_only=args.micro_only,
+            )  # fmt: skip
+            prepare_s = time.perf_counter() - started
+        with open(args.child, "wb") as handle:
+            pickle.dump((layout, units, tidy), handle)
+        return {
+            "prepare_s": prepare_s,
+            "documents": layout.doc_ids.len(),
+            "nodes": {level: names.len() for level, names in layout.nodes.items()},
+            "peak_rss_mb": _peak_mb(),
+        }
     with open(args.child, "rb") as handle:
         layout, units, tidy = pickle.load(handle)
     models = list(tidy)
@@ -268,6 +284,7 @@ def _run_child(args: argparse.Namespace, zoo: Path, what: str) -> dict:
     command = [sys.executable, __file__, "--child", str(zoo), "--what", what]
     for name in (
         "bootstrap", "permutations", "naive_permutations", "naive_bootstrap", "seed", "threads",
+        "scale", "models", "shared",
     ):  # fmt: skip
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     if args.micro_only:
@@ -301,15 +318,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        started = time.perf_counter()
-        layout, units, tidy = prepare(
-            documents=gen.documents_for(args.scale), models=args.models, seed=args.seed,
-            work=work, shared=args.shared, micro_only=args.micro_only,
-        )  # fmt: skip
-        prepare_s = time.perf_counter() - started
         zoo = work / "zoo.pickle"
-        with open(zoo, "wb") as handle:
-            pickle.dump((layout, units, tidy), handle)
+        # Preparation in a child too: a child forked from a large parent would report the
+        # parent's size as its own peak RSS (ru_maxrss survives fork and exec).
+        prepared = _run_child(args, zoo, "prepare")
         runs = [_run_child(args, zoo, "fast") for _ in range(args.repeat)]
         fast = min(runs, key=lambda r: r.get("total_s", r["bootstrap_s"]))
         naive = None
@@ -318,24 +330,27 @@ def main() -> None:
                 (_run_child(args, zoo, "naive") for _ in range(args.repeat)),
                 key=lambda r: r["naive_s"],
             )
+    prepare_s = prepared["prepare_s"]
+    n_docs, nodes = prepared["documents"], prepared["nodes"]
     pairs = args.models * (args.models - 1) // 2
     report = {
-        "documents": layout.doc_ids.len(),
+        "documents": n_docs,
         "models": args.models,
         "pairs": pairs,
-        "nodes": {level: names.len() for level, names in layout.nodes.items()},
+        "nodes": nodes,
         "bootstrap": args.bootstrap,
         "permutations": args.permutations,
         "threads": args.threads,
         "shared": args.shared,
         "micro_only": args.micro_only,
         "prepare_s": round(prepare_s, 2),
+        "prepare_peak_rss_mb": prepared["peak_rss_mb"],
         "fast": fast,
         "runs": runs,
         "python": platform.python_version(),
     }
     lines = [
-        f"Uncertainty benchmark: {layout.doc_ids.len():,} documents, {args.models} models "
+        f"Uncertainty benchmark: {n_docs:,} documents, {args.models} models "
         f"({pairs} pairs), {sum(report['nodes'].values()):,} (level, node) pairs, "
         f"{args.threads} threads; preparation {prepare_s:.1f} s (not counted)",
         "",

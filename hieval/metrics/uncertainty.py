@@ -34,7 +34,7 @@ test sets from scratch); models and pairs run on threads, independently of each 
 
 Ranking and calibration rows (P@K, R@K, R-precision, MAP, Brier, ECE; not yet AUC) come from
 the scores' per-document sums (:mod:`hieval.metrics.ranking_uncertainty`), with the same
-weights and swaps (:func:`model_replicates`, :func:`ranking_randomization_p`).
+weights and swaps (:func:`block_values`, :func:`ranking_randomization_p`).
 
 What is held fixed: ICM's information content and PROP-F's propensities are computed once from
 the whole gold (they set the metrics' scale, as the node weights of a sharded run are); the
@@ -752,50 +752,53 @@ def _keys_of(tidy: pl.DataFrame) -> list[Key]:
     return list(tidy.select("family", "level", "average", "metric").iter_rows())
 
 
-def bootstrap_matrix(
-    units: Units, keys: list[Key], *, layout: Layout, weights_key: np.ndarray, settings: Settings
-) -> np.ndarray:
-    """Replicates × metrics (``keys``, the order of the model's tidy rows)."""
-    out = np.empty((settings.bootstrap, len(keys)))
-    # Rows of column sums alone (micro) need no per-node work: at 100× MIMIC that is most of it.
+def _counts_only(units: Units, keys: list[Key], layout: Layout) -> bool:
+    """Whether every row of ``keys`` needs the column sums alone (micro and count rows): no
+    per-node work then (at 100× MIMIC that is most of it)."""
     probe = count_rows({name: np.zeros(1) for name in units.names}, layout)
-    counts_only = all(k in probe for k in keys)
-    width = weights_key.size if counts_only else layout.width
-    cells = _BLOCK_CELLS if counts_only else _BOOTSTRAP_BLOCK_CELLS
-    for first, count in blocks(settings.bootstrap, width, cells):
-        w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
-        if counts_only:
-            sums = w @ units.columns
-            values = count_rows({name: sums[:, i] for name, i in units.names.items()}, layout)
-        else:
-            values = replicate_values([(units, w)], layout)
-        missing = [k for k in keys if k not in values]
-        if missing:
-            raise KeyError(f"no bootstrap formula for the tidy rows {missing[:5]}")
-        out[first : first + count] = np.column_stack([values[k] for k in keys])
-    return out
+    return all(k in probe for k in keys)
 
 
-def model_replicates(
-    units: Units, ranking: RankingUnits | None, keys: list[Key], *, layout: Layout,
-    weights_key: np.ndarray, settings: Settings,
-) -> np.ndarray:  # fmt: skip
-    """Replicates × ``keys`` of one model: the count, ICM and suite rows from its
-    per-document tables (:func:`bootstrap_matrix`), the ranking and calibration rows from its
-    scores' (:mod:`hieval.metrics.ranking_uncertainty`), with the same weights."""
+def block_values(
+    units: Units, ranking: RankingUnits | None, keys: list[Key], w: np.ndarray, layout: Layout
+) -> np.ndarray:
+    """One block of replicates × ``keys`` of one model, for the weights ``w``: the count, ICM
+    and suite rows from its per-document tables, the ranking and calibration rows from its
+    scores' (:mod:`hieval.metrics.ranking_uncertainty`)."""
     ranked = set(ranking.keys) if ranking is not None else set()
-    own = [i for i, k in enumerate(keys) if k not in ranked]
-    scored = [i for i, k in enumerate(keys) if k in ranked]
+    own = [k for k in keys if k not in ranked]
+    if _counts_only(units, own, layout):
+        sums = w @ units.columns
+        values = count_rows({name: sums[:, i] for name, i in units.names.items()}, layout)
+    else:
+        values = replicate_values([(units, w)], layout)
+    if ranked:
+        values |= ranking_replicates([(ranking, w)], [k for k in keys if k in ranked])
+    missing = [k for k in keys if k not in values]
+    if missing:
+        raise KeyError(f"no bootstrap formula for the tidy rows {missing[:5]}")
+    return np.column_stack([values[k] for k in keys])
+
+
+def _bootstrap_blocks(
+    counts_only: bool, layout: Layout, settings: Settings
+) -> Iterator[tuple[int, int]]:
+    width = layout.doc_ids.len() if counts_only else layout.width
+    cells = _BLOCK_CELLS if counts_only else _BOOTSTRAP_BLOCK_CELLS
+    return blocks(settings.bootstrap, width, cells)
+
+
+def bootstrap_matrix(
+    units: Units, keys: list[Key], *, layout: Layout, weights_key: np.ndarray, settings: Settings,
+    ranking: RankingUnits | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Replicates × metrics (``keys``, the order of the model's tidy rows); ``ranking`` the
+    model's scores' tables when ``keys`` hold ranking or calibration rows."""
     out = np.empty((settings.bootstrap, len(keys)))
-    out[:, own] = bootstrap_matrix(
-        units, [keys[i] for i in own], layout=layout, weights_key=weights_key, settings=settings
-    )
-    if scored:
-        wanted = [keys[i] for i in scored]
-        for first, count in blocks(settings.bootstrap, weights_key.size):
-            w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
-            values = ranking_replicates([(ranking, w)], wanted)
-            out[first : first + count, scored] = np.column_stack([values[k] for k in wanted])
+    counts_only = _counts_only(units, keys, layout)
+    for first, count in _bootstrap_blocks(counts_only, layout, settings):
+        w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
+        out[first : first + count] = block_values(units, ranking, keys, w, layout)
     return out
 
 
@@ -958,14 +961,18 @@ def uncertainty_tables(
         threadpool_limits(limits=1, user_api="blas"),
         ThreadPoolExecutor(max_workers=threads or default_threads()) as pool,
     ):
-        matrices = pool.map(
-            lambda model: model_replicates(
-                units[model], ranking.get(model), keys[model], layout=layout,
-                weights_key=weights_key, settings=settings,
-            ),
-            models,
-        )  # fmt: skip
-        replicates = dict(zip(models, matrices, strict=True))
+        # Block by block, every model with the same weights (drawn once: at 100× MIMIC
+        # drawing them is a good part of the bootstrap).
+        replicates = {m: np.empty((settings.bootstrap, len(keys[m]))) for m in models}
+        counts_only = all(_counts_only(units[m], keys[m], layout) for m in models)
+        for first, count in _bootstrap_blocks(counts_only, layout, settings):
+            w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
+
+            def fill(model: str, w: np.ndarray = w, first: int = first, count: int = count):
+                values = block_values(units[model], ranking.get(model), keys[model], w, layout)
+                replicates[model][first : first + count] = values
+
+            list(pool.map(fill, models))
         log.info(
             "%d models: %d bootstrap replicates of their metrics", len(models), settings.bootstrap
         )
