@@ -44,6 +44,7 @@ if __package__ in (None, ""):  # run as a script: make `hieval` and `benchmarks`
 
 import numpy as np
 import polars as pl
+from threadpoolctl import threadpool_limits
 
 from benchmarks import generate as gen
 from hieval.engine.icm import IcmParams
@@ -262,6 +263,9 @@ def child(args: argparse.Namespace) -> dict:
             out["check_hits"] = np.rint(p * (1 + args.naive_permutations) - 1).astype(int).tolist()
     else:
         a, b = units[models[0]], units[models[1]]
+        # One BLAS thread, as the fast path runs: OpenBLAS's spinning threads would make the
+        # baseline slower (and noisier) for reasons that are not its algorithm.
+        limit = threadpool_limits(limits=1, user_api="blas")
         started = time.perf_counter()
         hits = naive_hits(
             a, b, keys, layout=layout, weights_key=weights_key, seed=args.seed,
@@ -275,6 +279,7 @@ def child(args: argparse.Namespace) -> dict:
                 w = unc.poisson_weights(weights_key, seed=args.seed, first=first, count=count)
                 naive_values([(units[model], w)], layout)
         out["naive_bootstrap_s"] = time.perf_counter() - started
+        limit.restore_original_limits()
     out["peak_rss_mb"] = _peak_mb()
     out["load_after"] = os.getloadavg()[0]
     return out
