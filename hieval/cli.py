@@ -664,6 +664,9 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
             intervals_out=out / "intervals.parquet",
             comparisons_out=out / "comparisons.parquet",
             resources=resources,
+            scores=scores,
+            ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
+            ks=ranking_ks(config),
         )
         uncertain = {
             "intervals": out / "intervals.parquet",

@@ -55,6 +55,7 @@ from hieval.inputs import (
     write_parquet,
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
+from hieval.metrics.ranking_uncertainty import ranking_units
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty import (
@@ -324,6 +325,19 @@ def tune_threshold(
     return result.threshold
 
 
+def _score_ancestors(
+    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame,
+    score_frame: pl.DataFrame,
+) -> pl.DataFrame:  # fmt: skip
+    """The ancestor table the ranking rows pool through: scored codes the hierarchy lacks
+    are placed by syntax where that is possible, else left out of the levels."""
+    try:
+        placed = _placed(gold, scores, table) if score_frame.height else None
+    except CodeError:
+        placed = None  # left out of the levels (counted in the notes)
+    return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
+
+
 def score_metrics(
     *,
     model: str,
@@ -343,15 +357,9 @@ def score_metrics(
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
-    anc = paths.read_parquet(ancestors)
     gold_frame = paths.read_parquet(gold)
     score_frame = paths.read_parquet(scores)
-    try:  # scored codes the hierarchy lacks, placed by syntax where that is possible
-        placed = _placed(gold, scores, table) if score_frame.height else None
-    except CodeError:
-        placed = None  # left out of the levels (counted in the notes)
-    if placed is not None:
-        anc = pl.concat([anc, placed.select(anc.columns)])
+    anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
     tidy, notes = score_rows(
         gold_frame,
         score_frame,
@@ -789,13 +797,19 @@ def uncertainty(
     intervals_out: str | Path,
     comparisons_out: str | Path,
     resources: Resources | None = None,
+    scores: dict[str, str | Path] | None = None,
+    ranking: dict[str, str | Path] | None = None,
+    ks: tuple[int, ...] = DEFAULT_KS,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Bootstrap intervals of every model's tidy rows and paired comparisons of every pair of
     models (:mod:`hieval.metrics.uncertainty`), for the models in the order given.
 
     Reads the normalised labels (not the shards: a document's weight depends on its id alone,
     so the tables are the same for any shard count), each model's per-item sums and its tidy
-    rows (the point estimates, exactly as reported).
+    rows (the point estimates, exactly as reported). With ``scores`` (normalised score tables)
+    and ``ranking`` (:func:`score_metrics`'s rows), a scored model's ranking and calibration
+    rows get intervals and comparisons too (all but AUC:
+    :mod:`hieval.metrics.ranking_uncertainty`).
     """
     layout, units = zoo_units(
         gold=gold,
@@ -809,8 +823,35 @@ def uncertainty(
         threads=(resources or Resources()).threads,
     )
     tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
+    scored = {}
+    if scores and ranking:
+        table = read_level_table(levels_file)
+        gold_frame, anc = paths.read_parquet(gold), paths.read_parquet(ancestors)
+        for model in predictions:
+            score_frame = paths.read_parquet(scores[model])
+            if not score_frame.height:
+                continue
+            scored[model] = ranking_units(
+                gold_frame,
+                score_frame,
+                doc_ids=layout.doc_ids,
+                ks=ks,
+                ancestors=_score_ancestors(gold, scores[model], table, anc, score_frame),
+                levels=layout.levels,
+            )
+            rows = paths.read_parquet(ranking[model])
+            wanted = set(scored[model].keys)
+            keys = rows.select("family", "level", "average", "metric").iter_rows()
+            rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
+            tidy[model] = pl.concat([tidy[model], rows])
     intervals, comparisons = uncertainty_tables(
-        tidy, units, layout=layout, settings=settings, levels=layout.levels
+        tidy,
+        units,
+        layout=layout,
+        settings=settings,
+        levels=layout.levels,
+        threads=(resources or Resources()).threads,
+        ranking=scored,
     )
     write_parquet(intervals, intervals_out)
     write_parquet(comparisons, comparisons_out)

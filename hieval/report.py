@@ -255,8 +255,10 @@ def uncertainty_markdown(
         "",
         "## How sure are we",
         "",
-        f"Percentile bootstrap intervals over documents ({replicates} replicates; "
-        "`intervals.parquet` has every metric). F1 in percent, ICM in bits.",
+        f"Bootstrap intervals over documents ({replicates} replicates; percentile, centred "
+        "on the estimate for macro averages and the other means over the labels a test set "
+        "contains: `intervals.parquet` has every metric and its `method`). F1 in percent, ICM "
+        "in bits.",
         "",
         "| Model | " + " | ".join(h for h, *_ in HEADLINE) + " |",
         "|---|" + "---:|" * len(HEADLINE),

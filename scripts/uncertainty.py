@@ -25,6 +25,9 @@ def main(smk):
         intervals_out=smk.output.intervals,
         comparisons_out=smk.output.comparisons,
         resources=Resources(threads=smk.threads),
+        scores=dict(zip(models, smk.input.scores, strict=True)),
+        ranking=dict(zip(models, smk.input.ranking, strict=True)),
+        ks=tuple(smk.params.ks),
     )
 
 

@@ -23,12 +23,12 @@ rule report:
         nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
         curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
+        # mean and sd over each system's runs, when the sheet has a `system` column
         **systems_output(),
         metrics="results/report/metrics.parquet",
         metrics_csv="results/report/metrics.csv",
         summary="results/report/summary.csv",
         summary_md="results/report/summary.md",
-        # mean and sd over each system's runs, when the sheet has a `system` column
         html=report(
             "results/report/report.html",
             caption="../report/report_html.rst",

@@ -10,6 +10,8 @@ rule uncertainty:
         ),
         item_sums=expand("results/counts/{model}/item_sums.parquet", model=MODEL_NAMES),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
+        scores=expand("results/inputs/scores/{model}.parquet", model=MODEL_NAMES),
+        ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
@@ -28,6 +30,7 @@ rule uncertainty:
         max_level=config["max_level"],
         icm=icm_params(),
         label_set=config["comparison"]["label_set"],
+        ks=sorted(config["ranking"]["k"]),
         # A JSON string: Snakemake records it, so a new seed or count reruns the job.
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
         hieval=HIEVAL_CODE,

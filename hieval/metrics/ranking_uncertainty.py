@@ -1,0 +1,201 @@
+"""Bootstrap replicates of the ranking and calibration rows (:mod:`hieval.metrics.ranking`).
+
+As for the count metrics (:mod:`hieval.metrics.uncertainty`), a replicate is the test set with
+a weight per document, and every row here is a function of per-document sums:
+
+- ``precision@K``, ``recall@K``, ``r_precision`` and ``map`` (``mean``) are means over
+  documents (every document, or those with a gold code) of a per-document value, so a
+  replicate is Σ w·value / Σ w·[counted];
+- ``brier`` is Σ (score − truth)² over the pairs of the label space / the pairs: per document,
+  its squared errors and its number of pairs (the label space's size);
+- ``ece`` is Σ over bins |Σ truth − Σ score| / pairs: per document and bin, its score and truth
+  sums, the bins' sums over documents weighted before the absolute value.
+
+Every quantity is linear in the weights, so a model whose documents were swapped with another
+model's (the randomization test) is the sum of two weighted tables, as for the count metrics.
+
+What is held fixed: the label space (the test set's gold codes and the model's scored codes).
+A replicate that drops every document holding a code keeps the code in the label space, so
+with integer weights a replicate is the test set with each document repeated that many times
+*over the test set's label space* (tested against exactly that). ROC-AUC (micro and macro)
+needs weighted Mann-Whitney statistics over every (document, code) pair; it has no replicate
+formula yet, so its rows get no interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from hieval.metrics.ranking import (
+    DEFAULT_KS,
+    ECE_BINS,
+    ScoreArrays,
+    document_ranks,
+    encode,
+    level_arrays,
+)
+from hieval.metrics.registry import LEAF
+
+Key = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class RankingUnits:
+    """One model's per-document table of additive quantities (documents × ``names``): per
+    level the numerators of the per-document means and their two denominators (``docs``: 1,
+    ``gold_docs``: the document has a gold code), and for calibration the squared errors, the
+    pairs and the per-bin score and truth sums. ``keys`` are the rows it can replicate."""
+
+    columns: np.ndarray
+    names: dict[str, int]
+    keys: tuple[Key, ...]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[:, self.names[name]]
+
+
+def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.ndarray]:
+    """Per document: the ``mean`` metrics' values (0 where the document does not count) and
+    the two denominators, exactly as :func:`hieval.metrics.ranking.ranking_values` forms them."""
+    ranks = document_ranks(arrays)
+    n_docs = arrays.n_docs
+    n_gold = np.bincount(ranks.doc, minlength=n_docs)
+    with_gold = n_gold > 0
+    safe = np.maximum(n_gold, 1)
+
+    def hits(limit: np.ndarray | int) -> np.ndarray:
+        inside = ranks.position < (limit if np.isscalar(limit) else limit[ranks.doc])
+        return np.bincount(ranks.doc[inside], minlength=n_docs)
+
+    out = {"docs": np.ones(n_docs), "gold_docs": with_gold.astype(np.float64)}
+    for k in ks:
+        at_k = hits(k)
+        out[f"precision@{k}"] = at_k / k
+        out[f"recall@{k}"] = np.where(with_gold, at_k / safe, 0.0)
+    out["r_precision"] = np.where(with_gold, hits(n_gold) / safe, 0.0)
+    starts = np.searchsorted(ranks.doc, np.arange(n_docs + 1))
+    ap = np.zeros(n_docs)
+    for d in np.flatnonzero(with_gold):
+        a, b = starts[d], starts[d + 1]
+        ap[d] = math.fsum(ranks.precision[a:b]) / (b - a)
+    out["map"] = ap
+    return out
+
+
+#: Which denominator each ``mean`` metric divides by.
+def _denominator(metric: str) -> str:
+    return "docs" if metric.startswith("precision@") else "gold_docs"
+
+
+def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray] | None:
+    """Per document: squared errors, pairs and per-bin sums, as
+    :func:`hieval.metrics.ranking.calibration_values` forms them (None: scores outside [0, 1])."""
+    score = arrays.score
+    if arrays.pairs == 0 or (len(score) and (score.min() < 0 or score.max() > 1)):
+        return None
+    n_docs = arrays.n_docs
+    found, index = arrays.gold_found()
+    truth = np.zeros(len(score), dtype=bool)
+    truth[index[found]] = True
+    doc = arrays.key // arrays.n_labels
+    missed = np.bincount(arrays.gold_key[~found] // arrays.n_labels, minlength=n_docs)
+    error = score - truth
+    out = {
+        "brier": np.bincount(doc, weights=error * error, minlength=n_docs) + missed,
+        "pairs": np.full(n_docs, float(arrays.n_labels)),
+    }
+    bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
+    cell = doc * bins + bin_of
+    score_sum = np.bincount(cell, weights=score, minlength=n_docs * bins).reshape(n_docs, bins)
+    true_sum = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
+    true_sum = true_sum.astype(np.float64)
+    true_sum[:, 0] += missed
+    for b in range(bins):
+        out[f"score|{b}"] = score_sum[:, b]
+        out[f"true|{b}"] = true_sum[:, b]
+    return out
+
+
+def ranking_units(
+    gold: pl.DataFrame,
+    scores: pl.DataFrame,
+    *,
+    doc_ids: pl.Series,
+    ks: Sequence[int] = DEFAULT_KS,
+    ancestors: pl.DataFrame | None = None,
+    levels: Sequence[str] = (),
+    bins: int = ECE_BINS,
+) -> RankingUnits:
+    """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
+    rows :func:`hieval.metrics.ranking.score_rows` gives it (but AUC), with its documents
+    aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order)."""
+    arrays = encode(gold, scores)
+    own = gold["doc_id"].unique().sort()
+    if not own.equals(doc_ids, check_names=False):
+        raise ValueError("the score table's gold documents differ from the bootstrap's")
+    names: dict[str, int] = {}
+    columns: list[np.ndarray] = []
+    keys: list[Key] = []
+
+    def add(name: str, values: np.ndarray) -> None:
+        names[name] = len(columns)
+        columns.append(np.asarray(values, dtype=np.float64))
+
+    by_level = [(LEAF, arrays)] + [
+        (level, level_arrays(arrays, ancestors, level)[0]) for level in levels
+    ]
+    for level, level_scores in by_level:
+        values = _document_values(level_scores, ks)
+        for name, column in values.items():
+            add(f"{level}|{name}", column)
+        any_gold = bool(values["gold_docs"].any())
+        for name in values:
+            if name in ("docs", "gold_docs"):
+                continue
+            if _denominator(name) == "docs" or any_gold:
+                keys.append(("ranking", level, "mean", name))
+    calibration = _calibration_values(arrays, bins)
+    if calibration is not None:
+        for name, column in calibration.items():
+            add(f"calibration|{name}", column)
+        keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
+    n_docs = doc_ids.len()
+    matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
+    return RankingUnits(matrix, names, tuple(keys))
+
+
+def _mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+    out = np.zeros(np.broadcast_shapes(total.shape, count.shape))
+    return np.divide(total, count, out=out, where=count > 0)
+
+
+def ranking_values(
+    components: list[tuple[RankingUnits, np.ndarray]], keys: Sequence[Key], *, bins: int = ECE_BINS
+) -> dict[Key, np.ndarray]:
+    """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
+    per row of the weights (as :func:`hieval.metrics.uncertainty.replicate_values`): one
+    component is a bootstrap replicate, two a swapped pair of models."""
+    names = components[0][0].names
+    sums = sum(w @ u.columns for u, w in components)
+    col = {name: sums[:, i] for name, i in names.items()}
+    out: dict[Key, np.ndarray] = {}
+    for key in keys:
+        family, level, _, metric = key
+        if family == "ranking":
+            out[key] = _mean(col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"])
+        elif metric == "brier":
+            out[key] = _mean(col["calibration|brier"], col["calibration|pairs"])
+        elif metric == "ece":
+            gaps = sum(
+                np.abs(col[f"calibration|true|{b}"] - col[f"calibration|score|{b}"])
+                for b in range(bins)
+            )
+            out[key] = _mean(gaps, col["calibration|pairs"])
+        else:
+            raise KeyError(f"no replicate formula for {key}")
+    return out
