@@ -28,7 +28,7 @@ if not SHARDED:
             "logs/models/{model}.log",
         conda:
             "../envs/hieval.yaml"
-        threads: 2
+        threads: model_threads
         resources:
             mem_mb=model_mem_mb,
             runtime=runtime,

@@ -28,7 +28,7 @@ def existing(paths):
 
 
 def input_mb(input):
-    """Megabytes of a job's inputs on disk."""
+    """Megabytes of a job's inputs on disk (those that exist)."""
     return sum(os.path.getsize(path) for path in existing(input)) / MIB
 
 
@@ -62,6 +62,18 @@ def model_mem_mb(wildcards, input, threads, attempt):
         max(round_mb(FLOOR_MB + need / MIB), round_mb(FLOOR_MB + 5 * input_mb(input)))
         * attempt
     )
+
+
+# A model's prediction file below this size is counted in one slice of labels (about a million):
+# a second thread would wait, so its job takes one core and two such jobs run side by side.
+SMALL_MODEL_MB = 10
+
+
+def model_threads(wildcards, input):
+    """Threads of a whole model's job: 2 for a large prediction file, 1 for a small one (a
+    file not there yet, such as the demo's before it is generated, counts as small). Threads
+    never change a number."""
+    return 2 if input_mb(existing([input.labels])) > SMALL_MODEL_MB else 1
 
 
 def runtime(wildcards, input, attempt):
