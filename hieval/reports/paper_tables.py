@@ -13,11 +13,13 @@ averages 10 runs of CAML, BGLWAN and HLAN; models without a system stay rows of 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import polars as pl
 
 from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL
+from hieval.report import system_table
 
 HEADLINE = (("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL))
 PRF = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
@@ -53,29 +55,21 @@ def _rows_by_system(
     tidy: pl.DataFrame, models: list[str], systems: dict[str, str]
 ) -> tuple[pl.DataFrame, list[str], str]:
     """``tidy`` with each system's runs replaced by one row per metric holding their mean (the
-    row's ``model`` is the system), the row names in sheet order, and the caption's note.
-
-    The mean is over the runs that have the metric; a run lacking it does not count as zero."""
+    row's ``model`` is the system; a model without a system is a row of its own), the row names
+    in sheet order, and the caption's note. The means are :func:`hieval.report.system_table`'s,
+    the ones systems.parquet holds."""
     row_of = {model: systems.get(model) or model for model in models}
-    runs: dict[str, int] = {}
-    for model in models:
-        runs[row_of[model]] = runs.get(row_of[model], 0) + 1
-    mapping = pl.DataFrame(
-        {"model": list(row_of), "row": list(row_of.values())},
-        schema={"model": pl.String, "row": pl.String},
-    )
-    means = (
-        tidy.join(mapping, on="model", how="inner")
-        .group_by("row", "family", "level", "average", "metric", maintain_order=True)
-        .agg(pl.col("value").mean())
-        .rename({"row": "model"})
-    )
-    counts = sorted({runs[row] for row in runs if row in set(systems.values())})
+    means = system_table(tidy, row_of).select(
+        pl.col("system").alias("model"), "family", "level", "average", "metric",
+        pl.col("mean").alias("value"),
+    )  # fmt: skip
+    runs = Counter(row_of.values())
+    named = {row: n for row, n in runs.items() if row in set(systems.values())}
     note = (
-        f"; mean over {counts[0]} runs of each system"
-        if len(counts) == 1
+        f"; mean over {next(iter(named.values()))} runs of each system"
+        if len(set(named.values())) == 1
         else "; mean over each system's runs ("
-        + ", ".join(f"{row}: {n}" for row, n in runs.items() if row in set(systems.values()))
+        + ", ".join(f"{row}: {n}" for row, n in named.items())
         + ")"
     )
     return means, list(runs), note
