@@ -47,7 +47,7 @@ from hieval.inputs import (
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty import Settings
+from hieval.metrics.uncertainty_settings import Settings
 from hieval.pipeline import (
     ModelFiles,
     build_hierarchy,

@@ -33,7 +33,7 @@ from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
 from hieval.icd10 import ICD10_LEVELS
 from hieval.inputs import LabelOptions
-from hieval.metrics.uncertainty import Settings
+from hieval.metrics.uncertainty_settings import Settings
 from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}

@@ -27,7 +27,7 @@ bootstrap skips the formulas on nodes with only TPs (value 1 where reached) or o
 both models, so a swap moves only TP and FP; a node no document moves is a constant; a node
 one document moves is one of two values, so its sum is linear in the swaps (one product for
 all permutations); a node a few documents move is in one of a few (ΔTP, ΔFP) states, each
-evaluated once and looked up; only the busiest nodes are evaluated per permutation. Column
+evaluated once and looked up (a compiled loop, :mod:`hieval.metrics.state_sums`); only the busiest nodes are evaluated per permutation. Column
 sums (micro) move by ``s @ (b − a)``. Results equal the straightforward computation up to the
 order of floating-point sums (tests/test_uncertainty_speed.py recounts swapped and repeated
 test sets from scratch); models and pairs run on threads, independently of each other.
@@ -76,14 +76,18 @@ from hieval.metrics.registry import (
     TIDY_KEY,
     sort_tidy,
 )
+from hieval.metrics.state_sums import state_sums
 from hieval.metrics.suite import DEFAULT_LABEL_SET, icm_norm, icm_per_item, item_measures
+from hieval.metrics.uncertainty_settings import (  # noqa: F401 (re-exported)
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_PERMUTATIONS,
+    DEFAULT_SEED,
+    Settings,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BOOTSTRAP = 0
-DEFAULT_CONFIDENCE = 0.95
-DEFAULT_SEED = 20240515
-DEFAULT_PERMUTATIONS = 999
 
 INTERVAL_COLUMNS = (*TIDY_KEY, "value", "low", "high", "replicates", "method")
 #: ``method`` of an interval: percentile, or the percentile interval centred on the point
@@ -535,7 +539,8 @@ class PairPlan:
 
     A node that several documents move takes one of a few states (ΔTP, ΔFP): ``index`` (such
     nodes of every part × documents) maps the swaps to a state number, offset by ``start``,
-    into ``table`` (states × both sides' quantities, :data:`_QUANTITIES` of a then of b);
+    into ``table`` (states × both sides' quantities, :data:`_QUANTITIES` of a then of b):
+    per node, the documents that move it and the (integer) state step each one's swap adds;
     ``sections`` are the parts' first rows in ``index``."""
 
     total_a: np.ndarray
@@ -645,9 +650,9 @@ def pair_plan(a: Units, b: Units, layout: Layout) -> PairPlan | None:
         offset += table.shape[0]
         tables.append(table)
         index = dtp[:, tabled] @ sparse.diags(widths[1, tabled].astype(np.float64))
-        # float32: state numbers and count changes are integers far below 2**24, exact in
-        # float32, and its products move half the bytes (see :data:`_EXACT`).
-        indices.append((index + dfp[:, tabled]).T.tocsr().astype(_EXACT))
+        steps = (index + dfp[:, tabled]).T.tocsr()
+        steps.data = np.rint(steps.data)  # integer-valued: state steps and count changes
+        indices.append(steps.astype(np.int64))
         sections.append(sections[-1] + int(tabled.sum()))
         parts[family, level] = _Part(
             base_a, base_b, single, names, tuple(c[busy] for c in counts),
@@ -662,18 +667,16 @@ def pair_plan(a: Units, b: Units, layout: Layout) -> PairPlan | None:
 
 def _looked_up(plan: PairPlan, s: np.ndarray) -> np.ndarray:
     """Per permutation and part, the sums of both sides' quantities over the looked-up nodes
-    (permutations × parts × 2 quantities): one sparse product gives every node's state, one
-    more sums the table's rows per part. ``s`` is in :data:`_EXACT`."""
-    rows, parts = s.shape[0], plan.sections.size - 1
-    state = np.rint(plan.index @ s.T).T.astype(np.int64, order="C")
-    state += plan.start
-    width = plan.start.size
-    indptr = (np.arange(rows)[:, None] * width + plan.sections[None, :-1]).ravel()
-    indptr = np.append(indptr, rows * width)
-    pick = sparse.csr_matrix(
-        (np.ones(state.size), state.ravel(), indptr), shape=(rows * parts, plan.table.shape[0])
+    (permutations × parts × 2 quantities), by the compiled loop of
+    :func:`hieval.metrics.state_sums.state_sums`."""
+    index = plan.index
+    return state_sums(
+        s.T.astype(np.uint8),
+        index=(index.indptr, index.indices, index.data),
+        start=plan.start,
+        sections=plan.sections,
+        table=plan.table,
     )
-    return (pick @ plan.table).reshape(rows, parts, -1)
 
 
 def swapped_values(
@@ -692,7 +695,7 @@ def swapped_values(
     cols = [{name: c[:, i] for name, i in plan.names.items()} for c in (col_a, col_b)]
     nodes_a, nodes_b = {}, {}
     items = np.full((s.shape[0], 1), plan.items)
-    looked = _looked_up(plan, exact)
+    looked = _looked_up(plan, s)
     quantities = _quantities()
     for p, (key, part) in enumerate(plan.parts.items()):
         single = s @ part.single
@@ -743,16 +746,6 @@ def swapped_values(
 
 
 # -- intervals and tests ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settings:
-    """``uncertainty.*`` of the config: replicates (0: off), confidence, seed, permutations."""
-
-    bootstrap: int = DEFAULT_BOOTSTRAP
-    confidence: float = DEFAULT_CONFIDENCE
-    seed: int = DEFAULT_SEED
-    permutations: int = DEFAULT_PERMUTATIONS
 
 
 def _keys_of(tidy: pl.DataFrame) -> list[Key]:
