@@ -20,17 +20,18 @@ computed from weighted sums, never by recounting labels.
   (1 + #{r: |Δ*_r| ≥ |Δ|}) / (1 + R), Holm-corrected over all pairs of models per metric.
 
 How it stays fast (the issue's target: MIMIC-III full, 5 models, 1,000 replicates and 9,999
-permutations per pair): every per-node quantity (P, R, F1, reached, the per-label suite
-values) is summed over nodes, and sums can be taken over any partition of the nodes. The
-bootstrap skips the formulas on nodes with only TPs (value 1 where reached) or only errors
-(0). The randomization test precomputes per pair (:func:`pair_plan`): the gold is the same for
-both models, so a swap moves only TP and FP; a node no document moves is a constant; a node
-one document moves is one of two values, so its sum is linear in the swaps (one product for
-all permutations); a node a few documents move is in one of a few (ΔTP, ΔFP) states, each
-evaluated once and looked up (a compiled loop, :mod:`hieval.metrics.state_sums`); only the busiest nodes are evaluated per permutation. Column
-sums (micro) move by ``s @ (b − a)``. Results equal the straightforward computation up to the
-order of floating-point sums (tests/test_uncertainty_speed.py recounts swapped and repeated
-test sets from scratch); models and pairs run on threads, independently of each other.
+permutations per pair): every per-node quantity (P, R, F1, reached, the per-label suite values)
+is summed over nodes, and sums can be taken over any partition of the nodes. The bootstrap
+skips the formulas on nodes with only TPs (value 1 where reached) or only errors (0). The
+randomization test precomputes per pair (:func:`pair_plan`): the gold is the same for both
+models, so a swap moves only TP and FP; a node no document moves is a constant; a node one
+document moves is one of two values, so its sum is linear in the swaps (one product for all
+permutations); a node a few documents move is in one of a few (ΔTP, ΔFP) states, each evaluated
+once and looked up (a compiled loop, :mod:`hieval.metrics.state_sums`); only the busiest nodes
+are evaluated per permutation. Column sums (micro) move by ``s @ (b − a)``. Results equal the
+straightforward computation up to the order of floating-point sums
+(tests/test_uncertainty_speed.py recounts swapped and repeated test sets from scratch); models
+and pairs run on threads, independently of each other.
 
 Ranking and calibration rows (P@K, R@K, R-precision, MAP, Brier, ECE; not yet AUC) come from
 the scores' per-document sums (:mod:`hieval.metrics.ranking_uncertainty`), with the same
@@ -76,7 +77,6 @@ from hieval.metrics.registry import (
     TIDY_KEY,
     sort_tidy,
 )
-from hieval.metrics.state_sums import state_sums
 from hieval.metrics.suite import DEFAULT_LABEL_SET, icm_norm, icm_per_item, item_measures
 from hieval.metrics.uncertainty_settings import (  # noqa: F401 (re-exported)
     DEFAULT_BOOTSTRAP,
@@ -669,6 +669,10 @@ def _looked_up(plan: PairPlan, s: np.ndarray) -> np.ndarray:
     """Per permutation and part, the sums of both sides' quantities over the looked-up nodes
     (permutations × parts × 2 quantities), by the compiled loop of
     :func:`hieval.metrics.state_sums.state_sums`."""
+    # Imported here: numba's import is for the randomization test alone, not for every job
+    # that imports this module (the workflow's count jobs, config checks).
+    from hieval.metrics.state_sums import state_sums
+
     index = plan.index
     return state_sums(
         s.T.astype(np.uint8),
