@@ -121,7 +121,7 @@ if SHARDED:
             "logs/counts/{model}/{scatteritem}.log",
         conda:
             "../envs/hieval.yaml"
-        threads: 2
+        threads: shard_threads
         resources:
             mem_mb=count_mem_mb,
             runtime=runtime,

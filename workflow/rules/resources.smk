@@ -76,6 +76,12 @@ def model_threads(wildcards, input):
     return 2 if input_mb(existing([input.labels])) > SMALL_MODEL_MB else 1
 
 
+def shard_threads(wildcards, input):
+    """Threads of a sharded count job, by the same rule for its shard of predictions: on a
+    2-CPU node two small shards then run side by side instead of one after the other."""
+    return 2 if input_mb(existing([input.predictions])) > SMALL_MODEL_MB else 1
+
+
 def runtime(wildcards, input, attempt):
     """Minutes: the floor plus one a 100 MB of input (normalising and counting run at several
     hundred MB a minute on one core)."""
