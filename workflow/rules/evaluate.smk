@@ -28,7 +28,7 @@ if not SHARDED:
             "logs/models/{model}.log",
         conda:
             "../envs/hieval.yaml"
-        threads: model_threads
+        threads: threads_by("labels")
         resources:
             mem_mb=model_mem_mb,
             runtime=runtime,
@@ -121,7 +121,7 @@ if SHARDED:
             "logs/counts/{model}/{scatteritem}.log",
         conda:
             "../envs/hieval.yaml"
-        threads: shard_threads
+        threads: threads_by("predictions")
         resources:
             mem_mb=count_mem_mb,
             runtime=runtime,

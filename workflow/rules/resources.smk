@@ -69,17 +69,17 @@ def model_mem_mb(wildcards, input, threads, attempt):
 SMALL_MODEL_MB = 10
 
 
-def model_threads(wildcards, input):
-    """Threads of a whole model's job: 2 for a large prediction file, 1 for a small one (a
-    file not there yet, such as the demo's before it is generated, counts as small). Threads
-    never change a number."""
-    return 2 if input_mb(existing([input.labels])) > SMALL_MODEL_MB else 1
+def threads_by(name):
+    """Threads of a job by the size of its input `name` (a model's prediction file, or a
+    shard of it): 2 for a large file, 1 for a small one (a file not there yet, such as the
+    demo's before it is generated, counts as small), so that on a 2-CPU node two small jobs run
+    side by side. Threads never change a number."""
 
+    def threads(wildcards, input):
+        size = input_mb(existing([getattr(input, name)]))
+        return 2 if size > SMALL_MODEL_MB else 1
 
-def shard_threads(wildcards, input):
-    """Threads of a sharded count job, by the same rule for its shard of predictions: on a
-    2-CPU node two small shards then run side by side instead of one after the other."""
-    return 2 if input_mb(existing([input.predictions])) > SMALL_MODEL_MB else 1
+    return threads
 
 
 def runtime(wildcards, input, attempt):
