@@ -16,12 +16,17 @@ How it stays fast without a (document × code) matrix: the unscored pairs of the
 all tie below every scored pair (as the point estimate has them), so they enter through
 per-document and per-label counts alone (positives and negatives of the label space, minus
 the scored ones). The scored pairs are sorted once (by score; for macro by label, then score)
-when the tables are built, not per replicate. A block of replicates then takes the weights of
-the scored negatives in that order, one cumulative sum along the sorted axis gives each tie
-group's weighted negatives below it and within it, and each scored positive adds
-w_i × (below + ½ tied). The weights are integers (bootstrap counts, 0/1 swaps), so every sum
-is an integer (doubled: halves never appear) held exactly by float64 below 2**53, whatever the
-order of summation; only the final division rounds.
+when the tables are built, not per replicate, and the sorted negatives are cut where a
+positive's tie group or a label starts or ends. For a block of replicates one sparse product
+(intervals × documents counts, times the weights) gives each interval's weighted negatives, a
+cumulative sum over the intervals the weighted negatives below each cut, and each scored
+positive adds w_i × (below + ½ tied). The weights are integers (bootstrap counts, 0/1 swaps),
+so every sum is an integer (doubled: halves never appear) held exactly by float64 below
+2**53, whatever the order of summation; only the final division rounds. A MIMIC-sized model
+(3,372 documents, 8,922 labels, its top 100 scores per document: 337,200 scored pairs) takes
+1.3 s for 1,000 bootstrap replicates of micro and macro AUC at one level, a pair of them
+3.4 s for 999 permutations (one loaded 2-core machine; a first version with a cumulative sum
+over every sorted pair took 4.5 s and 19.5 s).
 
 Randomization test: two models' label spaces may differ (each is the gold's codes plus the
 codes that model scored). A swapped model keeps each document's pairs over its own model's
@@ -100,25 +105,30 @@ def auc_pairs(arrays: ScoreArrays) -> AucPairs:
 
 @dataclass(frozen=True)
 class _Sorted:
-    """Scored pairs sorted by (segment, score), split into negatives and positives.
+    """Scored pairs sorted by (segment, score) (micro: one segment; macro: a label each), as
+    sparse counts over the stacked weight columns (component × documents + document).
 
-    Columns index the stacked weights (component × documents + document). For each positive:
-    the number of negatives (in sorted order) before its tie group (``lo``), up to the end of
-    its tie group (``hi``) and before its segment (``base``). ``neg_starts`` / ``pos_starts``
-    delimit each segment's negatives / positives.
+    Only the weighted negatives below each positive's tie group, up to its end and below its
+    segment are needed, so the sorted negatives are cut at those positions (``cuts``) and
+    ``negatives`` counts each interval's negatives per column: one sparse product gives every
+    interval's weight, a cumulative sum over the intervals (not over every pair) the weights
+    below each cut. ``lo``, ``hi``, ``base`` index those sums for each positive; ``seg_lo`` and
+    ``seg_hi`` for each segment.
     """
 
-    neg_col: np.ndarray
+    negatives: sparse.csr_matrix  # intervals × columns
     pos_col: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
     base: np.ndarray
-    neg_starts: np.ndarray
-    pos_starts: np.ndarray
+    seg_lo: np.ndarray
+    seg_hi: np.ndarray
+    pos_segment: sparse.csr_matrix  # segments × positives (indicator)
+    positives: sparse.csr_matrix  # segments × columns: scored positives
 
 
 def _sorted(col: np.ndarray, segment: np.ndarray, score: np.ndarray, positive: np.ndarray,
-            n_segments: int) -> _Sorted:  # fmt: skip
+            n_segments: int, width: int) -> _Sorted:  # fmt: skip
     order = np.lexsort((score, segment))
     col, segment, score, positive = col[order], segment[order], score[order], positive[order]
     n = len(order)
@@ -132,14 +142,28 @@ def _sorted(col: np.ndarray, segment: np.ndarray, score: np.ndarray, positive: n
     neg_before = np.concatenate([[0], np.cumsum(negative)])  # negatives before position i
     pos_segment = segment[positive]
     neg_starts = np.searchsorted(segment[negative], np.arange(n_segments + 1))
+    lo = neg_before[group_start[group[positive]]]
+    hi = neg_before[group_end[group[positive]]]
+    base = neg_starts[pos_segment]
+    cuts = np.unique(np.concatenate([[0], lo, hi, base, neg_starts]))
+    interval = np.searchsorted(cuts, np.arange(int(negative.sum())), side="right") - 1
+    n_pos = len(pos_segment)
     return _Sorted(
-        neg_col=col[negative],
+        negatives=sparse.csr_matrix(
+            (np.ones(len(interval)), (interval, col[negative])), shape=(len(cuts), width)
+        ),
         pos_col=col[positive],
-        lo=neg_before[group_start[group[positive]]],
-        hi=neg_before[group_end[group[positive]]],
-        base=neg_starts[pos_segment],
-        neg_starts=neg_starts,
-        pos_starts=np.searchsorted(pos_segment, np.arange(n_segments + 1)),
+        lo=np.searchsorted(cuts, lo),
+        hi=np.searchsorted(cuts, hi),
+        base=np.searchsorted(cuts, base),
+        seg_lo=np.searchsorted(cuts, neg_starts[:-1]),
+        seg_hi=np.searchsorted(cuts, neg_starts[1:]),
+        pos_segment=sparse.csr_matrix(
+            (np.ones(n_pos), (pos_segment, np.arange(n_pos))), shape=(n_segments, n_pos)
+        ),
+        positives=sparse.csr_matrix(
+            (np.ones(n_pos), (pos_segment, col[positive])), shape=(n_segments, width)
+        ),
     )
 
 
@@ -183,8 +207,8 @@ def auc_plan(models: Sequence[AucPairs]) -> AucPlan:
     return AucPlan(
         n_docs=n_docs,
         n_components=len(models),
-        micro=_sorted(col, np.zeros_like(col), score, positive, 1),
-        macro=_sorted(col, label, score, positive, len(union)),
+        micro=_sorted(col, np.zeros_like(col), score, positive, 1, width),
+        macro=_sorted(col, label, score, positive, len(union), width),
         positives=np.bincount(gold_col.astype(np.int64), minlength=width).astype(np.float64),
         space=np.array([m.n_labels for m in models], dtype=np.float64),
         in_space=in_space,
@@ -195,22 +219,16 @@ def auc_plan(models: Sequence[AucPairs]) -> AucPlan:
     )
 
 
-def _doubled_scored(s: _Sorted, w: np.ndarray, n_segments: int):
-    """Per replicate and segment: 2 × Σ_{scored positive i} w_i (weighted scored negatives
-    below + ½ tied), the scored positives' and the scored negatives' weights."""
-    rows = w.shape[0]
-    cum_neg = np.zeros((rows, len(s.neg_col) + 1))
-    np.cumsum(w[:, s.neg_col], axis=1, out=cum_neg[:, 1:])
-    pos_w = w[:, s.pos_col]
-    contrib = pos_w * (cum_neg[:, s.lo] + cum_neg[:, s.hi] - 2.0 * cum_neg[:, s.base])
-
-    def per_segment(values: np.ndarray) -> np.ndarray:
-        cum = np.zeros((rows, values.shape[1] + 1))
-        np.cumsum(values, axis=1, out=cum[:, 1:])
-        return cum[:, s.pos_starts[1:]] - cum[:, s.pos_starts[:-1]]
-
-    scored_neg = cum_neg[:, s.neg_starts[1:]] - cum_neg[:, s.neg_starts[:-1]]
-    return per_segment(contrib), per_segment(pos_w), scored_neg
+def _doubled_scored(s: _Sorted, w: np.ndarray, wt: np.ndarray):
+    """Per replicate (rows of ``w``; ``wt`` its transpose, contiguous) and segment:
+    2 × Σ_{scored positive i} w_i (weighted scored negatives below + ½ tied), the scored
+    positives' and the scored negatives' weights."""
+    below = np.zeros((w.shape[0], s.negatives.shape[0] + 1))
+    np.cumsum((s.negatives @ wt).T, axis=1, out=below[:, 1:])
+    contrib = w[:, s.pos_col] * (below[:, s.lo] + below[:, s.hi] - 2.0 * below[:, s.base])
+    doubled = (s.pos_segment @ contrib.T).T
+    scored_pos = (s.positives @ wt).T
+    return doubled, scored_pos, below[:, s.seg_hi] - below[:, s.seg_lo]
 
 
 def _auc(doubled, scored_pos, scored_neg, w_pos, w_neg) -> np.ndarray:
@@ -232,22 +250,24 @@ def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np
     stacked = np.hstack([np.asarray(w, dtype=np.float64) for w in weights])
     rows = stacked.shape[0]
     n_labels = plan.in_space.shape[1]
-    widest = max(len(plan.micro.neg_col), len(plan.micro.pos_col), n_labels, 1)
+    intervals = max(plan.micro.negatives.shape[0], plan.macro.negatives.shape[0])
+    widest = max(intervals, len(plan.micro.pos_col), n_labels, 1)
     step = max(1, _BLOCK_CELLS // widest)
     micro, macro = np.empty(rows), np.empty(rows)
     for first in range(0, rows, step):
         w = stacked[first : first + step]
+        wt = np.ascontiguousarray(w.T)
         w_pos = w @ plan.positives
         docs = np.column_stack([w[:, c * plan.n_docs : (c + 1) * plan.n_docs].sum(1)
                                 for c in range(plan.n_components)])  # fmt: skip
         w_all = docs @ plan.space
-        doubled, scored_pos, scored_neg = _doubled_scored(plan.micro, w, 1)
+        doubled, scored_pos, scored_neg = _doubled_scored(plan.micro, w, wt)
         micro[first : first + len(w)] = _auc(
             doubled[:, 0], scored_pos[:, 0], scored_neg[:, 0], w_pos, w_all - w_pos
         )
-        label_pos = np.asarray((plan.gold.T @ w.T).T)
+        label_pos = (plan.gold.T @ wt).T
         label_neg = docs @ plan.in_space - label_pos
-        doubled, scored_pos, scored_neg = _doubled_scored(plan.macro, w, n_labels)
+        doubled, scored_pos, scored_neg = _doubled_scored(plan.macro, w, wt)
         per_label = _auc(doubled, scored_pos, scored_neg, label_pos, label_neg)
         defined = ~np.isnan(per_label)
         count = defined.sum(1)
