@@ -129,7 +129,8 @@ class _Sorted:
 
 def _sorted(col: np.ndarray, segment: np.ndarray, score: np.ndarray, positive: np.ndarray,
             n_segments: int, width: int) -> _Sorted:  # fmt: skip
-    order = np.lexsort((score, segment))
+    # one segment (micro): the scores alone; the order within a tie group does not matter
+    order = np.argsort(score, kind="stable") if n_segments == 1 else np.lexsort((score, segment))
     col, segment, score, positive = col[order], segment[order], score[order], positive[order]
     n = len(order)
     new_group = np.ones(n, dtype=bool)
@@ -146,11 +147,14 @@ def _sorted(col: np.ndarray, segment: np.ndarray, score: np.ndarray, positive: n
     hi = neg_before[group_end[group[positive]]]
     base = neg_starts[pos_segment]
     cuts = np.unique(np.concatenate([[0], lo, hi, base, neg_starts]))
-    interval = np.searchsorted(cuts, np.arange(int(negative.sum())), side="right") - 1
-    n_pos = len(pos_segment)
+    n_pos, n_neg = len(pos_segment), int(neg_starts[-1])
+    index = np.int32 if width < np.iinfo(np.int32).max else np.int64
     return _Sorted(
+        # row i: the sorted negatives cuts[i] .. cuts[i + 1] - 1, built as CSR directly (the
+        # negatives are in row order already): no (row, column) pairs to sort at 30M pairs
         negatives=sparse.csr_matrix(
-            (np.ones(len(interval)), (interval, col[negative])), shape=(len(cuts), width)
+            (np.ones(n_neg), col[negative].astype(index), np.append(cuts, n_neg).astype(index)),
+            shape=(len(cuts), width),
         ),
         pos_col=col[positive],
         lo=np.searchsorted(cuts, lo),
