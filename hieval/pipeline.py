@@ -808,8 +808,8 @@ def uncertainty(
     so the tables are the same for any shard count), each model's per-item sums and its tidy
     rows (the point estimates, exactly as reported). With ``scores`` (normalised score tables)
     and ``ranking`` (:func:`score_metrics`'s rows), a scored model's ranking and calibration
-    rows get intervals and comparisons too (all but AUC:
-    :mod:`hieval.metrics.ranking_uncertainty`).
+    rows get intervals and comparisons too, ROC-AUC included
+    (:mod:`hieval.metrics.ranking_uncertainty`, :mod:`hieval.metrics.auc_uncertainty`).
     """
     layout, units = zoo_units(
         gold=gold,

@@ -1,6 +1,7 @@
 """Bootstrap replicates of the ranking and calibration rows: weights all 1 reproduce
 ``score_rows``; integer weights are the test set with documents repeated (over the test set's
-label space), recomputed from scratch by the point-estimate functions."""
+label space), recomputed from scratch by the point-estimate functions (AUC included; its own
+oracles are in test_uncertainty_auc.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def frames(seed: int, truncated: bool):
 
 
 @pytest.mark.parametrize("truncated", [False, True])
-def test_all_ones_weights_give_every_row_but_auc(truncated):
+def test_all_ones_weights_give_every_row(truncated):
     gold, scores, ancestors = frames(4, truncated)
     doc_ids = gold["doc_id"].unique().sort()
     units = ranking_units(
@@ -64,7 +65,6 @@ def test_all_ones_weights_give_every_row_but_auc(truncated):
     expected = {
         (r["family"], r["level"], r["average"], r["metric"]): r["value"]
         for r in tidy.iter_rows(named=True)
-        if r["metric"] != "auc"
     }
     assert set(units.keys) == set(expected)
     values = replicate_values([(units, np.ones((1, doc_ids.len())))], units.keys)
@@ -180,13 +180,16 @@ def test_cli_gives_ranking_and_calibration_rows_intervals_and_comparisons(tmp_pa
     metrics = pl.read_parquet(out / "metrics.parquet")
     intervals = pl.read_parquet(out / "intervals.parquet")
     scored = pl.col("family").is_in(["ranking", "calibration"])
-    expected = metrics.filter(scored & (pl.col("metric") != "auc"))
+    expected = metrics.filter(scored)
     got = intervals.filter(scored)
     assert got.height == expected.height > 20
     assert (
         got.select(expected.columns).sort(expected.columns).equals(expected.sort(expected.columns))
     )
-    assert (got["method"] == "percentile").all() and (got["low"] <= got["high"]).all()
+    macro_auc = (pl.col("average") == "macro") & (pl.col("metric") == "auc")
+    method = pl.when(macro_auc).then(pl.lit("centred")).otherwise(pl.lit("percentile"))
+    assert got["method"].to_list() == got.select(method).to_series().to_list()
+    assert (got["low"] <= got["high"]).all()
     comparisons = pl.read_parquet(out / "comparisons.parquet").filter(scored)
     assert comparisons.height == expected.height // 2
     assert comparisons["p_value"].is_not_null().all()

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -358,8 +358,9 @@ def pool(arrays: ScoreArrays, node_of: np.ndarray, n_nodes: int) -> ScoreArrays:
 def level_arrays(
     arrays: ScoreArrays, ancestors: pl.DataFrame, level: str
 ) -> tuple[ScoreArrays, int]:
-    """:func:`pool` to ``level`` of an ``code, level, ancestor`` table; also returns the number
-    of labels without a node at that level (left out there)."""
+    """:func:`pool` to ``level`` of an ``code, level, ancestor`` table, its labels named by the
+    nodes (two models' pooled labels are matched by name when their pairs are pooled); also
+    returns the number of labels without a node at that level (left out there)."""
     at_level = ancestors.filter(pl.col("level") == level).select("code", "ancestor")
     mapped = pl.DataFrame({"code": list(arrays.labels)}, schema={"code": pl.String}).join(
         at_level, on="code", how="left", maintain_order="left"
@@ -367,7 +368,8 @@ def level_arrays(
     nodes = mapped.drop_nulls().unique().sort()
     node_index = {n: i for i, n in enumerate(nodes.to_list())}
     node_of = np.array([node_index.get(a, -1) for a in mapped.to_list()], dtype=np.int64)
-    return pool(arrays, node_of, len(nodes)), int((node_of < 0).sum())
+    pooled = replace(pool(arrays, node_of, len(nodes)), labels=tuple(nodes.to_list()))
+    return pooled, int((node_of < 0).sum())
 
 
 def score_rows(

@@ -17,20 +17,32 @@ model's (the randomization test) is the sum of two weighted tables, as for the c
 What is held fixed: the label space (the test set's gold codes and the model's scored codes).
 A replicate that drops every document holding a code keeps the code in the label space, so
 with integer weights a replicate is the test set with each document repeated that many times
-*over the test set's label space* (tested against exactly that). ROC-AUC (micro and macro)
-needs weighted Mann-Whitney statistics over every (document, code) pair; it has no replicate
-formula yet, so its rows get no interval.
+*over the test set's label space* (tested against exactly that).
+
+ROC-AUC (micro and macro, at the leaves and each level) is no per-document sum: it counts
+(positive, negative) pairs across documents. Its replicates are weighted Mann-Whitney
+statistics over the scores sorted once (:mod:`hieval.metrics.auc_uncertainty`), with the same
+weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_plans`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
+from hieval.metrics.auc_uncertainty import (
+    MACRO,
+    MICRO,
+    AucPairs,
+    AucPlan,
+    auc_pairs,
+    auc_plan,
+    auc_replicates,
+)
 from hieval.metrics.ranking import (
     DEFAULT_KS,
     ECE_BINS,
@@ -49,11 +61,17 @@ class RankingUnits:
     """One model's per-document table of additive quantities (documents × ``names``): per
     level the numerators of the per-document means and their two denominators (``docs``: 1,
     ``gold_docs``: the document has a gold code), and for calibration the squared errors, the
-    pairs and the per-bin score and truth sums. ``keys`` are the rows it can replicate."""
+    pairs and the per-bin score and truth sums. ``keys`` are the rows it can replicate.
+
+    AUC is not additive per document: ``auc`` holds per level the model's scored pairs
+    (:class:`~hieval.metrics.auc_uncertainty.AucPairs`, to pool with another model's) and
+    ``auc_plans`` the same pairs sorted once for the bootstrap."""
 
     columns: np.ndarray
     names: dict[str, int]
     keys: tuple[Key, ...]
+    auc: dict[str, AucPairs] = field(default_factory=dict)
+    auc_plans: dict[str, AucPlan] = field(default_factory=dict)
 
     def column(self, name: str) -> np.ndarray:
         return self.columns[:, self.names[name]]
@@ -132,7 +150,7 @@ def ranking_units(
     bins: int = ECE_BINS,
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
-    rows :func:`hieval.metrics.ranking.score_rows` gives it (but AUC), with its documents
+    rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
     aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order)."""
     arrays = encode(gold, scores)
     own = gold["doc_id"].unique().sort()
@@ -141,6 +159,7 @@ def ranking_units(
     names: dict[str, int] = {}
     columns: list[np.ndarray] = []
     keys: list[Key] = []
+    auc: dict[str, AucPairs] = {}
 
     def add(name: str, values: np.ndarray) -> None:
         names[name] = len(columns)
@@ -150,6 +169,9 @@ def ranking_units(
         (level, level_arrays(arrays, ancestors, level)[0]) for level in levels
     ]
     for level, level_scores in by_level:
+        auc[level] = auc_pairs(level_scores)
+        defined = auc[level].defined()
+        keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
         values = _document_values(level_scores, ks)
         for name, column in values.items():
             add(f"{level}|{name}", column)
@@ -166,7 +188,14 @@ def ranking_units(
         keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
     n_docs = doc_ids.len()
     matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
-    return RankingUnits(matrix, names, tuple(keys))
+    plans = {level: auc_plan([pairs]) for level, pairs in auc.items()}
+    return RankingUnits(matrix, names, tuple(keys), auc, plans)
+
+
+def auc_pair_plans(a: RankingUnits, b: RankingUnits) -> dict[str, AucPlan]:
+    """Per level both models' pairs sorted together once (a then b), for the randomization
+    test's swapped models: :func:`ranking_values` with components ``(a, 1 − s), (b, s)``."""
+    return {level: auc_plan([a.auc[level], b.auc[level]]) for level in a.auc if level in b.auc}
 
 
 def _mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -175,18 +204,35 @@ def _mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 
 def ranking_values(
-    components: list[tuple[RankingUnits, np.ndarray]], keys: Sequence[Key], *, bins: int = ECE_BINS
+    components: list[tuple[RankingUnits, np.ndarray]],
+    keys: Sequence[Key],
+    *,
+    bins: int = ECE_BINS,
+    auc_plans: dict[str, AucPlan] | None = None,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
     per row of the weights (as :func:`hieval.metrics.uncertainty.replicate_values`): one
-    component is a bootstrap replicate, two a swapped pair of models."""
+    component is a bootstrap replicate, two a swapped pair of models. ``auc_plans`` are the
+    components' pairs sorted together (:func:`auc_pair_plans`); without them a single
+    component uses its own and several are sorted together here, per call."""
     names = components[0][0].names
     sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}
     out: dict[Key, np.ndarray] = {}
+    auc: dict[str, dict[str, np.ndarray]] = {}
     for key in keys:
-        family, level, _, metric = key
-        if family == "ranking":
+        family, level, average, metric = key
+        if metric == "auc":
+            if level not in auc:
+                if auc_plans is not None:
+                    plan = auc_plans[level]
+                elif len(components) == 1:
+                    plan = components[0][0].auc_plans[level]
+                else:
+                    plan = auc_plan([u.auc[level] for u, _ in components])
+                auc[level] = auc_replicates(plan, [w for _, w in components])
+            out[key] = auc[level][average]
+        elif family == "ranking":
             out[key] = _mean(col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"])
         elif metric == "brier":
             out[key] = _mean(col["calibration|brier"], col["calibration|pairs"])

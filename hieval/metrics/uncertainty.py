@@ -33,9 +33,11 @@ straightforward computation up to the order of floating-point sums
 (tests/test_uncertainty_speed.py recounts swapped and repeated test sets from scratch); models
 and pairs run on threads, independently of each other.
 
-Ranking and calibration rows (P@K, R@K, R-precision, MAP, Brier, ECE; not yet AUC) come from
-the scores' per-document sums (:mod:`hieval.metrics.ranking_uncertainty`), with the same
-weights and swaps (:func:`block_values`, :func:`ranking_randomization_p`).
+Ranking and calibration rows (P@K, R@K, R-precision, MAP, Brier, ECE) come from the scores'
+per-document sums (:mod:`hieval.metrics.ranking_uncertainty`), ROC-AUC (micro, macro) from
+weighted Mann-Whitney statistics over the scores sorted once
+(:mod:`hieval.metrics.auc_uncertainty`), with the same weights and swaps
+(:func:`block_values`, :func:`ranking_randomization_p`).
 
 What is held fixed: ICM's information content and PROP-F's propensities are computed once from
 the whole gold (they set the metrics' scale, as the node weights of a sharded run are); the
@@ -66,7 +68,7 @@ from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
 from hieval.metrics.prf import PRF, harmonic_f1
-from hieval.metrics.ranking_uncertainty import RankingUnits
+from hieval.metrics.ranking_uncertainty import RankingUnits, auc_pair_plans
 from hieval.metrics.ranking_uncertainty import ranking_values as ranking_replicates
 from hieval.metrics.registry import (
     COUNT_METRICS,
@@ -811,16 +813,19 @@ def ranking_randomization_p(
     settings: Settings,
 ) -> np.ndarray:  # fmt: skip
     """:func:`randomization_p` for ranking and calibration rows (the same swaps): a swapped
-    model takes a document's per-document values from the other model where swapped."""
+    model takes a document's per-document values (for AUC: its scored pairs, over its own
+    model's label space) from the other model where swapped. The two models' pairs are sorted
+    together once for every permutation."""
     ones = np.ones((1, weights_key.size))
+    plans = auc_pair_plans(a, b) if any(k[3] == "auc" for k in keys) else None
     observed_a, observed_b = (ranking_replicates([(u, ones)], keys) for u in (a, b))
     observed = np.array([abs(observed_a[k][0] - observed_b[k][0]) for k in keys])
     slack = _TIE * np.maximum(1.0, observed)
     hits = np.zeros(len(keys), dtype=np.int64)
     for first, count in blocks(settings.permutations, weights_key.size):
         s = swaps(weights_key, seed=settings.seed, first=first, count=count)
-        star_a = ranking_replicates([(a, 1.0 - s), (b, s)], keys)
-        star_b = ranking_replicates([(a, s), (b, 1.0 - s)], keys)
+        star_a = ranking_replicates([(a, 1.0 - s), (b, s)], keys, auc_plans=plans)
+        star_b = ranking_replicates([(a, s), (b, 1.0 - s)], keys, auc_plans=plans)
         delta = np.column_stack([np.abs(star_a[k] - star_b[k]) for k in keys])
         hits += (delta >= observed - slack).sum(0)
     return (1 + hits) / (1 + settings.permutations)
@@ -834,8 +839,9 @@ def _bounds(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarr
 
 def label_set_rows(keys: list[Key], label_set: str) -> np.ndarray:
     """Which rows average over the labels the test set contains: macro P/R/F1 of every count
-    family and, with ``label_set`` ``observed``, the per-label suite metrics and the per-item
-    ones that divide by the label count (EB-HAMM).
+    family, macro ROC-AUC (the mean over the labels with a positive and a negative document in
+    the replicate, whatever ``label_set``) and, with ``label_set`` ``observed``, the per-label
+    suite metrics and the per-item ones that divide by the label count (EB-HAMM).
 
     A bootstrap replicate holds about 63 % of the distinct documents, so it reaches fewer
     labels than the test set (or any fresh test set of its size) does: the rare labels drop
@@ -868,7 +874,8 @@ def label_set_rows(keys: list[Key], label_set: str) -> np.ndarray:
         if key in by_key:
             out.append(label_set == "observed" and counts_labels(by_key[key]))
         else:
-            out.append(key[2] in ("macro", "macro_hm") and key[3] in PRF)
+            macro_auc = key[0] == "ranking" and key[2:] == ("macro", "auc")
+            out.append(macro_auc or (key[2] in ("macro", "macro_hm") and key[3] in PRF))
     return np.array(out, dtype=bool)
 
 
@@ -1035,7 +1042,11 @@ def _pair_rows(
         settings.confidence,
     )
     if settings.permutations:
-        ranked = set(ranking[model_a].keys) if model_a in ranking else set()
+        ranked = (
+            set(ranking[model_a].keys) & set(ranking[model_b].keys)
+            if model_a in ranking and model_b in ranking
+            else set()
+        )
         scored = [i for i, k in enumerate(keys) if k in ranked]
         own = [i for i, k in enumerate(keys) if k not in ranked]
         p = np.empty(len(keys))
