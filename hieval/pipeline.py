@@ -838,6 +838,7 @@ def uncertainty(
                 ks=ks,
                 ancestors=_score_ancestors(gold, scores[model], table, anc, score_frame),
                 levels=layout.levels,
+                model=model,
             )
             rows = paths.read_parquet(ranking[model])
             wanted = set(scored[model].keys)

@@ -241,3 +241,19 @@ def test_macro_auc_gets_the_centred_interval_and_micro_auc_does_not():
     keys = [*AUC_KEYS, ("ranking", "leaf", "mean", "precision@5")]
     for label_set in ("observed", "hierarchy"):
         assert label_set_rows(keys, label_set).tolist() == [False, True, False, True, False]
+
+
+def test_a_level_with_too_many_scored_pairs_gets_no_auc_rows_and_says_so(monkeypatch, caplog):
+    """Above the cap a level's AUC rows are left out of the replicates (their plan would cost
+    gigabytes for a fully scored model), the other rows stay, and the log names the model."""
+    gold, scores = make_case(21, truncated=False, labels=LABELS)
+    leaf_pairs = int((~np.isnan(scores)).sum())
+    level_pairs = dense_level(gold, scores)[1].size
+    assert level_pairs < leaf_pairs
+    monkeypatch.setattr("hieval.metrics.ranking_uncertainty.AUC_MAX_SCORED_PAIRS", level_pairs)
+    with caplog.at_level("WARNING", logger="hieval.metrics.ranking_uncertainty"):
+        model, _ = units(gold, scores)
+    assert not [k for k in model.keys if k[1] == "leaf" and k[3] == "auc"]
+    assert ("ranking", LEVEL, "micro", "auc") in model.keys
+    assert ("ranking", "leaf", "mean", "precision@1") in model.keys
+    assert "model: " in caplog.text and "level leaf" in caplog.text

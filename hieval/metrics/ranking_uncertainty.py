@@ -27,6 +27,7 @@ weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_pl
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.auc_uncertainty import (
+    AUC_MAX_SCORED_PAIRS,
     MACRO,
     MICRO,
     AucPairs,
@@ -52,6 +54,8 @@ from hieval.metrics.ranking import (
     level_arrays,
 )
 from hieval.metrics.registry import LEAF
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str, str]
 
@@ -148,10 +152,14 @@ def ranking_units(
     ancestors: pl.DataFrame | None = None,
     levels: Sequence[str] = (),
     bins: int = ECE_BINS,
+    model: str = "model",
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
     rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
-    aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order)."""
+    aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order).
+
+    ROC-AUC rows are replicated where a level has at most :data:`AUC_MAX_SCORED_PAIRS` scored
+    pairs; above it they get no interval, and the log says so (``model`` names it)."""
     arrays = encode(gold, scores)
     own = gold["doc_id"].unique().sort()
     if not own.equals(doc_ids, check_names=False):
@@ -169,9 +177,21 @@ def ranking_units(
         (level, level_arrays(arrays, ancestors, level)[0]) for level in levels
     ]
     for level, level_scores in by_level:
-        auc[level] = auc_pairs(level_scores)
-        defined = auc[level].defined()
-        keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
+        if len(level_scores.key) <= AUC_MAX_SCORED_PAIRS:
+            auc[level] = auc_pairs(level_scores)
+            defined = auc[level].defined()
+            keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
+        else:
+            log.warning(
+                "%s: %s scored pairs at level %s, above %s: its ROC-AUC rows get no interval "
+                "and no comparison (sorting them for the replicates would take minutes and "
+                "gigabytes); truncate the score file (e.g. each document's top 1,000) to get "
+                "them",
+                model,
+                f"{len(level_scores.key):,}",
+                level,
+                f"{AUC_MAX_SCORED_PAIRS:,}",
+            )
         values = _document_values(level_scores, ks)
         for name, column in values.items():
             add(f"{level}|{name}", column)
