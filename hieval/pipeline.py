@@ -70,7 +70,7 @@ from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
-from hieval.resources import Resources, label_rows
+from hieval.resources import Resources, default_duckdb_limit, label_rows
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
     size = path.stat().st_size if path.is_file() else 0
     factor = 4 if path.suffix.lower() not in (".parquet", ".npz", ".npy") else 12
     need = 64 * 10**6 + factor * size
-    bound = f"engine.memory_limit {limit}" if limit else "the memory DuckDB may use"
+    bound = (
+        f"engine.memory_limit {limit}"
+        if limit
+        else f"the default limit {default_duckdb_limit()} (engine.memory_limit unset)"
+    )
     return (
         f"{name}: DuckDB ran out of memory normalising {path} ({size / 1e6:.1f} MB) under "
         f"{bound}; raise engine.memory_limit, to about {math.ceil(need / 1e6)}MB or more "
