@@ -32,13 +32,11 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
 from hieval.icd10 import ICD10_LEVELS
-from hieval.inputs import LabelOptions
+from hieval.inputs import TUNE, LabelOptions
 from hieval.metrics.uncertainty_settings import Settings
 from hieval.resources import memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
-#: The threshold that is tuned on a validation set (sheet, config and ``--threshold``).
-TUNE = "tune"
 
 #: The model-name rule, for the sheet (``models.schema.yaml`` carries the same pattern; a test
 #: checks that they agree) and for ``hieval evaluate --pred NAME=PATH``: names become file

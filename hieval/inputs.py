@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 #: A scored code is predicted when its score reaches this (unless a threshold or top-k is set).
 DEFAULT_THRESHOLD = 0.5
+#: The threshold that is tuned on a validation set (sheet, config and ``--threshold``).
+TUNE = "tune"
 ROLES = (GOLD, PREDICTIONS)
 UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
 #: None: the code system's default (``place`` for ICD-9 and ICD-10, ``error`` for your own tree).

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -27,7 +28,6 @@ import pyarrow.parquet as pq
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, write_text
-from hieval.config import TUNE
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -46,6 +46,7 @@ from hieval.hierarchy.table import (
 from hieval.inputs import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
+    TUNE,
     InputRecord,
     LabelOptions,
     TunedThresholds,
@@ -55,17 +56,12 @@ from hieval.inputs import (
     write_parquet,
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
-from hieval.metrics.ranking_uncertainty import ranking_units
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
-from hieval.metrics.uncertainty import (
-    Layout,
-    Settings,
-    Units,
-    build_units,
-    node_table,
-    uncertainty_tables,
-)
+from hieval.metrics.uncertainty_settings import Settings
+
+if TYPE_CHECKING:
+    from hieval.metrics.uncertainty import Layout, Units
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
@@ -823,6 +819,11 @@ def uncertainty(
     rows get intervals and comparisons too, ROC-AUC included
     (:mod:`hieval.metrics.ranking_uncertainty`, :mod:`hieval.metrics.auc_uncertainty`).
     """
+    # Imported here, as in zoo_units: the uncertainty modules (scipy, numba) load only in the
+    # job that computes intervals, not in every job that imports this module.
+    from hieval.metrics.ranking_uncertainty import ranking_units
+    from hieval.metrics.uncertainty import uncertainty_tables
+
     layout, units = zoo_units(
         gold=gold,
         predictions=predictions,
@@ -894,6 +895,8 @@ def zoo_units(
     aligned to the gold's documents and the nodes any model reaches: each model's labels are
     encoded and grouped again by the engine driver (the count tables hold sums over
     documents; a bootstrap needs each document apart)."""
+    from hieval.metrics.uncertainty import Layout, build_units, node_table
+
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
