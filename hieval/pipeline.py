@@ -66,7 +66,7 @@ from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
-from hieval.resources import Resources, default_duckdb_limit, label_rows
+from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
 log = logging.getLogger(__name__)
 
@@ -385,15 +385,17 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 
     Normalising a CSV file of S bytes took about 16 MB + 3 S in DuckDB (24 MB for 2.6 MB,
     96 MB for 28 MB, 2 threads); the advice rounds that up to 64 MB + 4 S, more for Parquet,
-    whose compression hides the rows' size.
+    whose compression hides the rows' size, and never below twice the limit that failed (a
+    file that should have fitted did not, so the estimate is not to be trusted for it).
     """
     size = path.stat().st_size if path.is_file() else 0
     factor = 4 if path.suffix.lower() not in (".parquet", ".npz", ".npy") else 12
-    need = 64 * 10**6 + factor * size
+    current = limit or default_duckdb_limit()
+    need = max(64 * 10**6 + factor * size, 2 * parse_bytes(current))
     bound = (
         f"engine.memory_limit {limit}"
         if limit
-        else f"the default limit {default_duckdb_limit()} (engine.memory_limit unset)"
+        else f"the default limit {current} (engine.memory_limit unset)"
     )
     return (
         f"{name}: DuckDB ran out of memory normalising {path} ({size / 1e6:.1f} MB) under "

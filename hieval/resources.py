@@ -8,7 +8,6 @@ jobs' memory model lives here too, because the workflow sizes SLURM requests fro
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 
@@ -26,24 +25,29 @@ _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
 
 
-#: DuckDB's memory in normalisation when ``engine.memory_limit`` is unset. DuckDB's own default
-#: is 80 % of the machine's memory, and it takes it: normalising the 1000x MIMIC-III gold (54M
-#: rows) peaked at 5.0 GB; under 1.5 GB it spilled its sort and took the same 15.5 s
+#: DuckDB's memory in normalisation at most, when ``engine.memory_limit`` is unset. DuckDB's own
+#: default is 80 % of the memory it sees, and it takes it: normalising the 1000x MIMIC-III gold
+#: (54M rows) peaked at 5.0 GB; under 1.5 GB it spilled its sort and took the same 15.5 s
 #: (benchmarks/README.md). So a run's footprint is the count job's, not DuckDB's appetite.
 DEFAULT_DUCKDB_BYTES = 1536 * 2**20
 
 
 def default_duckdb_limit() -> str:
-    """:data:`DEFAULT_DUCKDB_BYTES`, or 80 % of the machine's memory where that is less
-    (DuckDB's own default), in DuckDB's spelling."""
-    try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not a POSIX system: DuckDB's default
-        physical = None
-    limit = (
-        DEFAULT_DUCKDB_BYTES if physical is None else min(DEFAULT_DUCKDB_BYTES, physical * 4 // 5)
-    )
+    """:data:`DEFAULT_DUCKDB_BYTES`, or DuckDB's own default where that is less, in DuckDB's
+    spelling. DuckDB's default is 80 % of the memory this process may use: of the machine, of a
+    container's cgroup limit or of a SLURM job's allocation (``SLURM_MEM_PER_NODE``), so a small
+    job is never given more than it has."""
+    own = _size_bytes(duckdb_default_limit())
+    limit = DEFAULT_DUCKDB_BYTES if own is None else min(DEFAULT_DUCKDB_BYTES, own)
     return f"{limit // 2**20}MiB"
+
+
+def duckdb_default_limit() -> str:
+    """DuckDB's own ``memory_limit`` in this process (e.g. ``18.8 GiB``)."""
+    import duckdb  # where used: the Snakefile imports this module for its memory model
+
+    with duckdb.connect() as con:
+        return str(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
 
 
 def _size_bytes(text: str) -> int | None:

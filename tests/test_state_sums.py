@@ -51,3 +51,22 @@ def test_state_sums_equal_a_plain_loop():
     none = state_sums(np.zeros((docs, 1), dtype=np.uint8), index=(index.indptr, index.indices,
                       index.data), start=start, sections=sections, table=table)  # fmt: skip
     np.testing.assert_allclose(none[0, 0], table[start[:4]].sum(0), rtol=0, atol=1e-12)
+
+
+def test_without_a_writable_cache_the_loop_is_compiled_uncached(monkeypatch):
+    """numba refuses ``cache=True`` where no folder is writable (a read-only install without
+    a home folder): the loop is then compiled per process, not an import error."""
+    from hieval.metrics import state_sums as module
+
+    calls = []
+
+    def njit(**options):
+        calls.append(options)
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available")
+        return lambda function: function
+
+    monkeypatch.setattr(module, "njit", njit)
+    compiled = module._compiled(module._state_sums_py)
+    assert compiled is module._state_sums_py
+    assert calls == [{"cache": True, "nogil": True}, {"nogil": True}]

@@ -21,8 +21,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def _state_sums(
+def _state_sums_py(
     swapped: np.ndarray,
     indptr: np.ndarray,
     docs: np.ndarray,
@@ -47,6 +46,20 @@ def _state_sums(
                 row = state[r]
                 for c in range(width):
                     out[part, r, c] += table[row, c]
+
+
+def _compiled(function):
+    """``function`` compiled without the GIL, its machine code cached on disk where numba
+    finds a writable folder (beside this module, else the user's cache); where none is (a
+    read-only install without a home folder) numba refuses ``cache=True`` at decoration, and
+    the loop is compiled in each process instead (about 0.6 s, once)."""
+    try:
+        return njit(cache=True, nogil=True)(function)
+    except RuntimeError:
+        return njit(nogil=True)(function)
+
+
+_state_sums = _compiled(_state_sums_py)
 
 
 def state_sums(

@@ -510,9 +510,9 @@ def _node_values(tp, fp, fn, items) -> dict[str, np.ndarray]:
 #: A node that several documents move, with at most this many reachable (ΔTP, ΔFP) states, is
 #: evaluated once per state and looked up per permutation; busier nodes are evaluated directly.
 _MAX_STATES = 64
-#: The dtype of the integer-valued products of the randomization test (states, ΔTP, ΔFP per
-#: permutation): their values are integers below 2**24, so float32 holds them exactly and the
-#: products read half the memory of float64's.
+#: The dtype of the integer-valued products of the randomization test (the busiest nodes' ΔTP
+#: and ΔFP per permutation): their values are integers below 2**24, so float32 holds them
+#: exactly and the products read half the memory of float64's.
 _EXACT = np.float32
 
 
@@ -660,10 +660,15 @@ def pair_plan(a: Units, b: Units, layout: Layout) -> PairPlan | None:
             base_a, base_b, single, names, tuple(c[busy] for c in counts),
             sparse.hstack([dtp[:, busy], dfp[:, busy]]).T.tocsr().astype(_EXACT),
         )  # fmt: skip
+    index, start, table = sparse.vstack(indices).tocsr(), np.concatenate(starts), np.vstack(tables)
+    # The compiled lookup reads table rows unchecked: every state a swap can reach must be one.
+    lowest = start + np.asarray(index.minimum(0).sum(1)).ravel()
+    highest = start + np.asarray(index.maximum(0).sum(1)).ravel()
+    if len(start) and (lowest.min() < 0 or highest.max() >= table.shape[0]):
+        raise AssertionError("randomization test: a reachable state lies outside its table")
     return PairPlan(
         a.columns.sum(0), b.columns.sum(0), b.columns - a.columns, a.names, items, parts,
-        sparse.vstack(indices).tocsr(), np.concatenate(starts), np.vstack(tables),
-        np.array(sections), a, b,
+        index, start, table, np.array(sections), a, b,
     )  # fmt: skip
 
 
@@ -677,7 +682,7 @@ def _looked_up(plan: PairPlan, s: np.ndarray) -> np.ndarray:
 
     index = plan.index
     return state_sums(
-        s.T.astype(np.uint8),
+        np.ascontiguousarray(s.T, dtype=np.uint8),
         index=(index.indptr, index.indices, index.data),
         start=plan.start,
         sections=plan.sections,
