@@ -250,7 +250,7 @@ def uncertainty_markdown(
         return []
     key = ("family", "level", "average", "metric")
     rows = {(r["model"], *(r[k] for k in key)): r for r in intervals.iter_rows(named=True)}
-    replicates = intervals["replicates"][0]
+    replicates = intervals["replicates"].max()  # a row undefined in some replicates has fewer
     lines = [
         "",
         "## How sure are we",

@@ -257,3 +257,31 @@ def test_a_level_with_too_many_scored_pairs_gets_no_auc_rows_and_says_so(monkeyp
     assert ("ranking", LEVEL, "micro", "auc") in model.keys
     assert ("ranking", "leaf", "mean", "precision@1") in model.keys
     assert "model: " in caplog.text and "level leaf" in caplog.text
+
+
+def test_undefined_replicates_are_left_out_of_the_interval_and_counted():
+    """A row undefined in some replicates (NaN: an AUC replicate without a positive pair) gets
+    the bounds of the defined ones and their number; undefined in all, null bounds."""
+    from hieval.metrics.uncertainty import Settings, interval_rows
+
+    tidy = pl.DataFrame(
+        {
+            "model": ["m"] * 3,
+            "family": ["ranking"] * 3,
+            "level": ["leaf"] * 3,
+            "average": ["micro", "mean", "micro"],
+            "metric": ["auc", "precision@1", "brier"],
+            "value": [0.7, 0.5, 0.1],
+        }
+    )
+    rng = np.random.default_rng(3)
+    replicates = rng.uniform(0, 1, size=(200, 3))
+    replicates[:50, 0] = np.nan
+    replicates[:, 2] = np.nan
+    rows = interval_rows(tidy, replicates, Settings(bootstrap=200), label_set="observed")
+    defined = replicates[50:, 0]
+    assert rows["replicates"].to_list() == [150, 200, 0]
+    assert rows["low"][0] == pytest.approx(np.quantile(defined, 0.025))
+    assert rows["high"][0] == pytest.approx(np.quantile(defined, 0.975))
+    assert rows["low"][2] is None and rows["high"][2] is None
+    assert rows["low"].null_count() == 1

@@ -53,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -837,9 +838,21 @@ def ranking_randomization_p(
 
 
 def _bounds(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile bounds per column over its defined replicates (NaN: none is)."""
     tail = (1 - confidence) / 2
-    low, high = np.quantile(values, [tail, 1 - tail], axis=0)
+    if not np.isnan(values).any():
+        low, high = np.quantile(values, [tail, 1 - tail], axis=0)
+        return low, high
+    with warnings.catch_warnings():  # an all-NaN column is NaN, and becomes null in the table
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanquantile(values, [tail, 1 - tail], axis=0)
     return low, high
+
+
+def _median(values: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(values, axis=0)
 
 
 def label_set_rows(keys: list[Key], label_set: str) -> np.ndarray:
@@ -888,9 +901,12 @@ def interval_bounds(
     replicates: np.ndarray, value: np.ndarray, centred: np.ndarray, confidence: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds per column of ``replicates``, moved by median − ``value`` where
-    ``centred`` (:func:`label_set_rows`), so that they surround the point estimate."""
+    ``centred`` (:func:`label_set_rows`), so that they surround the point estimate.
+
+    A replicate in which a row is undefined is NaN (ROC-AUC of a replicate without a positive
+    or without a negative pair): the bounds are those of the defined replicates, NaN if none."""
     low, high = _bounds(replicates, confidence)
-    shift = np.where(centred, np.median(replicates, axis=0) - value, 0.0)
+    shift = np.where(centred, _median(replicates) - value, 0.0)
     return low - shift, high - shift
 
 
@@ -899,16 +915,20 @@ def interval_rows(
 ) -> pl.DataFrame:
     """``intervals.parquet`` rows of one model: its tidy rows with percentile bounds, centred
     on the estimate (and kept in [0, 1]) for :func:`label_set_rows` (``method``). The
-    comparisons' intervals of differences of those rows are centred the same way."""
+    comparisons' intervals of differences of those rows are centred the same way.
+
+    ``replicates`` is the number of replicates in which the row is defined (the bootstrap's,
+    but where a row can be undefined in a replicate: :func:`interval_bounds`); with none, the
+    bounds are null."""
     centred = label_set_rows(_keys_of(tidy), label_set)
     low, high = interval_bounds(replicates, tidy["value"].to_numpy(), centred, settings.confidence)
     # Every centred row is a mean of values in [0, 1]; the move must not leave that range.
     low = np.where(centred, np.clip(low, 0.0, 1.0), low)
     high = np.where(centred, np.clip(high, 0.0, 1.0), high)
     return tidy.with_columns(
-        pl.Series("low", low, dtype=pl.Float64),
-        pl.Series("high", high, dtype=pl.Float64),
-        pl.lit(settings.bootstrap, dtype=pl.Int64).alias("replicates"),
+        pl.Series("low", low, dtype=pl.Float64).fill_nan(None),
+        pl.Series("high", high, dtype=pl.Float64).fill_nan(None),
+        pl.Series("replicates", (~np.isnan(replicates)).sum(0), dtype=pl.Int64),
         pl.Series("method", np.where(centred, CENTRED, PERCENTILE), dtype=pl.String),
     ).select(INTERVAL_COLUMNS)
 
@@ -1072,8 +1092,8 @@ def _pair_rows(
         pl.lit(model_b).alias("model_b"),
         pl.all(),
         pl.Series("difference", value_a - value_b, dtype=pl.Float64),
-        pl.Series("low", low, dtype=pl.Float64),
-        pl.Series("high", high, dtype=pl.Float64),
+        pl.Series("low", low, dtype=pl.Float64).fill_nan(None),
+        pl.Series("high", high, dtype=pl.Float64).fill_nan(None),
         pl.Series("p_value", p, dtype=pl.Float64).fill_nan(None),
         pl.Series("p_adjusted", p, dtype=pl.Float64).fill_nan(None),
         pl.lit(settings.permutations, dtype=pl.Int64).alias("permutations"),
