@@ -48,13 +48,22 @@ def copy_run(finished: Path, workdir: Path) -> Path:
     return workdir
 
 
-def small_demo_config(workdir: Path, documents: int = 300) -> None:
-    """The shipped config/ in ``workdir``, with a smaller demo (the default target runs it)."""
+def small_demo_config(
+    workdir: Path, documents: int = 300, models: tuple[str, ...] | None = None
+) -> None:
+    """The shipped config/ in ``workdir``, with a smaller demo (the default target runs it);
+    ``models`` keeps only those rows of the model sheet."""
     shutil.copytree(REPO / "config", workdir / "config")
     config = workdir / "config" / "config.yaml"
     text = config.read_text()
     assert "documents: 2000" in text
     config.write_text(text.replace("documents: 2000", f"documents: {documents}"))
+    if models is not None:
+        sheet = workdir / "config" / "models.tsv"
+        header, *rows = sheet.read_text().splitlines(keepends=True)
+        kept = [row for row in rows if row.split("\t", 1)[0] in models]
+        assert len(kept) == len(models), f"{models} are not all demo models"
+        sheet.write_text(header + "".join(kept))
 
 
 def parse_time_refusal(workdir: Path, config: Path) -> str:
