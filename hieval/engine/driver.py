@@ -23,6 +23,7 @@ import polars as pl
 
 from hieval import paths
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
+from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import Groups, Slice, parallel_map, slices
 from hieval.engine.icm import (
     IcmParams,
@@ -126,7 +127,12 @@ def encode_labels(
 def labels_weights(
     labels: Labels, *, levels: tuple[str, ...], params: IcmParams, threads: int | None = None
 ) -> pl.DataFrame:
-    """ICM node weights from the gold of encoded labels (the gold-only pass)."""
+    """ICM node weights from the gold of encoded labels (the gold-only pass): counted as runs
+    of sorted keys on a tree of levels (:mod:`hieval.engine.frequencies`), group by group
+    otherwise."""
+    found = gold_frequencies(labels)
+    if found is not None:
+        return weights_table(labels, found, levels=levels, params=params)
     gold = gold_only(labels)
     freq = np.zeros(labels.space.tree_nodes.len(), dtype=np.int64)
     exact = np.zeros(labels.space.codes.len(), dtype=np.int64)

@@ -1,0 +1,57 @@
+"""ICM's gold pass over encoded labels as runs of sorted keys: per tree node, the gold
+documents with the node in A(G); per code, the gold documents holding the code itself.
+
+Why: the general path (:func:`hieval.engine.icm.slice_frequencies`) builds every level's
+(document, node) groups of the gold, then counts them, and was an eighth of a 100× evaluation
+(0.93 s for 5.4M gold labels). The counts need no groups: on a tree of levels whose nodes hold
+contiguous runs of codes, a document's labels, sorted by code, meet each node of a level in one
+run, so a (document, node) pair is a key where the document or the level's node changes, and
+one ``bincount`` of those keys' nodes counts them (0.19 s). Graphs whose levels are not runs of
+codes keep the general path (tests/test_gold_frequencies.py checks both against each other
+and against a plain-Python count).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hieval.engine.keys import _LOW, DOC_SHIFT, Labels
+
+#: Keys read at a time (cut between documents): a few full-size temporaries of this length.
+CHUNK_KEYS = 1 << 21
+
+
+def _run_starts(doc_starts: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """Where a (document, node) run starts: a new document or a new node; no node (-1) is
+    never a start."""
+    starts = doc_starts.copy()
+    starts[1:] |= node[1:] != node[:-1]
+    starts &= node >= 0
+    return starts
+
+
+def gold_frequencies(labels: Labels) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(per tree node, per code)`` gold document counts, as
+    :func:`hieval.engine.icm.slice_frequencies` summed over every slice; None where runs do
+    not apply (no level slots, or a level whose nodes' codes are not contiguous)."""
+    space = labels.space
+    if space.tree_slots is None or not all(space.contiguous[lv] for lv in space.tree_slots):
+        return None
+    per_level = {lv: np.zeros(space.nodes[lv].len(), dtype=np.int64) for lv in space.tree_slots}
+    exact = np.zeros(space.codes.len(), dtype=np.int64)
+    for _, _, keys in labels.chunks(CHUNK_KEYS):
+        keys = keys[(keys & 1) == 0]  # the gold: ICM's weights never depend on a model
+        if keys.size == 0:
+            continue
+        doc, code = keys >> DOC_SHIFT, (keys & _LOW) >> 1
+        doc_starts = np.empty(keys.size, dtype=bool)
+        doc_starts[0] = True
+        np.not_equal(doc[1:], doc[:-1], out=doc_starts[1:])
+        exact += np.bincount(code[_run_starts(doc_starts, code)], minlength=exact.size)
+        for level, counts in per_level.items():
+            node = space.node_of[level][code]
+            counts += np.bincount(node[_run_starts(doc_starts, node)], minlength=counts.size)
+    freq = np.zeros(space.tree_nodes.len(), dtype=np.int64)
+    for level, (canonical, tree_id) in space.tree_slots.items():
+        np.add.at(freq, tree_id[canonical], per_level[level][canonical])
+    return freq, exact

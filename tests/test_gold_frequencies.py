@@ -1,0 +1,97 @@
+"""ICM's gold pass as runs of sorted keys (hieval.engine.frequencies), against a plain-Python
+count of the gold documents under every node and against the general group-by path, on ICD-9
+codes of every depth, codes outside the hierarchy, repeated and empty documents and predicted
+labels (which must not count); and graphs whose levels are not contiguous runs of codes, which
+take the general path."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hieval.engine import driver
+from hieval.engine.frequencies import gold_frequencies
+from hieval.engine.groups import slices
+from hieval.engine.icm import IcmParams, gold_only, slice_frequencies
+from hieval.engine.keys import CodeSpace, encode
+from tests.test_counts_reference import to_frame
+from tests.test_engine import IRREGULAR, LEVELS, anc_frame, random_labels
+
+
+def icd9_labels(icd9, icd9_ancestors, seed: int):
+    by_depth = icd9.frame.group_by("depth").agg(pl.col("code").head(120))
+    codes = [c for row in by_depth["code"].to_list() for c in row] + ["ZZ1", "ZZ2"]
+    gold, pred = random_labels(codes, 300, seed=seed)
+    gold["empty"] = []
+    gold["repeats"] = ["401.9", "401.9", "401.1"]  # one document, two codes under 401
+    space = CodeSpace.build(icd9_ancestors, icd9.levels)
+    return gold, encode(to_frame(gold), to_frame(pred), space)
+
+
+def plain_count(gold: dict[str, list[str]], ancestors: pl.DataFrame):
+    """Per node, the documents whose gold reaches it (A(G): each code's own row and its
+    ancestors'); per code, the documents holding it."""
+    above: dict[str, set[str]] = {}
+    for code, node in ancestors.select("code", "ancestor").iter_rows():
+        above.setdefault(code, set()).add(node)
+    nodes, codes = Counter(), Counter()
+    for labels in gold.values():
+        reached = set().union(*(above.get(code, set()) for code in labels))
+        nodes.update(reached)
+        codes.update(set(labels))
+    return nodes, codes
+
+
+def group_path(labels):
+    freq = np.zeros(labels.space.tree_nodes.len(), dtype=np.int64)
+    exact = np.zeros(labels.space.codes.len(), dtype=np.int64)
+    for node_f, code_f in map(slice_frequencies, slices(gold_only(labels))):
+        freq += node_f
+        exact += code_f
+    return freq, exact
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_count_equals_a_plain_count_and_the_group_path(icd9, icd9_ancestors, seed):
+    gold, labels = icd9_labels(icd9, icd9_ancestors, seed)
+    freq, exact = gold_frequencies(labels)
+    want_nodes, want_codes = plain_count(gold, icd9_ancestors)
+    got_nodes = dict(zip(labels.space.tree_nodes.to_list(), freq.tolist(), strict=True))
+    assert {n: c for n, c in got_nodes.items() if c} == dict(want_nodes)
+    got_codes = dict(zip(labels.space.codes.to_list(), exact.tolist(), strict=True))
+    assert {c: n for c, n in got_codes.items() if n} == dict(want_codes)
+    assert max(want_nodes.values()) > 100  # nodes shared by many documents were counted
+    general = group_path(labels)
+    assert np.array_equal(freq, general[0]) and np.array_equal(exact, general[1])
+
+
+def test_weights_through_runs_equal_the_weights_through_groups(icd9, icd9_ancestors, monkeypatch):
+    _, labels = icd9_labels(icd9, icd9_ancestors, seed=7)
+    levels, params = icd9.levels, IcmParams()
+    taken = []
+
+    def spy(found_labels):
+        taken.append(gold_frequencies(found_labels))
+        return taken[-1]
+
+    monkeypatch.setattr(driver, "gold_frequencies", spy)
+    runs = driver.labels_weights(labels, levels=levels, params=params)
+    assert taken and taken[0] is not None
+    monkeypatch.setattr(driver, "gold_frequencies", lambda _: None)
+    groups = driver.labels_weights(labels, levels=levels, params=params)
+    assert runs.equals(groups)
+    assert runs["ic"].n_unique() > 10  # the comparison is not vacuous
+
+
+def test_levels_that_are_not_runs_of_codes_take_the_general_path():
+    space = CodeSpace.build(anc_frame(IRREGULAR), LEVELS)
+    gold, pred = random_labels(sorted(IRREGULAR), 40, seed=2)
+    labels = encode(to_frame(gold), to_frame(pred), space)
+    assert space.tree_slots is not None and not space.contiguous["e0"]
+    assert gold_frequencies(labels) is None  # refused, not miscounted
+    regular = dataclasses.replace(labels, space=dataclasses.replace(space, tree_slots=None))
+    assert gold_frequencies(regular) is None
