@@ -132,8 +132,8 @@ def test_cli_uses_the_cache(tmp_path):
 
 def test_cli_import_leaves_heavy_modules_for_later():
     """`import hieval.cli` (every workflow job and every CLI run pays it) does not load
-    matplotlib, scipy or numba: only the jobs that draw a figure, compute intervals or count a
-    large job's gold do."""
+    matplotlib, scipy or numba: only the jobs that draw a figure or compute intervals and
+    randomization tests do."""
     code = (
         "import sys, hieval.cli, hieval.pipeline, hieval.engine.driver; "
         "print(sorted(m for m in ('matplotlib', 'scipy', 'numba') if m in sys.modules))"
