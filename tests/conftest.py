@@ -33,14 +33,28 @@ def icd9_ancestors(icd9) -> pl.DataFrame:
     return icd9.ancestors()
 
 
-#: Test modules that run whole workflows, slowest first: started first, so that under
-#: pytest-xdist (pyproject's addopts: ``--dist loadfile``, one module per worker at a time)
-#: the two workers finish together instead of one waiting on a long module started last.
+#: The slowest test modules, slowest first (their summed durations, 2026-11-23: 134, 85, 39,
+#: 32, 24, 18, 17, 16, 15, 14, 13, 13, 11, 10 s; every other module under 8 s): started first,
+#: so that under pytest-xdist (pyproject's addopts: ``--dist loadfile``, one module per worker
+#: at a time) the two workers finish together instead of one waiting on a long module started
+#: last. The real-SLURM test, mostly waiting on its queue, runs on one worker while the other
+#: takes the workflow tests. pyproject also passes ``--no-loadscope-reorder``: by default xdist
+#: queues modules by their number of tests, which put the two-test SLURM module last.
 SLOW_MODULES = (
     "test_slurm_cluster",
-    "test_uncertainty_workflow",
     "test_workflow",
     "test_code_systems",
+    "test_uncertainty_workflow",
+    "test_bad_inputs_readers",
+    "test_scores_end_to_end",
+    "test_outputs",
+    "test_bad_config",
+    "test_icd10_hierarchy",
+    "test_normalize_onepass",
+    "test_uncertainty_scored_workflow",
+    "test_properties",
+    "test_paper_table2",
+    "test_icd10_evaluate",
 )
 
 
