@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hieval.config import load_workflow_config
@@ -16,6 +19,35 @@ from hieval.errors import HievalError
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SCHEMAS = REPO / "workflow" / "schemas"
+#: Set by .ci/run: SLURM tests fail instead of skipping when SLURM or its plugin is missing.
+REQUIRE_SLURM = os.environ.get("HIEVAL_REQUIRE_SLURM") == "1"
+
+
+def slurm_plugin_env() -> dict[str, str]:
+    """The environment in which Snakemake finds the SLURM executor plugin, for the tests that
+    run the SLURM profile; skips (fails under ``HIEVAL_REQUIRE_SLURM=1``) without the plugin.
+
+    The plugin is not in the test extra: Snakemake imports every installed executor plugin at
+    each start, so it would slow every other workflow test. It comes from the folder named by
+    ``HIEVAL_SLURM_PLUGIN_PATH`` (``pip install --no-deps --target``: .ci/run fills one), put on
+    ``PYTHONPATH`` here and so for the batch jobs too, or from the environment
+    (``pip install -e ".[slurm]"``).
+    """
+    env = dict(os.environ)
+    folder = os.environ.get("HIEVAL_SLURM_PLUGIN_PATH")
+    if folder:
+        if not (Path(folder) / "snakemake_executor_plugin_slurm").is_dir():
+            pytest.fail(f"HIEVAL_SLURM_PLUGIN_PATH={folder} holds no SLURM executor plugin")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (folder, env.get("PYTHONPATH"))))
+    elif importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        reason = (
+            "the SLURM executor plugin is not installed: pip install -e '.[slurm]', or set "
+            "HIEVAL_SLURM_PLUGIN_PATH to a folder holding it"
+        )
+        if REQUIRE_SLURM:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return env
 
 
 def snakemake(workdir: Path, *args: str, quiet: bool = True) -> subprocess.CompletedProcess:

@@ -2,24 +2,31 @@
 database): the README's command runs the demo as batch jobs, every job asks for memory and wall
 time, and the report equals a local run byte for byte.
 
-Needs root and the Debian packages slurmctld, slurmd, slurm-client and munge (.ci/run installs
-them); skipped, saying why, where SLURM cannot be started. With HIEVAL_REQUIRE_SLURM=1 (set by
-.ci/run) it fails instead.
+Needs root, the Debian packages slurmctld, slurmd, slurm-client and munge, and the SLURM
+executor plugin (``HIEVAL_SLURM_PLUGIN_PATH`` or the ``slurm`` extra; see
+``helpers.slurm_plugin_env``); .ci/run provides all three. Skipped, saying why, where SLURM cannot
+be started. With HIEVAL_REQUIRE_SLURM=1 (set by .ci/run) it fails instead.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import time
+import tomllib
 
 import pytest
-from helpers import REPO, SNAKEMAKE, small_demo_config, snakemake
+from helpers import (
+    REPO,
+    REQUIRE_SLURM,
+    SNAKEMAKE,
+    slurm_plugin_env,
+    small_demo_config,
+    snakemake,
+)
 
 CLUSTER = REPO / "tests/slurm/cluster.sh"
-REQUIRED = os.environ.get("HIEVAL_REQUIRE_SLURM") == "1"
 OUTPUTS = (
     "results/report/metrics.parquet",
     "results/report/metrics.csv",
@@ -33,6 +40,7 @@ OUTPUTS = (
 @pytest.fixture(scope="module")
 def slurm_conf(tmp_path_factory):
     """A running cluster's slurm.conf; the daemons are stopped, by PID, afterwards."""
+    slurm_plugin_env()  # skips (or fails) before starting daemons the tests could not use
     state = tmp_path_factory.mktemp("slurm")
     started = subprocess.run(
         ["bash", str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=180
@@ -40,7 +48,7 @@ def slurm_conf(tmp_path_factory):
     try:
         if started.returncode != 0:
             reason = f"SLURM cannot be started here: {started.stderr.strip()}"
-            if REQUIRED or started.returncode != 2:  # 2: not installed, not root, taken
+            if REQUIRE_SLURM or started.returncode != 2:  # 2: not installed, not root, taken
                 pytest.fail(reason)
             pytest.skip(reason)
         yield state / "slurm.conf"
@@ -70,7 +78,7 @@ def run_on_cluster(work, slurm_conf, *args, timeout):
         capture_output=True,
         text=True,
         cwd=work,
-        env={**os.environ, "SLURM_CONF": str(slurm_conf)},
+        env={**slurm_plugin_env(), "SLURM_CONF": str(slurm_conf)},
         timeout=timeout,  # a hang fails in minutes; the fixture cancels what was submitted
     )
 
@@ -122,3 +130,13 @@ def test_demo_on_slurm_equals_local_run(slurm_conf, tmp_path):
 
     for output in OUTPUTS:
         assert (cluster / output).read_bytes() == (local / output).read_bytes(), output
+
+
+def test_ci_installs_the_plugin_with_the_slurm_extras_pins():
+    """.ci/run installs the plugin in a folder of its own, with the `slurm` extra's pins; the
+    test extra leaves it out (else every Snakemake start in the suite would import it)."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = extras["optional-dependencies"]
+    ci = (REPO / ".ci/run").read_text()
+    assert extras["slurm"] and all(pin in ci for pin in extras["slurm"]), extras["slurm"]
+    assert not [pin for pin in extras["test"] if "slurm" in pin]

@@ -15,6 +15,7 @@ from helpers import (
     SNAKEMAKE,
     copy_run,
     parse_time_refusal,
+    slurm_plugin_env,
     small_demo_config,
     snakemake,
 )
@@ -312,6 +313,7 @@ def test_slurm_profile_dry_run(tmp_path):
     """The SLURM profile, with a site profile layered on it, plans every job with the plugin
     installed (no cluster needed): the site's partition and account reach every job, and no
     job loses the memory and wall time its rule declares."""
+    env = slurm_plugin_env()
     shutil.copytree(REPO / "config", tmp_path / "config")
     result = subprocess.run(
         [
@@ -331,6 +333,7 @@ def test_slurm_profile_dry_run(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=env,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
