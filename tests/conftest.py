@@ -3,9 +3,14 @@ order in which test modules start."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+from pathlib import Path
+
 import polars as pl
 import pytest
 
+from hieval.hierarchy.icd10 import cached_icd10_table
 from hieval.hierarchy.sources import load_source
 from hieval.hierarchy.table import LevelTable
 
@@ -31,6 +36,24 @@ def icd9_leaves(_package_source) -> list[str]:
 def icd9_ancestors(icd9) -> pl.DataFrame:
     """The long ``code, level, ancestor`` table of the package hierarchy."""
     return icd9.ancestors()
+
+
+@pytest.fixture(scope="session")
+def icd10_built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A cache folder holding the built ICD-10 tree (:func:`cached_icd10_table`), built once
+    per test run (about 6 s of CPU) and shared by the pytest-xdist workers, which take turns
+    through a lock: the first builds it, the others read it back (which checks it). Tests copy
+    it where the CLI (``--cache C``: ``C/hierarchy/icd10``) or the workflow
+    (``resources/hierarchy/icd10``) looks for it, so none writes into another's cache. Building
+    through the CLI is tested in tests/test_icd10_evaluate.py, the builder itself in
+    tests/test_icd10_hierarchy.py."""
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # every worker's base folder sits in the run's own
+        shared = shared.parent
+    with open(shared / "icd10-cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached_icd10_table(shared / "icd10-cache")
+    return shared / "icd10-cache"
 
 
 #: The slowest test modules, slowest first (their summed durations, 2026-11-23: 134, 85, 39,
@@ -66,3 +89,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SLOW_MODULES.index(name) if name in SLOW_MODULES else len(SLOW_MODULES)
 
     items.sort(key=rank)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker more than the CPUs this process may use.
+
+    The real-SLURM test spends about two minutes of its worker's time waiting on the queue and
+    the plugin's status checks, and the workflow tests wait on Snakemake's job processes; with
+    one worker per CPU, a CPU idles through those waits. (``--maxprocesses`` still caps it.)
+    """
+    return len(os.sched_getaffinity(0)) + 1
