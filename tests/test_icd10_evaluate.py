@@ -12,6 +12,7 @@ ancestor at a level is its prefix of 1 (chapter) .. 7 (sub7) characters.
 from __future__ import annotations
 
 import random
+import shutil
 import warnings
 from collections import Counter
 from importlib import resources
@@ -28,9 +29,12 @@ BY_LENGTH = {3: "category", 4: "sub4", 5: "sub5", 6: "sub6", 7: "sub7"}
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    """One ICD-10 cache for the module: the tree is built once, as on a user's machine."""
-    return tmp_path_factory.mktemp("icd10-cache")
+def cache(tmp_path_factory, icd10_built) -> Path:
+    """The CLI's --cache, holding the ICD-10 tree built once for the test run (conftest), as
+    the first run on a user's machine leaves it."""
+    cache = tmp_path_factory.mktemp("icd10-cache")
+    shutil.copytree(icd10_built, cache / "hierarchy" / "icd10")
+    return cache
 
 
 def _cm():
