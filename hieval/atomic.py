@@ -16,10 +16,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from hieval.errors import HievalError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _umask() -> int:
@@ -62,8 +64,18 @@ def write_text(target: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-#: What a write can fail with: the OS's errors, and DuckDB's when it writes a file itself.
-WRITE_ERRORS = (OSError, duckdb.IOException)
+def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
+    """Write a Parquet file atomically (temp path, then rename)."""
+    with atomic_path(path) as tmp:
+        frame.write_parquet(tmp)
+
+
+def _write_errors() -> tuple[type[Exception], ...]:
+    """What a write can fail with: the OS's errors, and DuckDB's when it writes a file itself
+    (imported only once a write failed: most processes that write a file never load DuckDB)."""
+    import duckdb
+
+    return (OSError, duckdb.IOException)
 
 
 def _reason(exc: Exception) -> str:
@@ -115,7 +127,7 @@ def staged_folder(target: str | os.PathLike, *, replaceable: frozenset[str]) -> 
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
             os.replace(target, old / "previous")
         os.replace(staging, target)
-    except WRITE_ERRORS as exc:
+    except _write_errors() as exc:
         if old is not None and not target.exists():  # put the previous outputs back
             with contextlib.suppress(OSError):
                 os.replace(old / "previous", target)

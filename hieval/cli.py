@@ -35,7 +35,7 @@ from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import HievalError
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
-from hieval.inputs import (
+from hieval.label_options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,

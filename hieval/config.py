@@ -32,7 +32,7 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
 from hieval.icd10 import ICD10_LEVELS
-from hieval.inputs import TUNE, LabelOptions
+from hieval.label_options import TUNE, LabelOptions
 from hieval.metrics.uncertainty_settings import Settings
 from hieval.resources import memory_limit_problem
 

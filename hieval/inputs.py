@@ -34,64 +34,21 @@ from hieval.errors import CodeError, ConfigError, InputError, preview
 from hieval.formats import GOLD, PREDICTIONS, Extras, locate, mimic4, open_source, read_error
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
+from hieval.label_options import (
+    CODE_FORMATS,
+    DEFAULT_THRESHOLD,
+    DEFAULT_UNKNOWN_CODES,
+    DEFAULT_UNKNOWN_DOCS,
+    UNKNOWN_CODE_POLICIES,
+    LabelOptions,
+    TunedThresholds,
+    check_threshold,
+)
 from hieval.paths import duckdb_path
 
 log = logging.getLogger(__name__)
 
-#: A scored code is predicted when its score reaches this (unless a threshold or top-k is set).
-DEFAULT_THRESHOLD = 0.5
-#: The threshold that is tuned on a validation set (sheet, config and ``--threshold``).
-TUNE = "tune"
 ROLES = (GOLD, PREDICTIONS)
-UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
-#: None: the code system's default (``place`` for ICD-9 and ICD-10, ``error`` for your own tree).
-DEFAULT_UNKNOWN_CODES = None
-UNKNOWN_DOC_POLICIES = ("error", "drop")
-DEFAULT_UNKNOWN_DOCS = "error"
-CODE_FORMATS = ("auto", "dotted", "undotted")
-
-
-@dataclass
-class LabelOptions:
-    """How to read one label file; the defaults suit a dotted long-format file."""
-
-    code_type: str | None = None
-    code_format: str = "auto"
-    threshold: float | None = None
-    top_k: int | None = None
-    format: str = "auto"
-    code_list: str | None = None
-    doc_list: str | None = None
-
-    def __post_init__(self) -> None:
-        # ``score < NaN`` is never true, yet NaN is no threshold: refused here, whatever the
-        # caller (sheet, config, command line or library) let through.
-        check_threshold(self.threshold, "threshold")
-        if self.top_k is not None and (
-            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
-        ):
-            raise InputError(f"top_k must be a whole number of at least 1, not {self.top_k!r}")
-
-
-@dataclass(frozen=True)
-class TunedThresholds:
-    """Thresholds tuned on a validation set (:mod:`hieval.metrics.tuning`): a global one and
-    per-code ones (code -> threshold), with where they come from (for the input record).
-
-    Any finite number: tuned on the model's own scores, which need not lie in [0, 1].
-    """
-
-    threshold: float
-    per_code: dict[str, float] = field(default_factory=dict)
-    source: dict = field(default_factory=dict)
-
-
-def check_threshold(value: float | None, what: str) -> None:
-    """Refuse a score threshold that is not a finite number in [0, 1] (None: no threshold)."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InputError(f"{what} must be a finite number in [0, 1], not {value!r}")
 
 
 @dataclass
@@ -874,9 +831,3 @@ def _apply_unknown_docs(
 def _sql_path(path: Path) -> str:
     """A path as a SQL string literal (COPY takes no parameters)."""
     return str(path).replace("'", "''")
-
-
-def write_parquet(frame: pl.DataFrame, path: str | Path) -> None:
-    """Write a Parquet file atomically (temp path, then rename)."""
-    with atomic_path(path) as tmp:
-        frame.write_parquet(tmp)

@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval import __version__, codesystem, paths
-from hieval.atomic import atomic_path, write_text
+from hieval.atomic import atomic_path, write_parquet, write_text
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -43,17 +43,13 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
-from hieval.inputs import (
+from hieval.inputs import InputRecord, normalize_labels, placed_ancestors, pool_labels
+from hieval.label_options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
     TUNE,
-    InputRecord,
     LabelOptions,
     TunedThresholds,
-    normalize_labels,
-    placed_ancestors,
-    pool_labels,
-    write_parquet,
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows

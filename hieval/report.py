@@ -7,9 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from hieval.atomic import atomic_path, write_text
+from hieval.atomic import atomic_path, write_parquet, write_text
 from hieval.codes import CODE_TYPES
-from hieval.inputs import write_parquet
 from hieval.metrics.registry import (
     FAMILY_TITLES,
     LEAF,

@@ -11,8 +11,6 @@ import math
 import re
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
-
 from hieval.engine.groups import default_threads
 from hieval.errors import ConfigError, HievalError
 
@@ -133,4 +131,6 @@ class Resources:
 
 def label_rows(path) -> int:
     """Rows of a normalised label table, from its Parquet footer (nothing else is read)."""
+    import pyarrow.parquet as pq  # here: Snakemake imports this module at every start
+
     return pq.ParquetFile(path).metadata.num_rows

@@ -14,7 +14,8 @@ import pytest
 from hieval.errors import InputError
 from hieval.formats import detect, open_source
 from hieval.formats.mimic4 import other_version_rows
-from hieval.inputs import LabelOptions, normalize_labels
+from hieval.inputs import normalize_labels
+from hieval.label_options import LabelOptions
 
 DIAGNOSES = [
     # subject_id, hadm_id, seq_num, icd_code, icd_version

@@ -10,7 +10,8 @@ import pytest
 
 from hieval.errors import InputError
 from hieval.hierarchy.sources import sha256_file
-from hieval.inputs import LabelOptions, normalize_labels
+from hieval.inputs import normalize_labels
+from hieval.label_options import LabelOptions
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from hieval.experiments.demo import make_demo
 from hieval.experiments.meta import MetaParams
 from hieval.formats import FORMAT_NAMES, FORMATS, GOLD, PREDICTIONS
 from hieval.hierarchy.sources import SOURCES
-from hieval.inputs import (
+from hieval.label_options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
@@ -189,7 +189,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 LAYERS = (
     ("errors", "atomic", "paths", "codes", "data"),
     ("hierarchy", "icd10", "codesystem"),
-    ("formats", "inputs"),
+    ("formats", "inputs", "label_options"),
     ("engine",),
     ("metrics",),
     ("report", "reports"),

@@ -25,15 +25,18 @@ import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
 from hieval.engine.groups import Groups, Slice, runs, sum_by_doc
 from hieval.engine.keys import LEAF, CodeSpace
 from hieval.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 FAMILIES = ("flat", "set", "cophe")
 
@@ -213,6 +216,8 @@ class DocSink:
             return
         table = doc_frame(rows, self.levels, self.doc_ids).to_arrow()
         if self._writer is None:
+            import pyarrow.parquet as pq  # here: the workflow's Snakefile imports this module
+
             self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
         self._writer.write_table(table)
 

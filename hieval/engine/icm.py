@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import polars as pl
 
@@ -143,6 +142,8 @@ def weights_table(
     exact = np.zeros(space.tree_nodes.len(), dtype=np.int64)
     has_self = self_node >= 0
     np.add.at(exact, self_node[has_self], exact_by_code[has_self])
+    import duckdb  # here: the workflow's Snakefile imports this module for IcmParams
+
     con = duckdb.connect()
     con.register("anc_in", space.ancestors)
     con.register("counts", pl.DataFrame({"node": space.tree_nodes, "f": freq, "n_l": exact}))

@@ -28,11 +28,10 @@ import numpy as np
 import polars as pl
 
 from hieval import paths
-from hieval.atomic import atomic_path
+from hieval.atomic import atomic_path, write_parquet
 from hieval.codes import DX, PROC
 from hieval.errors import HievalError
 from hieval.hierarchy.table import read_level_table
-from hieval.inputs import write_parquet
 
 MODELS = ("sibling_confuser", "over_predictor", "cautious_coder", "distant_guesser")
 #: The ICD-10 demo's prediction files, one format each (see :func:`write_icd10_demo`).

@@ -43,9 +43,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.atomic import write_text
+from hieval.atomic import write_parquet, write_text
 from hieval.hierarchy.sources import edge_list_table
-from hieval.inputs import write_parquet
 from hieval.metrics.registry import PAPER_METRICS
 from hieval.metrics.tidy import score_all
 

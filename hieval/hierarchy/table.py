@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
+from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.errors import HierarchyError, preview
 
-_META_LEVELS = b"hieval.levels"
-_META_ROOT = b"hieval.root"
-_META_SOURCE = b"hieval.source"
-_META_CODE_SYSTEM = b"hieval.code_system"
+_META_LEVELS = "hieval.levels"
+_META_ROOT = "hieval.root"
+_META_SOURCE = "hieval.source"
+_META_CODE_SYSTEM = "hieval.code_system"
 
 
 @dataclass(frozen=True)
@@ -153,12 +153,19 @@ def validate(table: LevelTable, leaves: list[str] | None = None, strict: bool = 
 def write_level_table(
     table: LevelTable, levels_path: str | Path, ancestors_path: str | Path
 ) -> None:
-    """Write ``levels.parquet`` and ``ancestors.parquet`` atomically, with the level order."""
+    """Write ``levels.parquet`` and ``ancestors.parquet`` atomically, with the level order.
+
+    The order goes in the Arrow schema's metadata, where pyarrow (and so pandas and DuckDB
+    users) read it; pyarrow is imported here only: every workflow job and Snakemake itself
+    import this module, and most never write a table.
+    """
+    import pyarrow.parquet as pq
+
     meta = {
-        _META_LEVELS: json.dumps(list(table.levels)).encode(),
-        _META_ROOT: table.root.encode(),
-        _META_SOURCE: table.source.encode(),
-        _META_CODE_SYSTEM: table.code_system.encode(),
+        _META_LEVELS: json.dumps(list(table.levels)),
+        _META_ROOT: table.root,
+        _META_SOURCE: table.source,
+        _META_CODE_SYSTEM: table.code_system,
     }
     for frame, path in (
         (table.frame.sort("code"), levels_path),
@@ -173,26 +180,31 @@ def write_level_table(
 def read_level_table(levels_path: str | Path) -> LevelTable:
     """Read a level table written by :func:`write_level_table`."""
     try:
-        arrow = pq.read_table(levels_path)
-    except (OSError, pq.lib.ArrowException) as exc:
+        frame = paths.read_parquet(levels_path)
+        meta = _metadata(levels_path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
         raise HierarchyError(f"cannot read level table {levels_path}: {exc}") from exc
-    meta = arrow.schema.metadata or {}
     if _META_LEVELS not in meta:
         raise HierarchyError(
             f"{levels_path} has no level order metadata; rebuild it with the `hierarchy` rule"
         )
     return LevelTable(
-        frame=pl.from_arrow(arrow),
+        frame=frame,
         levels=tuple(json.loads(meta[_META_LEVELS])),
-        root=meta[_META_ROOT].decode(),
-        source=meta.get(_META_SOURCE, b"").decode(),
-        code_system=meta.get(_META_CODE_SYSTEM, b"").decode(),
+        root=meta[_META_ROOT],
+        source=meta.get(_META_SOURCE, ""),
+        code_system=meta.get(_META_CODE_SYSTEM, ""),
     )
+
+
+def _metadata(path: str | Path) -> dict[str, str]:
+    """A Parquet file's key-value metadata (pyarrow stores the schema's metadata there too)."""
+    return pl.read_parquet_metadata(path)
 
 
 def level_order(path: str | Path) -> tuple[str, ...]:
     """The level order stored in a levels or ancestors Parquet file."""
-    meta = pq.read_schema(path).metadata or {}
+    meta = _metadata(path)
     if _META_LEVELS not in meta:
         raise HierarchyError(f"{path} has no level order metadata; rebuild it with `hierarchy`")
     return tuple(json.loads(meta[_META_LEVELS]))

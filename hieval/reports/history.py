@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from hieval import paths
-from hieval.inputs import write_parquet
+from hieval.atomic import write_parquet
 from hieval.metrics.registry import BY_PAPER, paper_level
 
 #: The headline metrics kept per evaluation (paper names of the registry).
