@@ -56,37 +56,48 @@ def icd10_built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pat
     return shared / "icd10-cache"
 
 
-#: The slowest test modules, slowest first (their summed durations, 2026-11-23: 134, 85, 39,
-#: 32, 24, 18, 17, 16, 15, 14, 13, 13, 11, 10 s; every other module under 8 s): started first,
-#: so that under pytest-xdist (pyproject's addopts: ``--dist loadfile``, one module per worker
-#: at a time) the two workers finish together instead of one waiting on a long module started
-#: last. The real-SLURM test, mostly waiting on its queue, runs on one worker while the other
-#: takes the workflow tests. pyproject also passes ``--no-loadscope-reorder``: by default xdist
-#: queues modules by their number of tests, which put the two-test SLURM module last.
+#: The slowest test modules, slowest first (their wall times on three workers, 2026-11-24: 138,
+#: 83, 40, 38, 31, 20, 17, 17, 16, 11, 11, 10, 9, 9, 9 s; every other module under 8 s): started
+#: first, so that under pytest-xdist (pyproject's addopts: ``--dist loadfile``, one module per
+#: worker at a time) the workers finish together instead of one waiting on a long module
+#: started last. pyproject also passes ``--no-loadscope-reorder``: by default xdist queues
+#: modules by their number of tests, which put the three-test SLURM module last.
 SLOW_MODULES = (
     "test_slurm_cluster",
     "test_workflow",
     "test_code_systems",
     "test_uncertainty_workflow",
     "test_bad_inputs_readers",
-    "test_scores_end_to_end",
     "test_outputs",
     "test_bad_config",
     "test_icd10_hierarchy",
     "test_normalize_onepass",
+    "test_scores_end_to_end",
+    "test_uncertainty_label_set",
+    "test_uncertainty",
+    "test_reports",
     "test_uncertainty_scored_workflow",
-    "test_properties",
     "test_paper_table2",
-    "test_icd10_evaluate",
 )
+#: A quick module with many tests, queued behind the real-SLURM test. xdist gives a worker its
+#: next module as soon as two or fewer of its tests are pending, so the worker running the
+#: two-minute SLURM test (mostly waiting on the queue) takes the next module at once and holds
+#: it until that test ends: that must be a module of seconds, not one of the slow ones, which
+#: would then start two minutes late and finish last.
+BEHIND_SLURM = "test_codes"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run :data:`SLOW_MODULES` first (a stable sort: each module keeps its order)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run :data:`SLOW_MODULES` first (a stable sort: each module keeps its order), with
+    :data:`BEHIND_SLURM` where the SLURM test's worker takes its next module: right after the
+    first module of each worker (the workers all collect, so all compute the same order)."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    order = list(SLOW_MODULES)
+    order.insert(min(workers, len(order)), BEHIND_SLURM)
 
     def rank(item: pytest.Item) -> int:
         name = item.module.__name__.rsplit(".", 1)[-1]
-        return SLOW_MODULES.index(name) if name in SLOW_MODULES else len(SLOW_MODULES)
+        return order.index(name) if name in order else len(order)
 
     items.sort(key=rank)
 
