@@ -44,9 +44,8 @@ def icd10_built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pat
     per test run (about 6 s of CPU) and shared by the pytest-xdist workers, which take turns
     through a lock: the first builds it, the others read it back (which checks it). Tests copy
     it where the CLI (``--cache C``: ``C/hierarchy/icd10``) or the workflow
-    (``resources/hierarchy/icd10``) looks for it, so none writes into another's cache. Building
-    through the CLI is tested in tests/test_icd10_evaluate.py, the builder itself in
-    tests/test_icd10_hierarchy.py."""
+    (``resources/hierarchy/icd10``) looks for it, so none writes into another's cache. The tree
+    tests/test_icd10_hierarchy.py checks is this one, as built here and read back."""
     shared = tmp_path_factory.getbasetemp()
     if worker_id != "master":  # every worker's base folder sits in the run's own
         shared = shared.parent

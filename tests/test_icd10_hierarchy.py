@@ -29,8 +29,11 @@ PCS_CODES = 78_603
 
 
 @pytest.fixture(scope="module")
-def built():
-    return h10.build_icd10_table()
+def built(icd10_built):
+    """The builder's table and leaves (``build_icd10_table``), as the test run's shared cache
+    holds them: built once (conftest), validated strictly, written and read back here."""
+    table, leaves, _folder = h10.cached_icd10_table(icd10_built)
+    return table, leaves
 
 
 @pytest.fixture(scope="module")
