@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -53,6 +54,15 @@ def icd10_built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pat
         fcntl.flock(lock, fcntl.LOCK_EX)
         cached_icd10_table(shared / "icd10-cache")
     return shared / "icd10-cache"
+
+
+@pytest.fixture(scope="module")
+def icd10_cache(tmp_path_factory: pytest.TempPathFactory, icd10_built: Path) -> Path:
+    """A ``--cache`` folder for one test module's CLI runs, holding a copy of the built ICD-10
+    tree where the CLI looks for it (``C/hierarchy/icd10``), as a first run leaves it."""
+    cache = tmp_path_factory.mktemp("icd10-cache")
+    shutil.copytree(icd10_built, cache / "hierarchy" / "icd10")
+    return cache
 
 
 #: The slowest test modules, slowest first (their wall times on three workers, 2026-11-24: 138,

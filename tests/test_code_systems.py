@@ -192,11 +192,9 @@ def gz(path: Path, text: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory, icd10_built) -> Path:
-    """The CLI's --cache, holding the ICD-10 tree built once for the test run."""
-    cache = tmp_path_factory.mktemp("icd10-cache")
-    shutil.copytree(icd10_built, cache / "hierarchy" / "icd10")
-    return cache
+def cache(icd10_cache) -> Path:
+    """The CLI's --cache, holding the ICD-10 tree built once for the test run (conftest)."""
+    return icd10_cache
 
 
 def test_mimic4_tables_pooled_other_version_counted(tmp_path, cache):

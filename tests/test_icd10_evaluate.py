@@ -12,7 +12,6 @@ ancestor at a level is its prefix of 1 (chapter) .. 7 (sub7) characters.
 from __future__ import annotations
 
 import random
-import shutil
 import warnings
 from collections import Counter
 from importlib import resources
@@ -29,12 +28,10 @@ BY_LENGTH = {3: "category", 4: "sub4", 5: "sub5", 6: "sub6", 7: "sub7"}
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory, icd10_built) -> Path:
+def cache(icd10_cache) -> Path:
     """The CLI's --cache, holding the ICD-10 tree built once for the test run (conftest), as
     the first run on a user's machine leaves it."""
-    cache = tmp_path_factory.mktemp("icd10-cache")
-    shutil.copytree(icd10_built, cache / "hierarchy" / "icd10")
-    return cache
+    return icd10_cache
 
 
 def _cm():

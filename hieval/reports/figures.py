@@ -74,7 +74,8 @@ def per_level(tidy: pl.DataFrame, *, levels: tuple[str, ...], models: list[str])
                     ax.set_xlabel("level (deepest first)")
         handles, labels = axes[0][0].get_legend_handles_labels()
         # Fixed margins: every label here is short and known, so there is nothing for
-        # tight_layout to measure, and measuring (a full draw) was half the figure's time.
+        # tight_layout to measure, and its measuring draw was about a quarter of the figure's
+        # time (0.157 -> 0.120 s).
         fig.subplots_adjust(left=0.09, right=0.99, top=0.95, bottom=0.14, wspace=0.06, hspace=0.12)
         fig.legend(handles, labels, loc="lower center", ncols=min(len(models), 4), frameon=False)
         return _svg(fig)
