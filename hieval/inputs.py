@@ -527,7 +527,9 @@ def _scan_sorted(path: Path) -> tuple[bool, int, int]:
         for name in columns:
             values = table[name].combine_chunks()
             if pc.count_distinct(values.dictionary).as_py() == len(values.dictionary):
-                keys.append(values.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+                # Polars fills the nulls: pyarrow's fill_null(-1) builds a scalar, and that
+                # imports pandas when it is installed (a quarter second per process).
+                keys.append(pl.Series(values.indices).fill_null(-1).to_numpy())
             else:  # rank the decoded strings instead (null codes rank first)
                 decoded = values.dictionary_decode()
                 keys.append(pc.dense_rank(decoded, null_placement="at_start").to_numpy())
