@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from helpers import REPO, SNAKEMAKE
+from helpers import REPO, SNAKEMAKE_COMMAND
 
 from hieval import cli
 from hieval.config import validate_config
@@ -329,7 +329,7 @@ def run_snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """The repository's Snakefile in ``workdir`` (as tests/helpers.py, with a longer timeout:
     the ICD-10 demo counts four models over the 295,000-node tree)."""
     return subprocess.run(
-        [str(SNAKEMAKE), *args, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *QUIET],
+        [*SNAKEMAKE_COMMAND, *args, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *QUIET],
         capture_output=True,
         text=True,
         cwd=workdir,
