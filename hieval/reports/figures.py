@@ -113,7 +113,10 @@ def disagreement_heatmap(
             for (i, j), value in np.ndenumerate(grid):
                 ax.text(j, i, f"{int(value):,}", ha="center", va="center", fontsize=7)
             fig.colorbar(image, ax=ax, shrink=0.6)
-        fig.tight_layout()
+        # No tight_layout: the crop on save takes in the group labels, however long, left of
+        # the axes; only the gap between the panels (the first one's colour bar) is set here.
+        # tight_layout's measuring draw was a third of the figure's time.
+        fig.subplots_adjust(left=0.02, right=0.98, top=0.9, bottom=0.15, wspace=0.15)
         return _svg(fig)
 
 
