@@ -30,6 +30,15 @@ onstart:
     check_slurm_status_command()
 
 
+# Snakemake exits as soon as the workflow is done, without waiting on its scheduler's timers.
+onsuccess:
+    stop_rate_limit_timers()
+
+
+onerror:
+    stop_rate_limit_timers()
+
+
 rule all:
     default_target: True
     input:

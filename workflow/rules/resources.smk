@@ -5,13 +5,15 @@ or the command line's `--default-resources` (a site's partition and account) can
 them away. Snakemake evaluates these functions again when a job is ready to run, with its
 inputs on disk; a dry run, before the inputs exist, shows the floors. A retried job (the SLURM
 profile's `retries`) asks for twice as much. And a SLURM run whose job states could never be
-read stops before it submits anything, instead of waiting forever.
+read stops before it submits anything, instead of waiting forever; and once the workflow is
+done, Snakemake exits without waiting on its scheduler's timers.
 """
 
 import math
 import os
 import shutil
 import subprocess
+import threading
 
 from hieval.resources import BASE_BYTES, BYTES_PER_LABEL, BYTES_PER_THREAD, label_rows
 
@@ -131,3 +133,16 @@ def check_slurm_status_command():
             "three times --slurm-init-seconds-before-status-checks (see the README, On a "
             "SLURM cluster)."
         )
+
+
+def stop_rate_limit_timers():
+    """Let Snakemake exit as soon as the workflow is done. Its scheduler re-checks the job rate
+    limit (`--max-jobs-per-timespan`) on `threading.Timer`s that are not daemons, and Python
+    waits for them at exit: up to a second after the last job, on every run, for timers whose
+    only work is to wake a scheduler that has stopped. Only the scheduler's own timers are
+    cancelled."""
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer) and getattr(
+            thread.function, "__module__", ""
+        ).startswith("snakemake.scheduling"):
+            thread.cancel()
