@@ -108,11 +108,12 @@ def test_demo_on_slurm_equals_local_run(slurm_conf, tmp_path):
         slurm_conf,
         "--slurm-status-command",
         "squeue",
+        # The plugin first checks job states this long after a submission, then 10 s later
+        # each time none has finished (1, 11, 21 s ...), and ignores
+        # --seconds-between-status-checks: with its default (40 s) or even 5 s, a finished
+        # group is noticed up to 26 s late, which was 45 s of this test's 100 s.
         "--slurm-init-seconds-before-status-checks",
-        "5",
-        # every group waits for a status round: the default (10 s) is most of a small run
-        "--seconds-between-status-checks",
-        "3",
+        "1",
         timeout=480,
     )
     seconds = time.monotonic() - began
