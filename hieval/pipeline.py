@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import polars as pl
-import pyarrow.parquet as pq
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, write_parquet, write_text
@@ -43,7 +41,6 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
-from hieval.inputs import InputRecord, normalize_labels, placed_ancestors, pool_labels
 from hieval.label_options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
@@ -57,6 +54,7 @@ from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty_settings import Settings
 
 if TYPE_CHECKING:
+    from hieval.inputs import InputRecord
     from hieval.metrics.uncertainty import Layout, Units
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
@@ -172,6 +170,12 @@ def normalize_file(
     ``default_threshold`` of ``tune`` with nothing tuned is an error for a scored file that has
     no threshold or top-k of its own: no threshold is silently assumed.
     """
+    # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
+    # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
+    import duckdb
+
+    from hieval.inputs import normalize_labels, pool_labels
+
     resources = resources or Resources()
     hierarchy = read_level_table(levels_file)
     files = [path] if isinstance(path, str | Path) else list(path)
@@ -368,6 +372,8 @@ def score_metrics(
 
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether DuckDB ran out of memory, directly or behind a reader's own error message."""
+    import duckdb  # loaded already: only DuckDB's work can run out of its memory
+
     seen = 0
     while exc is not None and seen < 5:
         if isinstance(exc, duckdb.OutOfMemoryException):
@@ -409,7 +415,7 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
         .collect(engine="streaming")["code"]
     )
     unknown = {c for c in codes.to_list() if c not in known}
-    return placed_ancestors(unknown, table) if unknown else None
+    return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
 
 
 def icm_weights(
@@ -501,6 +507,9 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     its shards' files, so memory stays bounded (the input's order, sorted for a normalised
     table, is kept). Returns the rows per shard.
     """
+    import duckdb
+    import pyarrow.parquet as pq
+
     con = duckdb.connect()
     shard_of = con.sql(
         "SELECT doc_id, (md5_number(doc_id) % $n::UHUGEINT)::BIGINT AS shard "

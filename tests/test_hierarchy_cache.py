@@ -142,3 +142,18 @@ def test_cli_import_leaves_heavy_modules_for_later():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_pipeline_import_leaves_the_readers_for_the_jobs_that_read_labels():
+    """`import hieval.pipeline` (every workflow script) does not load DuckDB, pyarrow or the
+    label readers: only the jobs that read a label file or write with them pay for them
+    (about a tenth of a second of each job's start)."""
+    code = (
+        "import sys, hieval.pipeline; "
+        "print(sorted(m for m in ('duckdb', 'pyarrow', 'hieval.inputs', 'hieval.formats') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -10,7 +10,6 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import count
 from hieval.errors import HievalError
 from hieval.hierarchy.table import LevelTable
-from hieval.inputs import placed_ancestors
 from hieval.metrics.prf import metrics_table
 
 GOLD = ("364.11", "364.24", "364.9")
@@ -46,7 +45,7 @@ def table1_counts(table: LevelTable) -> pl.DataFrame:
     pred = pl.DataFrame({"doc_id": ["example"] * len(PREDICTED), "code": list(PREDICTED)})
     known = set(table.frame["code"].to_list())
     unknown = [c for c in (*GOLD, *PREDICTED) if c not in known]
-    extra = placed_ancestors(unknown, table) if unknown else None
+    extra = system.placed_ancestors(set(unknown), table) if unknown else None
     nodes, _ = count(
         gold, pred, table.ancestors(), evaluated_levels(table.levels, MAX_LEVEL), extra
     )
