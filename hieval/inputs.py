@@ -15,10 +15,9 @@ ranking metrics and threshold tuning: a threshold or top-k decides, it never des
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import duckdb
@@ -26,14 +25,16 @@ import polars as pl
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hieval import codesystem
+from hieval import codesystem, normalize_ranks
 from hieval.atomic import atomic_path
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import CodeSystem
-from hieval.errors import CodeError, ConfigError, InputError, preview
+from hieval.errors import CodeError, ConfigError, InputError
 from hieval.formats import GOLD, PREDICTIONS, Extras, locate, mimic4, open_source, read_error
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
+from hieval.input_policies import check_unknown_codes, check_unknown_docs
+from hieval.input_record import InputRecord
 from hieval.label_options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
@@ -49,39 +50,6 @@ from hieval.paths import duckdb_path
 log = logging.getLogger(__name__)
 
 ROLES = (GOLD, PREDICTIONS)
-
-
-@dataclass
-class InputRecord:
-    """What normalisation saw and did, kept next to the output for traceability."""
-
-    name: str
-    path: str
-    sha256: str
-    format: str = ""
-    rows: int = 0
-    documents: int = 0
-    labels: int = 0
-    code_format: str = ""
-    duplicates_removed: int = 0
-    below_threshold: int = 0
-    outside_top_k: int = 0
-    unknown_codes: dict[str, int] = field(default_factory=dict)
-    unknown_code_policy: str = ""
-    unknown_documents_dropped: int = 0
-    code_system: str = ""
-    #: MIMIC-IV tables: rows of the other ``icd_version``, skipped.
-    other_version_rows: int = 0
-    #: A gold pooled from several files: each file's own record (this one sums them).
-    files: list[dict] = field(default_factory=list)
-    scored_pairs: int = 0
-    #: How predictions were decided: "score >= 0.5", "top 15", "as given (no scores)", ...
-    selection: str = ""
-    tuned_threshold: dict = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
 def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
@@ -284,6 +252,20 @@ def normalize_labels(
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
+    common = normalize_ranks.normalize(
+        path,
+        name=name,
+        is_gold=is_gold,
+        out=out,
+        hierarchy=hierarchy,
+        options=options,
+        unknown_codes=unknown_codes,
+        gold_docs=gold_docs,
+        unknown_docs=unknown_docs,
+        scores_out=scores_out,
+    )
+    if common is not None:  # the usual clean file: normalised over integer ranks
+        return common
     con = duckdb.connect(config=duckdb_config or {})
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
     file_format = open_source(
@@ -764,45 +746,12 @@ def _apply_unknown_codes(
         ORDER BY code
     """).fetchall()
     known = set(hierarchy.frame["code"].to_list())
-    unknown = {code: n for code, n in codes if code not in known}
-    record.unknown_codes = unknown
-    if not unknown:
-        return
-    listing = preview(sorted(unknown))
-    if policy == "error":
-        system = codesystem.of_table(hierarchy)
-        advice = (
-            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
-            if system.can_place
-            else "labels must be node names of your tree exactly as written (case included); "
-            "fix them, or set unknown_codes: drop"
-        )
-        mismatch = system.mismatch_hint(sorted(unknown)[:50])
-        raise InputError(
-            f"{name}: {len(unknown)} code(s) in {path} are not in the hierarchy: {listing}; "
-            + advice
-            + (f"\n  {mismatch}" if mismatch else "")
-        )
-    if policy == "drop":
-        _drop(con, "list_contains(?, code)", [list(unknown)])
-        log.info(
-            "%s: dropped %d rows with %d codes not in the hierarchy: %s",
-            name,
-            sum(unknown.values()),
-            len(unknown),
-            listing,
-        )
-    else:
-        try:
-            placed_ancestors(unknown, hierarchy)
-        except CodeError as exc:
-            raise InputError(f"{name}: {path}: {exc}") from None
-        log.info(
-            "%s: %d codes not in the hierarchy placed by their syntax: %s",
-            name,
-            len(unknown),
-            listing,
-        )
+    record.unknown_codes = {code: n for code, n in codes if code not in known}
+    check_unknown_codes(
+        record.unknown_codes, hierarchy=hierarchy, policy=policy, path=path, name=name
+    )
+    if record.unknown_codes and policy == "drop":
+        _drop(con, "list_contains(?, code)", [list(record.unknown_codes)])
 
 
 def _apply_unknown_docs(
@@ -815,19 +764,11 @@ def _apply_unknown_docs(
     extra = con.execute("""
         SELECT DISTINCT doc_id FROM labels WHERE doc_id NOT IN (SELECT doc_id FROM gold_docs)
         ORDER BY doc_id""").fetchall()
-    if not extra:
-        return
     docs = [d for (d,) in extra]
-    if policy == "error":
-        raise InputError(
-            f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
-            "check that both files use the same doc_id, or set unknown_docs: drop"
-        )
-    record.unknown_documents_dropped = len(docs)
-    _drop(con, "doc_id NOT IN (SELECT doc_id FROM gold_docs)")
-    log.info(
-        "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
-    )
+    check_unknown_docs(docs, policy=policy, path=path, name=name)
+    if docs:
+        record.unknown_documents_dropped = len(docs)
+        _drop(con, "doc_id NOT IN (SELECT doc_id FROM gold_docs)")
 
 
 def _sql_path(path: Path) -> str:

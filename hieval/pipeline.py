@@ -54,7 +54,7 @@ from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty_settings import Settings
 
 if TYPE_CHECKING:
-    from hieval.inputs import InputRecord
+    from hieval.input_record import InputRecord
     from hieval.metrics.uncertainty import Layout, Units
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables

@@ -189,7 +189,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 LAYERS = (
     ("errors", "atomic", "paths", "codes", "data"),
     ("hierarchy", "icd10", "codesystem"),
-    ("formats", "inputs", "label_options"),
+    ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),
     ("metrics",),
     ("report", "reports"),

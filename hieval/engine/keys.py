@@ -23,12 +23,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from hieval import paths
 from hieval.errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Source = str | Path | pl.DataFrame
 
@@ -231,21 +235,53 @@ def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return keys >> DOC_SHIFT, (keys & _LOW) >> 1, keys & 1
 
 
-def _slices(source: Source) -> Iterator[pl.DataFrame]:
-    """``doc_id, code`` of a source in slices of at most ROWS_PER_SLICE rows."""
+def _parts(source: Source) -> Iterator[tuple[pa.DictionaryArray, pa.DictionaryArray]]:
+    """``doc_id, code`` of a source as dictionary arrays, a Parquet row group (or a slice of
+    at most ROWS_PER_SLICE rows of a frame) at a time.
+
+    Why dictionaries: a label file holds a few thousand distinct codes and one document per
+    run of rows, so each code is looked up once per dictionary and each document once per run,
+    and the rows themselves are only integers (normalisation writes dictionary-encoded pages).
+    """
+    import pyarrow as pa  # here: the workflow's Snakefile imports this module
+    import pyarrow.parquet as pq
+
     if isinstance(source, pl.DataFrame):
         frame = source.select(pl.col("doc_id").cast(pl.String), pl.col("code").cast(pl.String))
         for offset in range(0, frame.height, ROWS_PER_SLICE):
-            yield frame.slice(offset, ROWS_PER_SLICE)
+            part = frame.slice(offset, ROWS_PER_SLICE).to_arrow()
+            yield (
+                part["doc_id"].combine_chunks().dictionary_encode(),
+                part["code"].combine_chunks().dictionary_encode(),
+            )
         return
-    scan = paths.scan_parquet(source).select("doc_id", "code")
-    yield from scan.collect_batches(chunk_size=ROWS_PER_SLICE)
+    columns = ["doc_id", "code"]
+    parquet = pq.ParquetFile(Path(source), read_dictionary=columns)
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=columns)
+        for docs, codes in zip(table["doc_id"].chunks, table["code"].chunks, strict=True):
+            if not pa.types.is_dictionary(docs.type):  # not text: read as text, as SQL casts
+                docs = docs.cast(pa.string()).dictionary_encode()
+            if not pa.types.is_dictionary(codes.type):
+                codes = codes.cast(pa.string()).dictionary_encode()
+            yield docs, codes
+
+
+def _indices(values: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary indices of ``values`` as int64 (nulls, if any, as -1)."""
+    # Through Polars: pyarrow's to_numpy and fill_null import pandas where it is installed.
+    indices = pl.Series(values.indices)
+    if values.null_count:
+        indices = indices.fill_null(-1)
+    return indices.to_numpy().astype(np.int64)
 
 
 def _total_rows(source: Source) -> int:
     if isinstance(source, pl.DataFrame):
         return source.height
-    return paths.scan_parquet(source).select(pl.len()).collect().item()
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(Path(source)).metadata.num_rows
 
 
 def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
@@ -263,33 +299,33 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
     gold_runs = 0
     extra_codes: dict[str, int] = {}
     for flag, source in ((0, gold), (1, predictions)):
-        for part in _slices(source):
-            runs = part["doc_id"].rle().struct.unnest()
-            if runs["value"].null_count():
+        for docs, codes in _parts(source):
+            if docs.null_count:
                 raise InputError("a label row has no doc_id")
-            run_values.append(runs["value"])
+            if len(docs) == 0:
+                continue
+            doc = _indices(docs)
+            start = np.flatnonzero(np.concatenate(([True], doc[1:] != doc[:-1])))
+            run_values.append(pl.Series(docs.dictionary).gather(pl.Series(doc[start])))
             run_of_row = np.repeat(
-                np.arange(n_runs, n_runs + runs.height, dtype=np.int64),
-                runs["len"].to_numpy(),
+                np.arange(n_runs, n_runs + start.size, dtype=np.int64),
+                np.diff(np.append(start, doc.size)),
             )
-            n_runs += runs.height
-            code = part["code"]
-            index = code.cast(enum, strict=False).to_physical()
-            if index.null_count() > code.null_count():  # codes the space lacks
-                unknown = index.is_null() & code.is_not_null()
-                names = code.filter(unknown)
-                for name in names.unique(maintain_order=True).to_list():
-                    extra_codes.setdefault(name, space.codes.len() + len(extra_codes))
-                index = index.cast(pl.Int64).scatter(
-                    unknown.arg_true(), names.replace_strict(extra_codes, return_dtype=pl.Int64)
-                )
-            if index.null_count():  # rows that only list a document
-                labelled = index.is_not_null().to_numpy()
-                run_of_row, index = run_of_row[labelled], index.drop_nulls()
-            n = index.len()
+            n_runs += start.size
+            names = pl.Series(codes.dictionary, dtype=pl.String)
+            found = names.cast(enum, strict=False).to_physical()
+            lookup = found.fill_null(-1).to_numpy().astype(np.int64)
+            for at in np.flatnonzero(lookup < 0):  # codes the space lacks
+                name = names[int(at)]
+                lookup[at] = extra_codes.setdefault(name, space.codes.len() + len(extra_codes))
+            code = _indices(codes)
+            if codes.null_count:  # rows that only list a document
+                labelled = code >= 0
+                run_of_row, code = run_of_row[labelled], code[labelled]
+            n = code.size
             key = keys[filled : filled + n]
             np.left_shift(run_of_row, DOC_SHIFT, out=key)
-            key |= index.to_numpy().astype(np.int64) << 1
+            key |= lookup[code] << 1
             key |= flag
             filled += n
         if flag == 0:

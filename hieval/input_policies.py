@@ -1,0 +1,74 @@
+"""The unknown-code and unknown-document policies: what is refused, and how it is said.
+
+Both ways of normalising a label file (:mod:`hieval.inputs` in DuckDB, and
+:mod:`hieval.normalize_ranks` over integer ranks) find the unknown codes and documents their
+own way, then hand them here, so that a file gets the same verdict and the same words whichever
+way it was read. The callers drop the rows themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hieval import codesystem
+from hieval.errors import CodeError, InputError, preview
+from hieval.hierarchy.table import LevelTable
+
+log = logging.getLogger(__name__)
+
+
+def check_unknown_codes(
+    unknown: dict[str, int], *, hierarchy: LevelTable, policy: str, path: Path, name: str
+) -> None:
+    """Apply ``policy`` to the codes the hierarchy lacks (code -> rows): ``error`` raises,
+    naming them; ``place`` makes sure each can be placed by its syntax; ``drop`` only logs (the
+    caller removes the rows)."""
+    if not unknown:
+        return
+    listing = preview(sorted(unknown))
+    system = codesystem.of_table(hierarchy)
+    if policy == "error":
+        advice = (
+            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+            if system.can_place
+            else "labels must be node names of your tree exactly as written (case included); "
+            "fix them, or set unknown_codes: drop"
+        )
+        mismatch = system.mismatch_hint(sorted(unknown)[:50])
+        raise InputError(
+            f"{name}: {len(unknown)} code(s) in {path} are not in the hierarchy: {listing}; "
+            + advice
+            + (f"\n  {mismatch}" if mismatch else "")
+        )
+    if policy == "drop":
+        log.info(
+            "%s: dropped %d rows with %d codes not in the hierarchy: %s",
+            name,
+            sum(unknown.values()),
+            len(unknown),
+            listing,
+        )
+        return
+    try:
+        system.placed_ancestors(set(unknown), hierarchy)
+    except CodeError as exc:
+        raise InputError(f"{name}: {path}: {exc}") from None
+    log.info(
+        "%s: %d codes not in the hierarchy placed by their syntax: %s", name, len(unknown), listing
+    )
+
+
+def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -> None:
+    """Apply ``policy`` to the (sorted) documents of a prediction file the gold lacks:
+    ``error`` raises, naming them; ``drop`` logs (the caller removes the rows)."""
+    if not docs:
+        return
+    if policy == "error":
+        raise InputError(
+            f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
+            "check that both files use the same doc_id, or set unknown_docs: drop"
+        )
+    log.info(
+        "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
+    )

@@ -1,0 +1,43 @@
+"""What normalisation saw and did to one label file: the record that travels with its output.
+
+Kept apart from the readers so that both ways of normalising (:mod:`hieval.inputs`, the general
+one, and :mod:`hieval.normalize_ranks`, the common case) fill in the same record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class InputRecord:
+    """What normalisation saw and did, kept next to the output for traceability."""
+
+    name: str
+    path: str
+    sha256: str
+    format: str = ""
+    rows: int = 0
+    documents: int = 0
+    labels: int = 0
+    code_format: str = ""
+    duplicates_removed: int = 0
+    below_threshold: int = 0
+    outside_top_k: int = 0
+    unknown_codes: dict[str, int] = field(default_factory=dict)
+    unknown_code_policy: str = ""
+    unknown_documents_dropped: int = 0
+    code_system: str = ""
+    #: MIMIC-IV tables: rows of the other ``icd_version``, skipped.
+    other_version_rows: int = 0
+    #: A gold pooled from several files: each file's own record (this one sums them).
+    files: list[dict] = field(default_factory=list)
+    scored_pairs: int = 0
+    #: How predictions were decided: "score >= 0.5", "top 15", "as given (no scores)", ...
+    selection: str = ""
+    tuned_threshold: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

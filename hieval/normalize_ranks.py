@@ -1,0 +1,288 @@
+"""Normalisation of the common case over integer ranks: an unscored long-format Parquet file.
+
+Why: nearly every label file an evaluation meets is already clean — Parquet, ``doc_id, code``,
+canonical codes, a few thousand distinct codes over millions of rows. Normalising it in DuckDB
+(:mod:`hieval.inputs`) materialises the trimmed file, sorts millions of strings and reads the
+output back to find duplicates. Here the two columns are read dictionary-encoded (each distinct
+value once, an integer per row) and every decision about values — trimming, reading codes as
+the code system does, codes the hierarchy lacks, documents the gold lacks — is taken on the
+dictionaries. Rows become one int64 key, ``doc rank << 24 | code rank``, whose sort is the
+output's order and puts duplicates side by side; the strings are written back from the sorted
+dictionaries.
+
+Whatever is out of the ordinary — a score or ``code_type`` column, values with surrounding
+whitespace or empty, a code the code system refuses, a null, nothing left to write — returns
+None, and the general path reads the file with its row-level messages. Both paths write the
+same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hieval import codesystem
+from hieval.atomic import atomic_path
+from hieval.errors import CodeError
+from hieval.hierarchy.sources import sha256_file
+from hieval.hierarchy.table import LevelTable
+from hieval.input_policies import check_unknown_codes, check_unknown_docs
+from hieval.input_record import InputRecord
+from hieval.label_options import LabelOptions
+
+log = logging.getLogger(__name__)
+
+CODE_BITS = 24  # a key's code part: up to ~16.7M distinct codes (a few thousand in practice)
+_CODE_MASK = (1 << CODE_BITS) - 1
+# Rows decoded back to strings and written at once, one row group each: small enough that a
+# row group's distinct documents fit Parquet's dictionary page (readers then get integers).
+ROWS_PER_WRITE = 1 << 17
+SELECTION = "as given (no scores)"  # the general path's words for unscored predictions
+_EMPTY_SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
+
+
+def normalize(
+    path: Path,
+    *,
+    name: str,
+    is_gold: bool,
+    out: str | Path,
+    hierarchy: LevelTable,
+    options: LabelOptions,
+    unknown_codes: str,
+    gold_docs: str | Path | None,
+    unknown_docs: str,
+    scores_out: str | Path | None,
+) -> InputRecord | None:
+    """Normalise ``path`` to ``out`` as :func:`hieval.inputs.normalize_labels` does, when it
+    is the common case; None (nothing written) otherwise. ``unknown_codes`` is the resolved
+    policy. Policy errors (unknown codes or documents refused) are raised as the general path
+    raises them."""
+    if path.suffix.lower() != ".parquet" or options.format not in ("auto", "long"):
+        return None
+    if not path.is_file():
+        return None  # the general path says what is wrong with it
+    read = _read(path, is_gold=is_gold)
+    if read is None:
+        return None
+    doc_index, doc_values, code_index, code_values = read
+    rows = doc_index.size
+    if rows == 0 or not (_clean(doc_values) and _clean(code_values)):
+        return None
+    system = codesystem.of_table(hierarchy)
+    code_rows = np.bincount(code_index, minlength=len(code_values))
+    used = np.flatnonzero(code_rows)
+    raw = code_values.take(_arrow(used)).to_pylist()
+    fmt = options.code_format
+    if fmt == "auto":
+        fmt = "dotted" if any("." in code for code in raw) else "undotted"
+    try:
+        canonical = [system.normalize(code, options.code_type, fmt)[0] for code in raw]
+    except CodeError:
+        return None  # the general path names the rows of bad codes
+    codes = sorted(set(canonical))
+    if len(codes) > _CODE_MASK:
+        return None
+    rank_of = {code: rank for rank, code in enumerate(codes)}
+    code_rank = np.full(len(code_values), -1, dtype=np.int64)
+    code_rank[used] = [rank_of[code] for code in canonical]
+
+    record = InputRecord(
+        name=name,
+        path=str(path),
+        sha256=sha256_file(path),
+        format="long",
+        rows=rows,
+        code_format=fmt,
+        unknown_code_policy=unknown_codes,
+        code_system=system.name,
+        selection="" if is_gold else SELECTION,
+    )
+    known = set(hierarchy.frame["code"].to_list())
+    unknown: dict[str, int] = {}
+    for code, n in zip(canonical, code_rows[used].tolist(), strict=True):
+        if code not in known:
+            unknown[code] = unknown.get(code, 0) + n
+    record.unknown_codes = dict(sorted(unknown.items()))
+    check_unknown_codes(unknown, hierarchy=hierarchy, policy=unknown_codes, path=path, name=name)
+    drop_code = np.zeros(len(codes), dtype=bool)
+    if unknown and unknown_codes == "drop":
+        drop_code[[rank_of[code] for code in unknown]] = True
+
+    docs, doc_rank = _ranks(doc_values)
+    keys = _sorted_keys(doc_index, doc_rank, code_index, code_rank)
+    del doc_index, code_index
+    distinct = np.concatenate(([True], keys[1:] != keys[:-1]))
+    record.duplicates_removed = rows - int(np.count_nonzero(distinct))
+    if record.duplicates_removed:
+        first = int(keys[np.argmin(distinct)])  # the smallest repeated pair
+        log.info(
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            name,
+            record.duplicates_removed,
+            docs[first >> CODE_BITS].as_py(),
+            codes[first & _CODE_MASK],
+        )
+    if record.duplicates_removed:
+        keys = keys[distinct]
+    if drop_code.any():
+        keys = keys[~drop_code[keys & _CODE_MASK]]
+    if gold_docs is not None:
+        doc = keys >> CODE_BITS
+        present = doc[np.concatenate(([True], doc[1:] != doc[:-1]))]
+        outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
+        extra = docs.take(_arrow(outside)).to_pylist()
+        check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
+        if extra:
+            record.unknown_documents_dropped = len(extra)
+            drop_doc = np.zeros(len(docs), dtype=bool)
+            drop_doc[outside] = True
+            keys = keys[~drop_doc[keys >> CODE_BITS]]
+    if keys.size == 0:
+        return None  # nothing to write: the general path says why, or writes the empty table
+    record.labels = int(keys.size)
+    record.documents = int(np.count_nonzero(np.diff(keys >> CODE_BITS))) + 1
+    _write(keys, docs, pl.Series(codes, dtype=pl.String).to_arrow(), out, with_score=not is_gold)
+    if scores_out is not None:
+        with atomic_path(scores_out) as tmp:
+            pl.DataFrame(schema=_EMPTY_SCORES).write_parquet(tmp, compression="zstd")
+    log.info(
+        "%s: %d rows -> %d labels over %d documents",
+        name,
+        record.rows,
+        record.labels,
+        record.documents,
+    )
+    return record
+
+
+def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarray, pa.Array] | None:
+    """Row indices into, and the values of, the ``doc_id`` and ``code`` dictionaries; None
+    when the file is not plain ``doc_id, code`` (exact names, text codes, text or integer
+    documents, no nulls, no score column for predictions, no ``code_type``)."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return None
+    names = [n.lower() for n in schema.names]
+    if len(set(names)) != len(names) or "code_type" in names or (not is_gold and "score" in names):
+        return None
+    if "doc_id" not in schema.names or "code" not in schema.names:
+        return None
+    doc_type, code_type = schema.field("doc_id").type, schema.field("code").type
+    if not (_is_text(code_type) and (_is_text(doc_type) or pa.types.is_integer(doc_type))):
+        return None
+    as_dictionary = [c for c, t in (("doc_id", doc_type), ("code", code_type)) if _is_text(t)]
+    try:
+        table = pq.ParquetFile(path, read_dictionary=as_dictionary).read(columns=["doc_id", "code"])
+        table = table.unify_dictionaries()
+    except (OSError, pa.ArrowException):
+        return None
+    result = []
+    for column in ("doc_id", "code"):
+        values = table[column].combine_chunks()
+        if values.null_count:
+            return None
+        if not pa.types.is_dictionary(values.type):
+            values = values.dictionary_encode()
+        dictionary = values.dictionary
+        if not pa.types.is_string(dictionary.type):
+            dictionary = dictionary.cast(pa.string())  # integer documents: text, as SQL casts
+        result += [_numpy(values.indices), dictionary]
+    return result[0], result[1], result[2], result[3]
+
+
+def _numpy(values: pa.Array) -> np.ndarray:
+    """An Arrow array of numbers or booleans as numpy, through Polars: pyarrow's own
+    ``to_numpy`` and ``pa.array`` import pandas where it is installed (a quarter second)."""
+    return pl.Series(values).to_numpy()
+
+
+def _arrow(values: np.ndarray) -> pa.Array:
+    """Positions for ``take`` as an Arrow array (see :func:`_numpy` for why through Polars)."""
+    return pl.Series(values).to_arrow()
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _clean(values: pa.Array) -> bool:
+    """No value is empty or has surrounding whitespace (such files take the general path,
+    which trims, and names the rows of empty values)."""
+    if values.null_count:
+        return False
+    if len(values) == 0:
+        return True
+    trimmed = pc.utf8_trim_whitespace(values)
+    return (
+        bool(pc.all(pc.equal(trimmed, values)).as_py())
+        and pc.min(pc.utf8_length(values)).as_py() > 0
+    )
+
+
+def _ranks(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The distinct values sorted (bytewise, as SQL orders text) and each value's rank."""
+    order = pc.sort_indices(values)
+    ordered = values.take(order)
+    step = np.ones(len(values), dtype=np.int64)
+    if len(values) > 1:
+        step[1:] = _numpy(pc.not_equal(ordered[1:], ordered[:-1]))
+    step[0] = 0
+    rank_sorted = np.cumsum(step)
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[_numpy(order)] = rank_sorted
+    distinct = ordered.filter(pl.Series(np.concatenate(([True], step[1:] > 0))).to_arrow())
+    return distinct, rank
+
+
+def _sorted_keys(
+    doc_index: np.ndarray, doc_rank: np.ndarray, code_index: np.ndarray, code_rank: np.ndarray
+) -> np.ndarray:
+    """``doc rank << CODE_BITS | code rank`` per row, sorted (built in slices: no full-size
+    temporaries besides the keys)."""
+    keys = np.empty(doc_index.size, dtype=np.int64)
+    step = 1 << 22
+    for start in range(0, keys.size, step):
+        part = keys[start : start + step]
+        np.left_shift(doc_rank[doc_index[start : start + step]], CODE_BITS, out=part)
+        part |= code_rank[code_index[start : start + step]]
+    keys.sort()
+    return keys
+
+
+def _gold_docs(path: str | Path) -> pa.Array:
+    """The distinct documents of a normalised gold."""
+    column = pq.ParquetFile(path, read_dictionary=["doc_id"]).read(columns=["doc_id"])["doc_id"]
+    return pc.unique(column.unify_dictionaries().combine_chunks().dictionary)
+
+
+def _schema(*, with_score: bool) -> pa.Schema:
+    fields = [pa.field("doc_id", pa.string(), nullable=False)]
+    fields.append(pa.field("code", pa.string(), nullable=False))
+    if with_score:
+        fields.append(pa.field("score", pa.float64()))
+    return pa.schema(fields)
+
+
+def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *, with_score: bool):
+    """The sorted keys as hieval's normalised Parquet, decoded slice by slice."""
+    schema = _schema(with_score=with_score)
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for start in range(0, keys.size, ROWS_PER_WRITE):
+            part = keys[start : start + ROWS_PER_WRITE]
+            columns = [
+                docs.take(_arrow(part >> CODE_BITS)),
+                codes.take(_arrow(part & _CODE_MASK)),
+            ]
+            if with_score:
+                columns.append(pa.nulls(part.size, pa.float64()))
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))

@@ -1,0 +1,240 @@
+"""Normalisation over integer ranks (hieval.normalize_ranks), the path clean Parquet files take,
+checked against the general DuckDB path (hieval.inputs, forced here by switching the rank path
+off) and against the plain-Python reference of test_normalize_onepass: the same rows, the same
+record, the same scores file and the same error messages; and the files it must hand on to the
+general path (it writes nothing for them).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hieval import normalize_ranks
+from hieval.errors import InputError
+from hieval.hierarchy.table import write_level_table
+from hieval.inputs import normalize_labels
+from tests.test_normalize_onepass import KNOWN, SPELLINGS, UNKNOWN, reference
+
+
+def clean_rows(rng: random.Random, *, docs: int, spellings: bool) -> list[tuple[str, str]]:
+    """Rows the rank path takes: no empty code, no surrounding spaces; duplicates, codes the
+    tree lacks and (with ``spellings``) two spellings of one code."""
+    pool = KNOWN + UNKNOWN + (list(SPELLINGS) if spellings else [])
+    rows = [(f"d{rng.randint(1, docs)}", rng.choice(pool)) for _ in range(rng.randint(1, 80))]
+    rows += [rows[rng.randrange(len(rows))] for _ in range(rng.randint(0, 5))]
+    rng.shuffle(rows)
+    return rows
+
+
+def write(path: Path, rows: list[tuple[str, str]], *, layout: str) -> Path:
+    """The rows as Parquet in one of the layouts a user's file may have."""
+    docs, codes = [d for d, _ in rows], [c for _, c in rows]
+    if layout == "integer-ids":
+        docs = [int(d[1:]) for d in docs]
+    table = pa.table({"doc_id": docs, "code": codes})
+    if layout == "large-strings":
+        table = table.cast(pa.schema([("doc_id", pa.large_string()), ("code", pa.large_string())]))
+    if layout == "dictionary-typed":
+        table = pa.table({"doc_id": pa.array(docs).dictionary_encode(), "code": codes})
+    pq.write_table(table, path, row_group_size=7 if layout == "small-row-groups" else None)
+    return path
+
+
+class Paths:
+    """Which way each call went, and the general path on demand."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.taken: list[bool] = []
+        self.general = False
+        real = normalize_ranks.normalize
+
+        def spy(*args, **kwargs):
+            result = None if self.general else real(*args, **kwargs)
+            self.taken.append(result is not None)
+            return result
+
+        monkeypatch.setattr(normalize_ranks, "normalize", spy)
+
+    def run(self, *, general: bool, **kwargs):
+        self.general = general
+        return normalize_labels(**kwargs)
+
+
+def outputs(out: Path, scores: Path | None) -> tuple[list, list | None]:
+    frame = pl.read_parquet(out)
+    return frame.rows(), (pl.read_parquet(scores).rows() if scores else None)
+
+
+LAYOUTS = ["small-row-groups", "integer-ids", "large-strings", "dictionary-typed"]
+CASES = [  # (seed, spellings, policy, layout): random files as strings, and every layout
+    *((seed, spellings, policy, "strings") for seed in range(3) for spellings in (False, True)
+      for policy in ("place", "drop")),
+    *((seed, seed % 2 == 1, policy, layout) for seed, layout in enumerate(LAYOUTS)
+      for policy in ("place", "drop")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("seed", "spellings", "policy", "layout"), CASES)
+def test_rank_path_writes_what_the_general_path_writes(
+    icd9, tmp_path, monkeypatch, seed, spellings, policy, layout
+):
+    rng = random.Random(f"{seed}-{spellings}-{policy}-{layout}")
+    paths = Paths(monkeypatch)
+    gold_rows = [*clean_rows(rng, docs=8, spellings=spellings), ("d1", "401.9")]
+    pred_rows = [*clean_rows(rng, docs=11, spellings=spellings), ("d2", "412")]
+    gold_in = write(tmp_path / "gold_in.parquet", gold_rows, layout=layout)
+    pred_in = write(tmp_path / "pred_in.parquet", pred_rows, layout=layout)
+    results = {}
+    for general in (False, True):
+        tag = "general" if general else "ranks"
+        gold_out, pred_out = tmp_path / f"gold_{tag}.parquet", tmp_path / f"pred_{tag}.parquet"
+        scores = tmp_path / f"scores_{tag}.parquet"
+        common = {"hierarchy": icd9, "unknown_codes": policy, "general": general}
+        gold = paths.run(path=gold_in, name="gold", role="gold", out=gold_out, **common)
+        pred = paths.run(
+            path=pred_in,
+            name="model",
+            role="predictions",
+            out=pred_out,
+            gold_docs=gold_out,
+            unknown_docs="drop",
+            scores_out=scores,
+            **common,
+        )
+        results[tag] = (
+            json.loads(gold.to_json()),
+            json.loads(pred.to_json()),
+            outputs(gold_out, None),
+            outputs(pred_out, scores),
+            pl.read_parquet_schema(pred_out),
+        )
+    assert paths.taken == [True, True, False, False]  # the rank path ran, then the general one
+    assert results["ranks"] == results["general"]
+    # and both are right: the plain reference (documents as text, as SQL casts them)
+    gold_docs = {str(d) for d, *_ in results["ranks"][2][0]}
+    as_text = [(d[1:] if layout == "integer-ids" else d, c) for d, c in pred_rows]
+    expected_rows, expected = reference(as_text, policy=policy, gold_docs=gold_docs)
+    got = results["ranks"][1]
+    assert {key: got[key] for key in expected} == expected
+    assert [(d, c) for d, c, _score in results["ranks"][3][0]] == expected_rows
+
+
+@pytest.mark.parametrize(
+    ("options", "pred_rows", "gold_rows"),
+    [
+        ({"unknown_codes": "error"}, [("d1", "401.99")], [("d1", "401.9")]),
+        ({"unknown_docs": "error"}, [("d9", "401.9"), ("d1", "412")], [("d1", "401.9")]),
+    ],
+    ids=["unknown-code", "unknown-document"],
+)
+def test_refusals_are_worded_as_the_general_path_words_them(
+    icd9, tmp_path, monkeypatch, options, pred_rows, gold_rows
+):
+    paths = Paths(monkeypatch)
+    gold_out = tmp_path / "gold.parquet"
+    paths.run(
+        path=write(tmp_path / "g.parquet", gold_rows, layout="strings"),
+        name="gold",
+        role="gold",
+        out=gold_out,
+        hierarchy=icd9,
+        general=True,
+    )
+    pred_in = write(tmp_path / "p.parquet", pred_rows, layout="strings")
+    messages = []
+    for general in (False, True):
+        with pytest.raises(InputError) as caught:
+            paths.run(
+                path=pred_in,
+                name="model",
+                role="predictions",
+                out=tmp_path / "out.parquet",
+                hierarchy=icd9,
+                gold_docs=gold_out,
+                general=general,
+                **options,
+            )
+        messages.append(str(caught.value))
+        assert not (tmp_path / "out.parquet").exists()
+    assert messages[0] == messages[1]
+    assert "not in the" in messages[0]
+
+
+@pytest.mark.parametrize(
+    ("columns", "role"),
+    [
+        ({"doc_id": ["d1", "d2"], "code": [" 401.9", "412"]}, "gold"),  # spaces: trimmed
+        ({"doc_id": ["d1", "d2"], "code": ["", "412"]}, "gold"),  # an empty code row
+        ({"doc_id": ["d1", None], "code": ["401.9", "412"]}, "gold"),  # a missing document
+        ({"doc_id": ["d1", "d2"], "code": ["401.9", "nonsense"]}, "gold"),  # a bad code
+        ({"doc_id": ["d1", "d2"], "code": ["401.9", "412"], "score": [0.9, 0.1]}, "predictions"),
+        ({"doc_id": ["d1", "d2"], "code": ["401.9", "412"], "code_type": ["dx", "dx"]}, "gold"),
+        ({"DOC_ID": ["d1", "d2"], "code": ["401.9", "412"]}, "gold"),  # another spelling
+        ({"doc_id": [1.5, 2.0], "code": ["401.9", "412"]}, "gold"),  # fractional documents
+    ],
+    ids=["spaces", "empty-code", "null-doc", "bad-code", "scores", "code-type", "upper", "float"],
+)
+def test_files_out_of_the_ordinary_are_left_to_the_general_path(icd9, tmp_path, columns, role):
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table(columns), source)
+    found = normalize_ranks.normalize(
+        source,
+        name="x",
+        is_gold=role == "gold",
+        out=tmp_path / "out.parquet",
+        hierarchy=icd9,
+        options=normalize_ranks.LabelOptions(),
+        unknown_codes="place",
+        gold_docs=None,
+        unknown_docs="error",
+        scores_out=None,
+    )
+    assert found is None
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_gold_of_unknown_codes_only_gets_the_general_message(icd9, tmp_path):
+    """Nothing left to write: the rank path hands over, and the general path says why."""
+    source = write(tmp_path / "g.parquet", [("d1", "401.99")], layout="strings")
+    with pytest.raises(InputError, match="the gold holds no labels"):
+        normalize_labels(
+            source,
+            name="gold",
+            role="gold",
+            out=tmp_path / "out.parquet",
+            hierarchy=icd9,
+            unknown_codes="drop",
+        )
+
+
+def test_normalising_and_encoding_a_clean_file_loads_no_pandas(icd9, tmp_path):
+    """pyarrow's ``to_numpy``, ``pa.array`` and ``read_table`` import pandas where it is
+    installed (a quarter second per process); the rank path and the encoder avoid them. Run in
+    a fresh interpreter: the test workers have pandas loaded already."""
+    pytest.importorskip("pandas")  # without it there is nothing to guard
+    levels, ancestors = tmp_path / "levels.parquet", tmp_path / "ancestors.parquet"
+    write_level_table(icd9, levels, ancestors)
+    source = write(tmp_path / "in.parquet", [("d1", "401.9"), ("d2", "412")], layout="strings")
+    script = f"""
+import sys
+from hieval.engine.driver import encode_labels
+from hieval.hierarchy.table import read_level_table
+from hieval.inputs import normalize_labels
+table = read_level_table({str(levels)!r})
+out = {str(tmp_path / "gold.parquet")!r}
+normalize_labels({str(source)!r}, name="gold", role="gold", out=out, hierarchy=table)
+encode_labels(out, out, {str(ancestors)!r}, levels=table.levels)
+print("pandas" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
