@@ -29,7 +29,7 @@ from hieval.atomic import atomic_path, write_parquet, write_text
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import LEAF, ROWS_PER_SLICE
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
 from hieval.errors import CodeError, HievalError, InputError
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
@@ -409,11 +409,7 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
     known = set(table.frame["code"].to_list())
-    codes = (  # streamed: only the distinct codes are ever held
-        pl.concat([paths.scan_parquet(path).select("code") for path in (gold, predictions)])
-        .select(pl.col("code").drop_nulls().unique())
-        .collect(engine="streaming")["code"]
-    )
+    codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
     unknown = {c for c in codes.to_list() if c not in known}
     return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval import paths
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
 from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import Groups, Slice, parallel_map, slices
@@ -33,7 +32,7 @@ from hieval.engine.icm import (
     slice_item_sums,
     weights_table,
 )
-from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, read_frame
+from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, label_codes, read_frame
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +70,6 @@ class Progress:
         self.next = math.floor(share * 10 + 1) / 10
 
 
-def _codes(source: Source) -> pl.Series:
-    """The distinct codes of a label table (streamed: only the distinct codes are held)."""
-    frame = source.lazy() if isinstance(source, pl.DataFrame) else paths.scan_parquet(source)
-    return (
-        frame.select(pl.col("code").cast(pl.String).drop_nulls().unique())
-        .collect(engine="streaming")
-        .get_column("code")
-    )
-
-
 def relevant_ancestors(
     ancestors: Source, *label_sources: Source, placed: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -91,7 +80,7 @@ def relevant_ancestors(
     leaves every count, IC and Δ of the nodes the labels reach exactly as over the whole tree.
     """
     anc = read_frame(ancestors, ["code", "level", "ancestor"])
-    codes = pl.concat([_codes(source) for source in label_sources]).unique()
+    codes = pl.concat([label_codes(source) for source in label_sources]).unique()
     reached = [anc.filter(pl.col("code").is_in(codes.implode()))["ancestor"]]
     if placed is not None and placed.height:  # codes placed outside the tree reach its nodes too
         reached.append(placed["ancestor"].cast(pl.String))

@@ -41,7 +41,7 @@ DOC_SHIFT = CODE_BITS + 1  # a key's document part starts here
 _LOW = (1 << DOC_SHIFT) - 1
 _MAX_DOCS = 1 << (63 - DOC_SHIFT)
 LEAF = "leaf"
-ROWS_PER_SLICE = 4_000_000  # strings read at once per input file
+ROWS_PER_SLICE = 4_000_000  # rows of a frame dictionary-encoded at once
 LABELS_PER_CHUNK = 1 << 20  # labels counted together (temporaries of tens of MB)
 
 
@@ -268,36 +268,55 @@ def _parts(source: Source) -> Iterator[tuple[pa.DictionaryArray, pa.DictionaryAr
 
 
 def _indices(values: pa.DictionaryArray) -> np.ndarray:
-    """The dictionary indices of ``values`` as int64 (nulls, if any, as -1)."""
+    """The dictionary indices of ``values`` as int32 (nulls, if any, as -1)."""
     # Through Polars: pyarrow's to_numpy and fill_null import pandas where it is installed.
     indices = pl.Series(values.indices)
     if values.null_count:
         indices = indices.fill_null(-1)
-    return indices.to_numpy().astype(np.int64)
+    return indices.to_numpy().astype(np.int32)  # a writable copy
 
 
-def _total_rows(source: Source) -> int:
+def label_codes(source: Source) -> pl.Series:
+    """The distinct codes of a label table: for Parquet, the union of its row groups'
+    dictionaries (no row is decoded)."""
     if isinstance(source, pl.DataFrame):
-        return source.height
+        return source.get_column("code").cast(pl.String).drop_nulls().unique()
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(Path(source)).metadata.num_rows
+    parquet = pq.ParquetFile(Path(source), read_dictionary=["code"])
+    found = [
+        pl.Series(chunk.dictionary if hasattr(chunk, "dictionary") else chunk, dtype=pl.String)
+        for group in range(parquet.num_row_groups)
+        for chunk in parquet.read_row_group(group, columns=["code"])["code"].chunks
+    ]
+    if not found:
+        return pl.Series("code", [], dtype=pl.String)
+    return pl.concat(found).drop_nulls().unique().alias("code")
+
+
+@dataclass
+class _Chunk:
+    """One part of a label table, read but not yet keyed: its runs of documents (first row,
+    value) and its rows' positions in the table's concatenated code dictionaries."""
+
+    flag: int
+    run_start: np.ndarray
+    run_first: int  # index of the chunk's first run among all runs
+    code: np.ndarray  # -1: a row that only lists a document
 
 
 def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
     """Read the gold and predicted ``doc_id, code`` tables into sorted keys.
 
     Documents are numbered in ``doc_id`` order over both tables; a code the space lacks is
-    appended to it (it then counts at the leaf level only).
+    appended to it (it then counts at the leaf level only). The tables are read first (runs of
+    documents, dictionary positions of codes), then every key is written once, with its final
+    document number: no pass over the keys renumbers them.
     """
-    capacity = _total_rows(gold) + _total_rows(predictions)
-    keys = np.empty(capacity, dtype=np.int64)
-    enum = pl.Enum(space.codes)
-    filled = 0
+    chunks: list[_Chunk] = []
     run_values: list[pl.Series] = []
-    n_runs = 0
-    gold_runs = 0
-    extra_codes: dict[str, int] = {}
+    dictionaries: list[pl.Series] = []
+    n_runs = n_codes = gold_runs = 0
     for flag, source in ((0, gold), (1, predictions)):
         for docs, codes in _parts(source):
             if docs.null_count:
@@ -307,29 +326,21 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
             doc = _indices(docs)
             start = np.flatnonzero(np.concatenate(([True], doc[1:] != doc[:-1])))
             run_values.append(pl.Series(docs.dictionary).gather(pl.Series(doc[start])))
-            run_of_row = np.repeat(
-                np.arange(n_runs, n_runs + start.size, dtype=np.int64),
-                np.diff(np.append(start, doc.size)),
-            )
-            n_runs += start.size
-            names = pl.Series(codes.dictionary, dtype=pl.String)
-            found = names.cast(enum, strict=False).to_physical()
-            lookup = found.fill_null(-1).to_numpy().astype(np.int64)
-            for at in np.flatnonzero(lookup < 0):  # codes the space lacks
-                name = names[int(at)]
-                lookup[at] = extra_codes.setdefault(name, space.codes.len() + len(extra_codes))
             code = _indices(codes)
-            if codes.null_count:  # rows that only list a document
-                labelled = code >= 0
-                run_of_row, code = run_of_row[labelled], code[labelled]
-            n = code.size
-            key = keys[filled : filled + n]
-            np.left_shift(run_of_row, DOC_SHIFT, out=key)
-            key |= lookup[code] << 1
-            key |= flag
-            filled += n
+            code[code >= 0] += n_codes
+            dictionaries.append(pl.Series(codes.dictionary, dtype=pl.String))
+            n_codes += len(codes.dictionary)
+            chunks.append(_Chunk(flag, start, n_runs, code))
+            n_runs += start.size
         if flag == 0:
             gold_runs = n_runs
+    names = pl.concat(dictionaries) if dictionaries else pl.Series([], dtype=pl.String)
+    lookup = names.cast(pl.Enum(space.codes), strict=False).to_physical()
+    lookup = lookup.fill_null(-1).to_numpy().astype(np.int64)
+    extra_codes: dict[str, int] = {}
+    for at in np.flatnonzero(lookup < 0):  # codes the space lacks
+        name = names[int(at)]
+        lookup[at] = extra_codes.setdefault(name, space.codes.len() + len(extra_codes))
     if space.codes.len() + len(extra_codes) > 1 << CODE_BITS:
         raise InputError(f"more than {1 << CODE_BITS} distinct codes cannot be counted")
     values = pl.concat(run_values) if run_values else pl.Series("value", [], dtype=pl.String)
@@ -339,10 +350,18 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
     doc_of_run = doc_ids.search_sorted(values).cast(pl.Int64).to_numpy()
     in_gold = np.zeros(doc_ids.len(), dtype=bool)
     in_gold[doc_of_run[:gold_runs]] = True
-    keys = keys[:filled]
-    step = 1 << 22
-    for start in range(0, filled, step):  # renumber runs as documents, in place, in slices
-        part = keys[start : start + step]
-        part[:] = (doc_of_run[part >> DOC_SHIFT] << DOC_SHIFT) | (part & _LOW)
+    keys = np.empty(sum(int(np.count_nonzero(c.code >= 0)) for c in chunks), dtype=np.int64)
+    filled = 0
+    for chunk in chunks:
+        lengths = np.diff(np.append(chunk.run_start, chunk.code.size))
+        runs = doc_of_run[chunk.run_first : chunk.run_first + chunk.run_start.size]
+        doc, code = np.repeat(runs, lengths), chunk.code
+        if (code < 0).any():  # rows that only list a document
+            doc, code = doc[code >= 0], code[code >= 0]
+        key = keys[filled : filled + code.size]
+        np.left_shift(doc, DOC_SHIFT, out=key)
+        key |= lookup[code] << 1
+        key |= chunk.flag
+        filled += code.size
     keys.sort()
     return Labels(keys, doc_ids, in_gold, space.with_codes(list(extra_codes)))
