@@ -108,12 +108,49 @@ class Slice:
         """(document, ancestor at ``level``) groups; labels without one are left out."""
         if level not in self._groups:
             node = self.space.node_of[level][self.code]
-            keep = node >= 0
-            doc, pred = self.doc, self.pred
-            if not keep.all():
-                doc, node, pred = doc[keep], node[keep], pred[keep]
-            self._groups[level] = group(doc, node, pred, self.space.contiguous[level])
+            if self.space.unbroken and self.space.unbroken[level]:
+                self._groups[level] = self._runs(node)
+            else:
+                keep = node >= 0
+                doc, pred = self.doc, self.pred
+                if not keep.all():
+                    doc, node, pred = doc[keep], node[keep], pred[keep]
+                self._groups[level] = group(doc, node, pred, self.space.contiguous[level])
         return self._groups[level]
+
+    @cached_property
+    def _scan(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where each document starts, and the running count of predicted labels: what every
+        contiguous level's groups are read from."""
+        doc = self.doc
+        new_doc = np.ones(doc.size, dtype=bool)
+        np.not_equal(doc[1:], doc[:-1], out=new_doc[1:])
+        predicted = np.zeros(doc.size + 1, dtype=np.int64)
+        np.cumsum(self.pred, out=predicted[1:])
+        return new_doc, predicted
+
+    def _runs(self, node: np.ndarray) -> Groups:
+        """The groups of an unbroken level (each node's codes adjacent in code order): within a
+        document, a node's labels are then one run, so a group starts wherever the document or
+        the node changes, and its predicted labels are a difference of the running count. Labels
+        without a node (-1) form runs of their own, dropped at the end (far fewer groups than
+        labels, so cheaper than filtering the labels)."""
+        if node.size == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return Groups(empty, empty, empty, empty)
+        new_doc, predicted = self._scan
+        change = new_doc.copy()
+        change[1:] |= node[1:] != node[:-1]
+        start = np.flatnonzero(change)
+        end = np.append(start[1:], node.size)
+        n_pred = predicted[end] - predicted[start]
+        n_gold = (end - start) - n_pred
+        first_node = node[start].astype(np.int64)
+        first_doc = self.doc[start]
+        named = first_node >= 0
+        if not named.all():
+            return Groups(first_doc[named], first_node[named], n_pred[named], n_gold[named])
+        return Groups(first_doc, first_node, n_pred, n_gold)
 
     def tree_groups(self) -> list[Groups]:
         """(document, node) groups over every distinct ancestor of the labels (the whole

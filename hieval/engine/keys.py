@@ -60,7 +60,10 @@ class CodeSpace:
     lacks (they count at the ``leaf`` pseudo-level only). Per level, ``node_of[level]`` maps a
     code index to its ancestor's node index at that level (-1 when it has none) and
     ``nodes[level]`` names the nodes; ``contiguous[level]`` says whether the codes under each node
-    are adjacent in code order. For the whole-tree measures, ``anc_ptr``/``anc_node`` list each
+    are adjacent in code order once codes without a node there are left out, and
+    ``unbroken[level]`` whether they are adjacent even with those (no code without a node sits
+    between two codes of one node, as in a tree where every node has one parent). For the
+    whole-tree measures, ``anc_ptr``/``anc_node`` list each
     code's distinct ancestors (itself included) as indices into ``tree_nodes``, and ``is_root``
     marks the tree nodes found at the last level given (the root, when levels end with it);
     ``ancestors`` keeps the (small) ``code, level, ancestor`` rows the space was built from.
@@ -83,6 +86,7 @@ class CodeSpace:
     is_root: np.ndarray
     ancestors: pl.DataFrame
     tree_slots: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    unbroken: dict[str, bool] | None = None
 
     @classmethod
     def build(
@@ -109,7 +113,7 @@ class CodeSpace:
         # Root-most level first: the codes under one node end up next to each other.
         wide = wide.sort([*reversed(levels), "code"], nulls_last=False)
         codes = wide["code"]
-        node_of, nodes, contiguous = {}, {}, {}
+        node_of, nodes, contiguous, unbroken = {}, {}, {}, {}
         for level in levels:
             column = wide[level]
             named = column.drop_nulls()
@@ -121,9 +125,12 @@ class CodeSpace:
             nodes[level] = order
             runs = int(named.rle_id().max()) + 1 if named.len() else 0
             contiguous[level] = runs == order.len()
+            index = node_of[level]
+            starts = np.flatnonzero(np.concatenate(([index.size > 0], index[1:] != index[:-1])))
+            unbroken[level] = int(np.count_nonzero(index[starts] >= 0)) == order.len()
         node_of[LEAF] = np.arange(codes.len(), dtype=np.int32)
         nodes[LEAF] = codes
-        contiguous[LEAF] = True
+        contiguous[LEAF] = unbroken[LEAF] = True
         pairs = anc.select("code", "ancestor").unique()
         tree_nodes = pairs["ancestor"].unique().sort()
         pairs = pairs.with_columns(
@@ -153,6 +160,7 @@ class CodeSpace:
             is_root=is_root.to_numpy(),
             ancestors=anc,
             tree_slots=tree_slots,
+            unbroken=unbroken,
         )
 
     def with_codes(self, more: list[str]) -> CodeSpace:
@@ -168,7 +176,7 @@ class CodeSpace:
         anc_ptr = np.concatenate([self.anc_ptr, np.full(n, self.anc_ptr[-1], dtype=np.int64)])
         return CodeSpace(
             codes, self.levels, node_of, nodes, self.contiguous, self.tree_nodes, anc_ptr,
-            self.anc_node, self.is_root, self.ancestors, self.tree_slots,
+            self.anc_node, self.is_root, self.ancestors, self.tree_slots, self.unbroken,
         )  # fmt: skip
 
 
