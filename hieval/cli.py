@@ -58,6 +58,7 @@ from hieval.pipeline import (
     tune_threshold,
     uncertainty,
 )
+from hieval.reports import figures
 from hieval.resources import Resources, memory_limit_problem
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -578,6 +579,7 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
     """
     args.per_file = _per_file_options(args, names)
     config = config_from_args(args)
+    figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     work = out / "work"
