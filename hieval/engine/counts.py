@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 FAMILIES = ("flat", "set", "cophe")
+COUNTS = ("tp", "fp", "fn")
 
 
 def evaluated_levels(levels: tuple[str, ...], max_level: str) -> tuple[str, ...]:
@@ -105,8 +106,8 @@ def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
         node_sums[level] = sums
         for family, values in families.items():
             column = combos.index((family, level))
-            per_doc[:, :, column] = sum_by_doc(g.doc, list(values), n_docs)
-            present[g.doc, column] = True
+            per_doc[:, :, column] = sum_by_doc(g, list(values), n_docs)
+            present[g.doc[g.doc_starts], column] = True
     doc_index, combo = np.nonzero(present)  # row-major: by document, then (family, level)
     tp, pred, gold = per_doc[:, doc_index, combo]
     doc_rows = {
@@ -201,6 +202,7 @@ class DocSink:
         self._stack = contextlib.ExitStack()
         self._tmp: Path | None = None
         self._writer: pq.ParquetWriter | None = None
+        self._arrow: tuple | None = None  # the Arrow pieces every batch reuses
         self.documents = 0  # documents with a row
 
     def __enter__(self) -> DocSink:
@@ -214,12 +216,47 @@ class DocSink:
         if self._tmp is None:
             self.parts.append(rows)
             return
-        table = doc_frame(rows, self.levels, self.doc_ids).to_arrow()
+        batch = self._batch(rows)
         if self._writer is None:
             import pyarrow.parquet as pq  # here: the workflow's Snakefile imports this module
 
-            self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
-        self._writer.write_table(table)
+            # The file's columns are plain text: family and level are written from their
+            # dictionaries (no string per row to hash) and read back as strings.
+            self._writer = pq.ParquetWriter(
+                self._tmp, batch.schema, compression="zstd", store_schema=False
+            )
+        self._writer.write_batch(batch)
+
+    def _batch(self, rows: dict[str, np.ndarray]):
+        """A slice's rows as the Arrow batch :func:`doc_frame` describes, built from arrays
+        (through Polars: pyarrow's own ``pa.array`` imports pandas where installed)."""
+        import pyarrow as pa
+
+        if self._arrow is None:
+            combos = doc_combos(self.levels)
+            families = sorted({f for f, _ in combos})
+            levels = sorted({lv for _, lv in combos})
+            self._arrow = (
+                self.doc_ids.to_arrow().cast(pa.string()),
+                pl.Series(families).to_arrow().cast(pa.string()),
+                pl.Series(levels).to_arrow().cast(pa.string()),
+                np.array([families.index(f) for f, _ in combos], dtype=np.int32),
+                np.array([levels.index(lv) for _, lv in combos], dtype=np.int32),
+            )
+        doc_ids, families, levels, family_of, level_of = self._arrow
+        combo = rows["combo"]
+        columns = {
+            "doc_id": doc_ids.take(pl.Series(rows["di"]).to_arrow()),
+            "family": pa.DictionaryArray.from_arrays(
+                pl.Series(family_of[combo]).to_arrow(), families
+            ),
+            "level": pa.DictionaryArray.from_arrays(pl.Series(level_of[combo]).to_arrow(), levels),
+            **{
+                name: pl.Series(rows[name], dtype=pl.Int64).to_arrow()
+                for name in ("tp", "fp", "fn")
+            },
+        }
+        return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
 
     def frame(self) -> pl.DataFrame:
         """The whole table (when kept in memory)."""

@@ -31,6 +31,17 @@ class Groups:
     pred: np.ndarray
     gold: np.ndarray
 
+    @cached_property
+    def doc_starts(self) -> np.ndarray:
+        """Where each document's groups start (computed once, however many sums use it)."""
+        return runs(self.doc) if self.doc.size else self.doc[:0]
+
+    def renumbered(self, node: np.ndarray) -> Groups:
+        """The same groups under other node numbers, sharing the document runs."""
+        other = Groups(self.doc, node, self.pred, self.gold)
+        other.__dict__["doc_starts"] = self.doc_starts  # what cached_property stores
+        return other
+
 
 def runs(key: np.ndarray) -> np.ndarray:
     """Start positions of the runs of equal values in ``key`` (non-empty)."""
@@ -59,13 +70,13 @@ def group(doc: np.ndarray, node: np.ndarray, pred: np.ndarray, ordered: bool) ->
     return Groups(first >> 32, first & 0xFFFFFFFF, n_pred, n_gold)
 
 
-def sum_by_doc(doc: np.ndarray, values: list[np.ndarray], n_docs: int) -> np.ndarray:
-    """Exact integer sums of ``values`` per document (``doc`` sorted), as the rows of a
+def sum_by_doc(groups: Groups, values: list[np.ndarray], n_docs: int) -> np.ndarray:
+    """Exact integer sums of ``values`` (one per group) per document, as the rows of a
     (len(values), n_docs) array."""
     out = np.zeros((len(values), n_docs), dtype=np.int64)
-    if doc.size:
-        start = runs(doc)
-        where = doc[start]
+    if groups.doc.size:
+        start = groups.doc_starts
+        where = groups.doc[start]
         for row, value in zip(out, values, strict=True):
             row[where] = np.add.reduceat(value.astype(np.int64, copy=False), start)
     return out
@@ -166,6 +177,9 @@ class Slice:
             parts = []
             for level, (canonical, tree_id) in space.tree_slots.items():
                 g = self.groups(level)
+                if canonical.all():  # the usual level: every group stays
+                    parts.append(g.renumbered(tree_id[g.node]))
+                    continue
                 keep = canonical[g.node]
                 parts.append(Groups(g.doc[keep], tree_id[g.node[keep]], g.pred[keep], g.gold[keep]))
             return parts

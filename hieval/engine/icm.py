@@ -213,16 +213,14 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
         xs, ys = tree.pred > 0, tree.gold > 0
         delta, counted = weights.delta[tree.node], weights.counted[tree.node]
         sums[: len(ITEM_SUMS)] += sum_by_doc(
-            tree.doc,
+            tree,
             [delta * xs, delta * ys, delta, counted & xs, counted & ys, counted & xs & ys],
             part.n_docs,
         )
     leaf = part.groups(LEAF)
     lx, ly = leaf.pred > 0, leaf.gold > 0
     prop = weights.propensity[leaf.node]
-    sums[len(ITEM_SUMS) :] = sum_by_doc(
-        leaf.doc, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs
-    )
+    sums[len(ITEM_SUMS) :] = sum_by_doc(leaf, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs)
     return sums
 
 
