@@ -43,6 +43,7 @@ _CODE_MASK = (1 << CODE_BITS) - 1
 # Rows decoded back to strings and written at once, one row group each: small enough that a
 # row group's distinct documents fit Parquet's dictionary page (readers then get integers).
 ROWS_PER_WRITE = 1 << 17
+_SLICE = 1 << 22  # keys worked on at once where a whole-array temporary would double memory
 SELECTION = "as given (no scores)"  # the general path's words for unscored predictions
 _EMPTY_SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
 
@@ -134,8 +135,7 @@ def normalize(
     if drop_code.any():
         keys = keys[~drop_code[keys & _CODE_MASK]]
     if gold_docs is not None:
-        doc = keys >> CODE_BITS
-        present = doc[np.concatenate(([True], doc[1:] != doc[:-1]))]
+        present = _documents(keys)
         outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
         extra = docs.take(_arrow(outside)).to_pylist()
         check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
@@ -147,7 +147,7 @@ def normalize(
     if keys.size == 0:
         return None  # nothing to write: the general path says why, or writes the empty table
     record.labels = int(keys.size)
-    record.documents = int(np.count_nonzero(np.diff(keys >> CODE_BITS))) + 1
+    record.documents = int(_documents(keys).size)
     _write(keys, docs, pl.Series(codes, dtype=pl.String).to_arrow(), out, with_score=not is_gold)
     if scores_out is not None:
         with atomic_path(scores_out) as tmp:
@@ -186,15 +186,21 @@ def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarra
         return None
     result = []
     for column in ("doc_id", "code"):
-        values = table[column].combine_chunks()
+        values = table[column]
         if values.null_count:
             return None
         if not pa.types.is_dictionary(values.type):
-            values = values.dictionary_encode()
-        dictionary = values.dictionary
+            values = values.dictionary_encode()  # one dictionary for all chunks
+        indices = np.empty(len(values), dtype=np.int32)
+        at = 0
+        for chunk in values.chunks:  # copied chunk by chunk: no combined copy of the column
+            indices[at : at + len(chunk)] = _numpy(chunk.indices)
+            at += len(chunk)
+        dictionary = values.chunk(0).dictionary if values.num_chunks else pa.nulls(0, pa.string())
         if not pa.types.is_string(dictionary.type):
             dictionary = dictionary.cast(pa.string())  # integer documents: text, as SQL casts
-        result += [_numpy(values.indices), dictionary]
+        result += [indices, dictionary]
+    del table
     return result[0], result[1], result[2], result[3]
 
 
@@ -250,19 +256,38 @@ def _sorted_keys(
     """``doc rank << CODE_BITS | code rank`` per row, sorted (built in slices: no full-size
     temporaries besides the keys)."""
     keys = np.empty(doc_index.size, dtype=np.int64)
-    step = 1 << 22
-    for start in range(0, keys.size, step):
-        part = keys[start : start + step]
-        np.left_shift(doc_rank[doc_index[start : start + step]], CODE_BITS, out=part)
-        part |= code_rank[code_index[start : start + step]]
+    for start in range(0, keys.size, _SLICE):
+        part = keys[start : start + _SLICE]
+        np.left_shift(doc_rank[doc_index[start : start + _SLICE]], CODE_BITS, out=part)
+        part |= code_rank[code_index[start : start + _SLICE]]
     keys.sort()
     return keys
 
 
+def _documents(keys: np.ndarray) -> np.ndarray:
+    """The distinct document ranks of sorted keys (read in slices: no full-size temporaries)."""
+    found, last = [], -1
+    for start in range(0, keys.size, _SLICE):
+        doc = keys[start : start + _SLICE] >> CODE_BITS
+        new = np.empty(doc.size, dtype=bool)
+        new[0] = doc[0] != last
+        np.not_equal(doc[1:], doc[:-1], out=new[1:])
+        found.append(doc[new])
+        last = int(doc[-1])
+    return np.concatenate(found) if found else keys[:0]
+
+
 def _gold_docs(path: str | Path) -> pa.Array:
-    """The distinct documents of a normalised gold."""
-    column = pq.ParquetFile(path, read_dictionary=["doc_id"]).read(columns=["doc_id"])["doc_id"]
-    return pc.unique(column.unify_dictionaries().combine_chunks().dictionary)
+    """The distinct documents of a normalised gold: the union of its row groups' dictionaries
+    (one row group's indices in memory at a time)."""
+    parquet = pq.ParquetFile(path, read_dictionary=["doc_id"])
+    found = []
+    for group in range(parquet.num_row_groups):
+        column = parquet.read_row_group(group, columns=["doc_id"])["doc_id"]
+        found += [chunk.dictionary for chunk in column.chunks]
+    if not found:
+        return pa.nulls(0, pa.string())
+    return pc.unique(pa.chunked_array(found, type=found[0].type).combine_chunks())
 
 
 def _schema(*, with_score: bool) -> pa.Schema:

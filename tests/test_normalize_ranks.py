@@ -45,7 +45,9 @@ def write(path: Path, rows: list[tuple[str, str]], *, layout: str) -> Path:
         table = table.cast(pa.schema([("doc_id", pa.large_string()), ("code", pa.large_string())]))
     if layout == "dictionary-typed":
         table = pa.table({"doc_id": pa.array(docs).dictionary_encode(), "code": codes})
-    pq.write_table(table, path, row_group_size=7 if layout == "small-row-groups" else None)
+    pq.write_table(
+        table, path, row_group_size=7 if layout in ("small-row-groups", "integer-ids") else None
+    )
     return path
 
 
