@@ -130,7 +130,6 @@ def normalize(
             docs[first >> CODE_BITS].as_py(),
             codes[first & _CODE_MASK],
         )
-    if record.duplicates_removed:
         keys = keys[distinct]
     if drop_code.any():
         keys = keys[~drop_code[keys & _CODE_MASK]]
