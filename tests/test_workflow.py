@@ -11,10 +11,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 from helpers import (
+    BUILT_CACHE,
     REPO,
     SNAKEMAKE,
     copy_run,
     parse_time_refusal,
+    prebuilt_tables,
     slurm_plugin_env,
     small_demo_config,
     snakemake,
@@ -218,10 +220,15 @@ def test_bad_gold_fails_cleanly_without_outputs(tmp_path):
 
 
 def test_hierarchy_target_offline(tmp_path):
-    """`snakemake hierarchy` builds the level tables from the installed package, offline."""
+    """`snakemake hierarchy` builds the level tables from the installed package, offline, and
+    caches them for the next run (the other workflow tests start from such a cache)."""
     shutil.copytree(REPO / "config", tmp_path / "config")
-    result = snakemake(tmp_path, "hierarchy")
+    result = snakemake(tmp_path, "hierarchy", prebuilt=False)
     assert result.returncode == 0, result.stderr[-3000:]
+    built = list((tmp_path / BUILT_CACHE).glob("package-*/manifest.json"))
+    assert [p.parent.name for p in built] == [p.name for p in prebuilt_tables().iterdir()]
+    log = (tmp_path / "logs/hierarchy/build_levels.log").read_text()
+    assert "built and cached" in log
     levels = pl.read_parquet(tmp_path / "results/hierarchy/levels.parquet")
     assert levels.columns == ["code", "kind", "depth", "e1", "e0", "c", "chapter", "title"]
     ancestors = pl.read_parquet(tmp_path / "results/hierarchy/ancestors.parquet")
