@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from hieval import codesystem
 from hieval.atomic import atomic_path
 from hieval.errors import CodeError
+from hieval.formats import wide
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
@@ -38,14 +39,15 @@ from hieval.label_options import LabelOptions
 
 log = logging.getLogger(__name__)
 
-CODE_BITS = 24  # a key's code part: up to ~16.7M distinct codes (a few thousand in practice)
-_CODE_MASK = (1 << CODE_BITS) - 1
+RANK_BITS = 24  # a key's code rank: up to ~16.7M distinct codes (a few thousand in practice)
+_RANK_MASK = (1 << RANK_BITS) - 1
 # Rows decoded back to strings and written at once, one row group each: small enough that a
 # row group's distinct documents fit Parquet's dictionary page (readers then get integers).
 ROWS_PER_WRITE = 1 << 17
 _SLICE = 1 << 22  # keys worked on at once where a whole-array temporary would double memory
 SELECTION = "as given (no scores)"  # the general path's words for unscored predictions
-_EMPTY_SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
+_SCORE_COLUMNS = (("doc_id", pa.string()), ("code", pa.string()), ("score", pa.float64()))
+_EMPTY_SCORES = pa.schema([pa.field(name, kind, nullable=False) for name, kind in _SCORE_COLUMNS])
 
 
 def normalize(
@@ -69,6 +71,8 @@ def normalize(
         return None
     if not path.is_file():
         return None  # the general path says what is wrong with it
+    if options.format == "auto" and wide.looks_wide(path):
+        return None  # read as a wide table, as format detection says
     read = _read(path, is_gold=is_gold)
     if read is None:
         return None
@@ -88,7 +92,7 @@ def normalize(
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))
-    if len(codes) > _CODE_MASK:
+    if len(codes) > _RANK_MASK:
         return None
     rank_of = {code: rank for rank, code in enumerate(codes)}
     code_rank = np.full(len(code_values), -1, dtype=np.int64)
@@ -122,17 +126,17 @@ def normalize(
     distinct = np.concatenate(([True], keys[1:] != keys[:-1]))
     record.duplicates_removed = rows - int(np.count_nonzero(distinct))
     if record.duplicates_removed:
-        first = int(keys[np.argmin(distinct)])  # the smallest repeated pair
+        first = int(keys[np.argmin(distinct)])  # the first False: the smallest repeated pair
         log.info(
             "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
             name,
             record.duplicates_removed,
-            docs[first >> CODE_BITS].as_py(),
-            codes[first & _CODE_MASK],
+            docs[first >> RANK_BITS].as_py(),
+            codes[first & _RANK_MASK],
         )
         keys = keys[distinct]
     if drop_code.any():
-        keys = keys[~drop_code[keys & _CODE_MASK]]
+        keys = keys[~drop_code[keys & _RANK_MASK]]
     if gold_docs is not None:
         present = _documents(keys)
         outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
@@ -142,15 +146,15 @@ def normalize(
             record.unknown_documents_dropped = len(extra)
             drop_doc = np.zeros(len(docs), dtype=bool)
             drop_doc[outside] = True
-            keys = keys[~drop_doc[keys >> CODE_BITS]]
+            keys = keys[~drop_doc[keys >> RANK_BITS]]
     if keys.size == 0:
         return None  # nothing to write: the general path says why, or writes the empty table
     record.labels = int(keys.size)
     record.documents = int(_documents(keys).size)
     _write(keys, docs, pl.Series(codes, dtype=pl.String).to_arrow(), out, with_score=not is_gold)
-    if scores_out is not None:
-        with atomic_path(scores_out) as tmp:
-            pl.DataFrame(schema=_EMPTY_SCORES).write_parquet(tmp, compression="zstd")
+    if scores_out is not None:  # no scores: an empty table, typed as the general path's
+        with atomic_path(scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
+            pass
     log.info(
         "%s: %d rows -> %d labels over %d documents",
         name,
@@ -198,6 +202,10 @@ def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarra
         dictionary = values.chunk(0).dictionary if values.num_chunks else pa.nulls(0, pa.string())
         if not pa.types.is_string(dictionary.type):
             dictionary = dictionary.cast(pa.string())  # integer documents: text, as SQL casts
+        try:  # text that is not UTF-8: the general path words the reader's refusal
+            dictionary.validate(full=True)
+        except pa.ArrowInvalid:
+            return None
         result += [indices, dictionary]
     del table
     return result[0], result[1], result[2], result[3]
@@ -252,12 +260,12 @@ def _ranks(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
 def _sorted_keys(
     doc_index: np.ndarray, doc_rank: np.ndarray, code_index: np.ndarray, code_rank: np.ndarray
 ) -> np.ndarray:
-    """``doc rank << CODE_BITS | code rank`` per row, sorted (built in slices: no full-size
+    """``doc rank << RANK_BITS | code rank`` per row, sorted (built in slices: no full-size
     temporaries besides the keys)."""
     keys = np.empty(doc_index.size, dtype=np.int64)
     for start in range(0, keys.size, _SLICE):
         part = keys[start : start + _SLICE]
-        np.left_shift(doc_rank[doc_index[start : start + _SLICE]], CODE_BITS, out=part)
+        np.left_shift(doc_rank[doc_index[start : start + _SLICE]], RANK_BITS, out=part)
         part |= code_rank[code_index[start : start + _SLICE]]
     keys.sort()
     return keys
@@ -267,7 +275,7 @@ def _documents(keys: np.ndarray) -> np.ndarray:
     """The distinct document ranks of sorted keys (read in slices: no full-size temporaries)."""
     found, last = [], -1
     for start in range(0, keys.size, _SLICE):
-        doc = keys[start : start + _SLICE] >> CODE_BITS
+        doc = keys[start : start + _SLICE] >> RANK_BITS
         new = np.empty(doc.size, dtype=bool)
         new[0] = doc[0] != last
         np.not_equal(doc[1:], doc[:-1], out=new[1:])
@@ -304,8 +312,8 @@ def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *
         for start in range(0, keys.size, ROWS_PER_WRITE):
             part = keys[start : start + ROWS_PER_WRITE]
             columns = [
-                docs.take(_arrow(part >> CODE_BITS)),
-                codes.take(_arrow(part & _CODE_MASK)),
+                docs.take(_arrow(part >> RANK_BITS)),
+                codes.take(_arrow(part & _RANK_MASK)),
             ]
             if with_score:
                 columns.append(pa.nulls(part.size, pa.float64()))

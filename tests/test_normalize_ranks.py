@@ -71,6 +71,11 @@ class Paths:
         return normalize_labels(**kwargs)
 
 
+def columns(path: Path) -> list[tuple[str, str, bool]]:
+    """A Parquet file's columns as readers see them: name, Arrow type, nullable."""
+    return [(f.name, str(f.type), f.nullable) for f in pq.read_schema(path)]
+
+
 def outputs(out: Path, scores: Path | None) -> tuple[list, list | None]:
     frame = pl.read_parquet(out)
     return frame.rows(), (pl.read_parquet(scores).rows() if scores else None)
@@ -117,7 +122,7 @@ def test_rank_path_writes_what_the_general_path_writes(
             json.loads(pred.to_json()),
             outputs(gold_out, None),
             outputs(pred_out, scores),
-            pl.read_parquet_schema(pred_out),
+            [columns(path) for path in (gold_out, pred_out, scores)],
         )
     assert paths.taken == [True, True, False, False]  # the rank path ran, then the general one
     assert results["ranks"] == results["general"]
@@ -240,3 +245,36 @@ print("pandas" in sys.modules)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_wide_table_and_text_that_is_not_utf8_are_left_to_the_general_path(icd9, tmp_path):
+    """A Parquet file with ``_id`` and ``target`` is a wide table (format detection reads it
+    so, whatever other columns it has); bytes that are not UTF-8 are refused by the general
+    path's reader with its message, not by pyarrow with a traceback."""
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "_id": ["a", "b"],
+                "target": [["401.9"], ["412"]],
+                "doc_id": ["d1", "d2"],
+                "code": ["401.9", "V58.61"],
+            }
+        ),
+        wide,
+    )
+    record = normalize_labels(
+        wide, name="gold", role="gold", out=tmp_path / "wide_out.parquet", hierarchy=icd9
+    )
+    assert record.format == "wide"
+    assert pl.read_parquet(tmp_path / "wide_out.parquet").rows() == [("a", "401.9"), ("b", "412")]
+
+    data = b"d1" + b"\xff\xfe" + b"d2"
+    offsets = pa.py_buffer(bytes([0, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 6, 0, 0, 0]))
+    docs = pa.Array.from_buffers(pa.string(), 3, [None, offsets, pa.py_buffer(data)])
+    broken = tmp_path / "broken.parquet"
+    pq.write_table(pa.table({"doc_id": docs, "code": ["412", "401.9", "401.9"]}), broken)
+    with pytest.raises(InputError, match="not a readable Parquet file"):
+        normalize_labels(
+            broken, name="gold", role="gold", out=tmp_path / "broken_out.parquet", hierarchy=icd9
+        )

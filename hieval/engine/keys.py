@@ -267,7 +267,8 @@ def _parts(source: Source) -> Iterator[tuple[pa.DictionaryArray, pa.DictionaryAr
     parquet = pq.ParquetFile(Path(source), read_dictionary=columns)
     for group in range(parquet.num_row_groups):
         table = parquet.read_row_group(group, columns=columns)
-        for docs, codes in zip(table["doc_id"].chunks, table["code"].chunks, strict=True):
+        for batch in table.to_batches():  # the columns' chunks aligned, however they were read
+            docs, codes = batch.column(0), batch.column(1)
             if not pa.types.is_dictionary(docs.type):  # not text: read as text, as SQL casts
                 docs = docs.cast(pa.string()).dictionary_encode()
             if not pa.types.is_dictionary(codes.type):
