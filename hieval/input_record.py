@@ -38,6 +38,12 @@ class InputRecord:
     selection: str = ""
     tuned_threshold: dict = field(default_factory=dict)
 
+    def summary(self) -> str:
+        """The one line both ways of normalising log when done."""
+        return (
+            f"{self.name}: {self.rows} rows -> {self.labels} labels over {self.documents} documents"
+        )
+
     def to_json(self) -> str:
         """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

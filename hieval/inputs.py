@@ -426,13 +426,7 @@ def normalize_labels(
             gold_docs=gold_docs,
             name=name,
         )
-    log.info(
-        "%s: %d rows -> %d labels over %d documents",
-        name,
-        record.rows,
-        record.labels,
-        record.documents,
-    )
+    log.info("%s", record.summary())
     return record
 
 

@@ -155,13 +155,7 @@ def normalize(
     if scores_out is not None:  # no scores: an empty table, typed as the general path's
         with atomic_path(scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
             pass
-    log.info(
-        "%s: %d rows -> %d labels over %d documents",
-        name,
-        record.rows,
-        record.labels,
-        record.documents,
-    )
+    log.info("%s", record.summary())
     return record
 
 
