@@ -214,6 +214,7 @@ def normalize_labels(
     duckdb_config: dict | None = None,
     scores_out: str | Path | None = None,
     tuned: TunedThresholds | None = None,
+    memory_budget: int | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
 
@@ -228,7 +229,9 @@ def normalize_labels(
 
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
-    DuckDB straight to Parquet.
+    DuckDB straight to Parquet. A clean Parquet file is normalised over integer ranks in
+    memory instead (:mod:`hieval.normalize_ranks`), unless its plan exceeds
+    ``memory_budget`` (the user's memory limit, in bytes; None: no limit was set).
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
     ``unknown_codes`` None is that system's default.
@@ -263,6 +266,7 @@ def normalize_labels(
         gold_docs=gold_docs,
         unknown_docs=unknown_docs,
         scores_out=scores_out,
+        memory_budget=memory_budget,
     )
     if common is not None:  # the usual clean file: normalised over integer ranks
         return common

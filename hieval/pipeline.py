@@ -203,6 +203,9 @@ def normalize_file(
                 duckdb_config=resources.duckdb_config(),
                 scores_out=scores_out,
                 tuned=read_tuned(tuned) if tuned is not None else None,
+                memory_budget=parse_bytes(resources.memory_limit)
+                if resources.memory_limit
+                else None,
             )
         except (duckdb.OutOfMemoryException, HievalError) as exc:
             if not _out_of_memory(exc):

@@ -278,3 +278,31 @@ def test_a_wide_table_and_text_that_is_not_utf8_are_left_to_the_general_path(icd
         normalize_labels(
             broken, name="gold", role="gold", out=tmp_path / "broken_out.parquet", hierarchy=icd9
         )
+
+
+def test_a_memory_limit_below_the_plan_leaves_the_file_to_duckdb(icd9, tmp_path):
+    """``engine.memory_limit`` bounds normalisation: the rank path holds the file in memory, so
+    under a limit its plan exceeds the file goes to DuckDB, which spills; the result is the
+    same either way."""
+    rows = [(f"d{i % 40}", KNOWN[i % len(KNOWN)]) for i in range(300)]
+    source = write(tmp_path / "in.parquet", rows, layout="strings")
+    plan = normalize_ranks.planned_bytes(source)
+    assert plan == normalize_ranks.BASE_BYTES + normalize_ranks.BYTES_PER_ROW * len(rows)
+    options = {"path": source, "name": "gold", "role": "gold", "hierarchy": icd9}
+    taken = []
+    real = normalize_ranks.normalize
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        taken.append(result is not None)
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize_ranks, "normalize", spy)
+        low = normalize_labels(out=tmp_path / "low.parquet", memory_budget=plan - 1, **options)
+        high = normalize_labels(out=tmp_path / "high.parquet", memory_budget=plan, **options)
+    assert taken == [False, True]
+    assert low.to_json() == high.to_json()
+    assert pl.read_parquet(tmp_path / "low.parquet").equals(
+        pl.read_parquet(tmp_path / "high.parquet")
+    )
