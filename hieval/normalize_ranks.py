@@ -310,24 +310,61 @@ def _gold_docs(path: str | Path) -> pa.Array:
     return pc.unique(pa.chunked_array(found, type=found[0].type).combine_chunks())
 
 
+_TEXT = pa.dictionary(pa.int32(), pa.string())
+
+
 def _schema(*, with_score: bool) -> pa.Schema:
-    fields = [pa.field("doc_id", pa.string(), nullable=False)]
-    fields.append(pa.field("code", pa.string(), nullable=False))
+    """The normalised file's columns as written: text from dictionaries (read back as plain
+    text: the Arrow schema is not stored)."""
+    fields = [pa.field("doc_id", _TEXT, nullable=False), pa.field("code", _TEXT, nullable=False)]
     if with_score:
         fields.append(pa.field("score", pa.float64()))
     return pa.schema(fields)
 
 
 def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *, with_score: bool):
-    """The sorted keys as hieval's normalised Parquet, decoded slice by slice."""
+    """The sorted keys as hieval's normalised Parquet, one row group per slice.
+
+    Each row group is handed to the writer as dictionary arrays holding exactly the documents
+    and codes of its rows, so the writer copies them to the dictionary page instead of hashing
+    a string per row, and readers that take a file's values from its dictionaries (the
+    encoder, :func:`_gold_docs`) find only values that occur. Statistics are kept for
+    ``doc_id`` only: the rows are sorted by it, so its ranges prune row groups; every row
+    group holds most codes, so code ranges prune nothing, and computing them on strings was
+    half of the write."""
     schema = _schema(with_score=with_score)
-    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    with (
+        atomic_path(out) as tmp,
+        pq.ParquetWriter(
+            tmp,
+            schema,
+            compression="zstd",
+            store_schema=False,
+            write_statistics=["doc_id"],
+        ) as writer,
+    ):
         for start in range(0, keys.size, ROWS_PER_WRITE):
             part = keys[start : start + ROWS_PER_WRITE]
             columns = [
-                docs.take(_arrow(part >> RANK_BITS)),
-                codes.take(_arrow(part & _RANK_MASK)),
+                _dictionary_column(part >> RANK_BITS, docs, ordered=True),
+                _dictionary_column(part & _RANK_MASK, codes, ordered=False),
             ]
             if with_score:
                 columns.append(pa.nulls(part.size, pa.float64()))
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+
+
+def _dictionary_column(ranks: np.ndarray, values: pa.Array, *, ordered: bool) -> pa.Array:
+    """``values[ranks]`` as a dictionary array whose dictionary holds only the values used, in
+    rank order (``ordered``: the ranks are sorted, so each value's rows are one run)."""
+    if ordered:
+        new = np.empty(ranks.size, dtype=bool)
+        new[0] = True
+        np.not_equal(ranks[1:], ranks[:-1], out=new[1:])
+        indices = np.cumsum(new, dtype=np.int32) - 1
+        used = ranks[new]
+    else:
+        present = np.bincount(ranks, minlength=len(values)) > 0
+        indices = (np.cumsum(present, dtype=np.int32) - 1)[ranks]
+        used = np.flatnonzero(present)
+    return pa.DictionaryArray.from_arrays(_arrow(indices), values.take(_arrow(used)))

@@ -76,6 +76,19 @@ def columns(path: Path) -> list[tuple[str, str, bool]]:
     return [(f.name, str(f.type), f.nullable) for f in pq.read_schema(path)]
 
 
+def dictionaries_hold_only_their_rows(path: Path) -> bool:
+    """Each row group's ``doc_id`` and ``code`` dictionaries hold exactly the values of its rows:
+    the encoder and the gold's document list read a file's values from its dictionaries."""
+    parquet = pq.ParquetFile(path, read_dictionary=["doc_id", "code"])
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=["doc_id", "code"])
+        for column in table.columns:
+            for chunk in column.chunks:
+                if sorted(chunk.dictionary.to_pylist()) != sorted(set(chunk.to_pylist())):
+                    return False
+    return True
+
+
 def outputs(out: Path, scores: Path | None) -> tuple[list, list | None]:
     frame = pl.read_parquet(out)
     return frame.rows(), (pl.read_parquet(scores).rows() if scores else None)
@@ -96,6 +109,7 @@ def test_rank_path_writes_what_the_general_path_writes(
 ):
     rng = random.Random(f"{seed}-{spellings}-{policy}-{layout}")
     paths = Paths(monkeypatch)
+    monkeypatch.setattr(normalize_ranks, "ROWS_PER_WRITE", 4)  # several row groups written
     gold_rows = [*clean_rows(rng, docs=8, spellings=spellings), ("d1", "401.9")]
     pred_rows = [*clean_rows(rng, docs=11, spellings=spellings), ("d2", "412")]
     gold_in = write(tmp_path / "gold_in.parquet", gold_rows, layout=layout)
@@ -126,6 +140,10 @@ def test_rank_path_writes_what_the_general_path_writes(
         )
     assert paths.taken == [True, True, False, False]  # the rank path ran, then the general one
     assert results["ranks"] == results["general"]
+    assert pq.ParquetFile(tmp_path / "gold_ranks.parquet").num_row_groups > 1
+    for tag in ("ranks", "general"):
+        for role in ("gold", "pred"):
+            assert dictionaries_hold_only_their_rows(tmp_path / f"{role}_{tag}.parquet")
     # and both are right: the plain reference (documents as text, as SQL casts them)
     gold_docs = {str(d) for d, *_ in results["ranks"][2][0]}
     as_text = [(d[1:] if layout == "integer-ids" else d, c) for d, c in pred_rows]

@@ -220,10 +220,16 @@ class DocSink:
         if self._writer is None:
             import pyarrow.parquet as pq  # here: the workflow's Snakefile imports this module
 
-            # The file's columns are plain text: family and level are written from their
-            # dictionaries (no string per row to hash) and read back as strings.
+            # The file's columns are plain text: doc_id, family and level are written from
+            # dictionaries (no string per row to hash) and read back as strings. Statistics
+            # only for doc_id, by which the rows are sorted: on strings they cost as much as
+            # the rest of the write, and family and level ranges prune nothing.
             self._writer = pq.ParquetWriter(
-                self._tmp, batch.schema, compression="zstd", store_schema=False
+                self._tmp,
+                batch.schema,
+                compression="zstd",
+                store_schema=False,
+                write_statistics=["doc_id", "tp", "fp", "fn"],
             )
         self._writer.write_batch(batch)
 
@@ -244,9 +250,15 @@ class DocSink:
                 np.array([levels.index(lv) for _, lv in combos], dtype=np.int32),
             )
         doc_ids, families, levels, family_of, level_of = self._arrow
-        combo = rows["combo"]
+        combo, di = rows["combo"], rows["di"]
+        new = np.empty(di.size, dtype=bool)  # rows come by document: each one's rows are a run
+        new[:1] = True
+        np.not_equal(di[1:], di[:-1], out=new[1:])
         columns = {
-            "doc_id": doc_ids.take(pl.Series(rows["di"]).to_arrow()),
+            "doc_id": pa.DictionaryArray.from_arrays(
+                pl.Series(np.cumsum(new, dtype=np.int32) - 1).to_arrow(),
+                doc_ids.take(pl.Series(di[new]).to_arrow()),
+            ),
             "family": pa.DictionaryArray.from_arrays(
                 pl.Series(family_of[combo]).to_arrow(), families
             ),
