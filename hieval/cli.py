@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import logging
 import math
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
 
 from hieval import __version__
 from hieval.atomic import staged_folder
+from hieval.background import PendingFile
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import (
@@ -591,7 +594,8 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
     }
     gold = work / "inputs" / "gold.parquet"
     records = [work / "inputs" / "gold.json"]
-    normalize_file(
+    gold_job = functools.partial(
+        normalize_file,
         args.gold,
         name="gold",
         role=GOLD,
@@ -600,28 +604,32 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         options=gold_options(config),
         **common,
     )
-    tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
     labels, scores = {}, {}
+    with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
+        written = None
+        if _gold_beside_predictions(args, resources):
+            written = background.submit(gold_job)  # see hieval.background
+        else:
+            gold_job()
+        try:
+            tuned = _normalize_predictions(
+                args,
+                names,
+                config,
+                gold=gold if written is None else PendingFile(gold, written),
+                out=out,
+                common=common,
+                labels=labels,
+                scores=scores,
+                records=records,
+            )
+        except BaseException:
+            if written is not None:
+                written.result()  # the gold's own error first, as when it is read first
+            raise
+        if written is not None:
+            written.result()
     model_options = {name: _model_options(args, name) for name in names}
-    for number, (name, path) in enumerate(args.pred, start=1):
-        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
-        labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
-        scores[name] = work / "inputs" / "scores" / f"{name}.parquet"
-        records.append(labels[name].with_suffix(".json"))
-        normalize_file(
-            path,
-            name=name,
-            role=PREDICTIONS,
-            out=labels[name],
-            record_out=records[-1],
-            options=model_options[name],
-            gold=gold,
-            unknown_docs=config["unknown_docs"],
-            default_threshold=config["threshold"],
-            scores_out=scores[name],
-            tuned=tuned.get(name),
-            **common,
-        )
     for number, name in enumerate(names, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(names)}): counting")
         counts = work / "counts" / name
@@ -715,6 +723,56 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         **uncertain,
     )
+
+
+def _gold_beside_predictions(args: argparse.Namespace, resources: Resources) -> bool:
+    """Whether the gold may be normalised in the background while the first model's
+    predictions are: when both take the in-memory path (:mod:`hieval.normalize_ranks`) and
+    holding both files fits :meth:`Resources.allows_overlap`. Later models overlap nothing."""
+    from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
+
+    if not args.pred:
+        return False
+    plan = planned_together([*args.gold, args.pred[0][1]])
+    return plan is not None and resources.allows_overlap(plan[0], labels=plan[1])
+
+
+def _normalize_predictions(
+    args: argparse.Namespace,
+    names: list[str],
+    config: dict,
+    *,
+    gold: Path | PendingFile,
+    out: Path,
+    common: dict,
+    labels: dict[str, Path],
+    scores: dict[str, Path],
+    records: list[Path],
+) -> dict[str, Path]:
+    """Tune thresholds where asked, then normalise each model's predictions into ``labels`` and
+    ``scores`` (their records appended to ``records``); returns the tuned JSON per model."""
+    work = out / "work"
+    tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
+    for number, (name, path) in enumerate(args.pred, start=1):
+        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
+        labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
+        scores[name] = work / "inputs" / "scores" / f"{name}.parquet"
+        records.append(labels[name].with_suffix(".json"))
+        normalize_file(
+            path,
+            name=name,
+            role=PREDICTIONS,
+            out=labels[name],
+            record_out=records[-1],
+            options=_model_options(args, name),
+            gold=gold,
+            unknown_docs=config["unknown_docs"],
+            default_threshold=config["threshold"],
+            scores_out=scores[name],
+            tuned=tuned.get(name),
+            **common,
+        )
+    return tuned
 
 
 def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:

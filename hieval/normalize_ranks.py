@@ -178,6 +178,29 @@ def planned_bytes(path: Path) -> int:
     return BASE_BYTES + BYTES_PER_ROW * rows
 
 
+def planned_together(paths: list[Path]) -> tuple[int, int] | None:
+    """The plan (bytes, rows) for normalising ``paths`` at once in one process: one base, and
+    each file's rows. None when one of them is not an unscored long Parquet file as this path
+    reads it (its reading, and so its memory, is then not known beforehand)."""
+    rows = 0
+    for path in paths:
+        if path.suffix.lower() != ".parquet" or not path.is_file():
+            return None
+        try:
+            metadata = pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return None
+        names = metadata.schema.names
+        if (
+            "doc_id" not in names
+            or "code" not in names
+            or {"score", "code_type"} & {n.lower() for n in names}
+        ):
+            return None
+        rows += metadata.num_rows
+    return BASE_BYTES + BYTES_PER_ROW * rows, rows
+
+
 def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarray, pa.Array] | None:
     """Row indices into, and the values of, the ``doc_id`` and ``code`` dictionaries; None
     when the file is not plain ``doc_id, code`` (exact names, text codes, text or integer

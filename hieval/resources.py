@@ -107,13 +107,33 @@ class Resources:
         settings = {"memory_limit": limit, "temp_directory": self.temp_directory}
         return {key: str(value) for key, value in settings.items() if value}
 
+    def count_job_bytes(self, labels: int) -> int:
+        """The planned peak of a count job of ``labels`` labels (the module's memory model)."""
+        return self._fixed_bytes() + BYTES_PER_LABEL * labels
+
+    def _fixed_bytes(self) -> int:
+        return BASE_BYTES + BYTES_PER_THREAD * (self.threads or default_threads())
+
+    def allows_overlap(self, planned: int, *, labels: int) -> bool:
+        """Whether work planned at ``planned`` bytes may run beside other work (two label
+        files normalised at once): with two threads or more, and only when it needs no more
+        memory than the count job of the same ``labels`` plans for anyway, nor more than
+        ``memory_limit``. Overlap then never raises a run's peak (at 1000x MIMIC-III it would:
+        two whole files in memory, 4.7 GB, against the count job's 3.1 GB)."""
+        if (self.threads or default_threads()) < 2:
+            return False
+        ceiling = self.count_job_bytes(labels)
+        if self.memory_limit:
+            ceiling = min(ceiling, parse_bytes(self.memory_limit))
+        return planned <= ceiling
+
     def check_budget(self, labels: int) -> None:
         """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
         if not self.memory_limit:
             return
         budget = parse_bytes(self.memory_limit)
-        fixed = BASE_BYTES + BYTES_PER_THREAD * (self.threads or default_threads())
-        need = fixed + BYTES_PER_LABEL * labels
+        fixed = self._fixed_bytes()
+        need = self.count_job_bytes(labels)
         if need <= budget:
             return
         room = budget - fixed
