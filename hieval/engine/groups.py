@@ -118,7 +118,7 @@ class Slice:
     def groups(self, level: str) -> Groups:
         """(document, ancestor at ``level``) groups; labels without one are left out."""
         if level not in self._groups:
-            node = self.space.node_of[level][self.code]
+            node = self.space.node_of[level].take(self.code)
             if self.space.unbroken and self.space.unbroken[level]:
                 self._groups[level] = self._runs(node)
             else:
@@ -150,14 +150,23 @@ class Slice:
             empty = np.zeros(0, dtype=np.int64)
             return Groups(empty, empty, empty, empty)
         new_doc, predicted = self._scan
-        change = new_doc.copy()
-        change[1:] |= node[1:] != node[:-1]
+        change = np.empty(node.size, dtype=bool)
+        change[0] = True
+        np.not_equal(node[1:], node[:-1], out=change[1:])
+        change |= new_doc
         start = np.flatnonzero(change)
-        end = np.append(start[1:], node.size)
-        n_pred = predicted[end] - predicted[start]
-        n_gold = (end - start) - n_pred
-        first_node = node[start].astype(np.int64)
-        first_doc = self.doc[start]
+        # A group's predicted labels and length are differences of neighbouring starts (the
+        # last one's against the end): one gather of the running count, not two.
+        at_start = predicted.take(start)
+        n_pred = np.empty(start.size, dtype=np.int64)
+        np.subtract(at_start[1:], at_start[:-1], out=n_pred[:-1])
+        n_pred[-1] = predicted[-1] - at_start[-1]
+        n_gold = np.empty(start.size, dtype=np.int64)
+        np.subtract(start[1:], start[:-1], out=n_gold[:-1])
+        n_gold[-1] = node.size - start[-1]
+        n_gold -= n_pred
+        first_node = node.take(start).astype(np.int64)
+        first_doc = self.doc.take(start)
         named = first_node >= 0
         if not named.all():
             return Groups(first_doc[named], first_node[named], n_pred[named], n_gold[named])
