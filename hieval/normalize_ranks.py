@@ -299,10 +299,14 @@ def _sorted_keys(
     """``doc rank << RANK_BITS | code rank`` per row, sorted (built in slices: no full-size
     temporaries besides the keys)."""
     keys = np.empty(doc_index.size, dtype=np.int64)
+    codes = np.empty(min(keys.size, _SLICE), dtype=np.int64)
     for start in range(0, keys.size, _SLICE):
         part = keys[start : start + _SLICE]
-        np.left_shift(doc_rank[doc_index[start : start + _SLICE]], RANK_BITS, out=part)
-        part |= code_rank[code_index[start : start + _SLICE]]
+        np.take(doc_rank, doc_index[start : start + _SLICE], out=part)
+        part <<= RANK_BITS
+        code = codes[: part.size]
+        np.take(code_rank, code_index[start : start + _SLICE], out=code)
+        part |= code
     keys.sort()
     return keys
 
@@ -310,13 +314,15 @@ def _sorted_keys(
 def _documents(keys: np.ndarray) -> np.ndarray:
     """The distinct document ranks of sorted keys (read in slices: no full-size temporaries)."""
     found, last = [], -1
+    doc = np.empty(min(keys.size, _SLICE), dtype=np.int64)  # one buffer for every slice
+    new = np.empty(doc.size, dtype=bool)
     for start in range(0, keys.size, _SLICE):
-        doc = keys[start : start + _SLICE] >> RANK_BITS
-        new = np.empty(doc.size, dtype=bool)
+        part = keys[start : start + _SLICE]
+        np.right_shift(part, RANK_BITS, out=doc[: part.size])
         new[0] = doc[0] != last
-        np.not_equal(doc[1:], doc[:-1], out=new[1:])
-        found.append(doc[new])
-        last = int(doc[-1])
+        np.not_equal(doc[1 : part.size], doc[: part.size - 1], out=new[1 : part.size])
+        found.append(doc[: part.size][new[: part.size]])
+        last = int(doc[part.size - 1])
     return np.concatenate(found) if found else keys[:0]
 
 

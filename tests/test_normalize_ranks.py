@@ -324,3 +324,22 @@ def test_a_memory_limit_below_the_plan_leaves_the_file_to_duckdb(icd9, tmp_path)
     assert pl.read_parquet(tmp_path / "low.parquet").equals(
         pl.read_parquet(tmp_path / "high.parquet")
     )
+
+
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_keys_and_documents_built_in_pieces_match_a_plain_computation(monkeypatch, piece):
+    """The keys and the distinct documents are built a piece of ``_SLICE`` rows at a time,
+    with buffers reused across pieces: any piece size gives the whole-array answer."""
+    import numpy as np
+
+    monkeypatch.setattr(normalize_ranks, "_SLICE", piece)
+    rng = np.random.default_rng(piece)
+    doc_rank, code_rank = rng.permutation(40), rng.permutation(25)
+    doc_index = rng.integers(0, 40, 500).astype(np.int32)
+    code_index = rng.integers(0, 25, 500).astype(np.int32)
+    keys = normalize_ranks._sorted_keys(doc_index, doc_rank, code_index, code_rank)
+    plain = np.sort((doc_rank[doc_index] << normalize_ranks.RANK_BITS) | code_rank[code_index])
+    assert np.array_equal(keys, plain)
+    documents = normalize_ranks._documents(keys)
+    assert np.array_equal(documents, np.unique(plain >> normalize_ranks.RANK_BITS))
+    assert normalize_ranks._documents(keys[:0]).size == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import polars as pl
 
 from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
 from hieval.engine.frequencies import gold_frequencies
-from hieval.engine.groups import Groups, Slice, parallel_map, slices
+from hieval.engine.groups import Groups, Slice, default_threads, parallel_map, slices
 from hieval.engine.icm import (
     IcmParams,
     ItemSums,
@@ -71,16 +72,21 @@ class Progress:
 
 
 def relevant_ancestors(
-    ancestors: Source, *label_sources: Source, placed: pl.DataFrame | None = None
+    ancestors: Source,
+    *label_sources: Source,
+    placed: pl.DataFrame | None = None,
+    codes: pl.Series | None = None,
 ) -> pl.DataFrame:
-    """The ancestor rows of the labels' codes and of every node above them.
+    """The ancestor rows of the labels' codes and of every node above them (``codes``: the
+    sources' distinct codes, when the caller has read them already).
 
     A large tree (ICD-10: 294,593 nodes) is mostly nodes no label of a job reaches; building the
     code space over them only costs time. Keeping each node with its own rows (closed upwards)
     leaves every count, IC and Δ of the nodes the labels reach exactly as over the whole tree.
     """
     anc = read_frame(ancestors, ["code", "level", "ancestor"])
-    codes = pl.concat([label_codes(source) for source in label_sources]).unique()
+    if codes is None:
+        codes = pl.concat([label_codes(source) for source in label_sources]).unique()
     reached = [anc.filter(pl.col("code").is_in(codes.implode()))["ancestor"]]
     if placed is not None and placed.height:  # codes placed outside the tree reach its nodes too
         reached.append(placed["ancestor"].cast(pl.String))
@@ -95,12 +101,14 @@ def encode_labels(
     *,
     levels: tuple[str, ...],
     placed: pl.DataFrame | None = None,
+    codes: pl.Series | None = None,
 ) -> Labels:
     """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes
-    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax); the code
-    space holds the part of the tree the labels reach."""
+    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax; ``codes``:
+    the tables' distinct codes, when already read); the code space holds the part of the tree
+    the labels reach."""
     clock = time.monotonic()
-    tree = relevant_ancestors(ancestors, gold, predictions, placed=placed)
+    tree = relevant_ancestors(ancestors, gold, predictions, placed=placed, codes=codes)
     labels = encode(gold, predictions, CodeSpace.build(tree, tuple(levels), placed))
     # Experiments encode thousands of tiny outputs: only a large job's encoding is news.
     log.log(
@@ -164,18 +172,20 @@ def evaluate(
     params: IcmParams | None = None,
     weights: pl.DataFrame | None = None,
     placed: pl.DataFrame | None = None,
+    codes: pl.Series | None = None,
     threads: int | None = None,
     docs_out: Path | None = None,
     items: bool = True,
 ) -> Evaluation:
     """Count the ``evaluated`` levels and (with ``items``) sum ICM over the whole tree
-    (``levels``, to the root) in one pass.
+    (``levels``, to the root) in one pass (``placed`` and ``codes``: see
+    :func:`encode_labels`).
 
     ``weights`` are the ICM node weights of the whole gold (:func:`gold_weights`); when not
     given they are computed from this gold, which is right for an unsharded run only. The
     per-document table is streamed to ``docs_out`` when given.
     """
-    labels = encode_labels(gold, predictions, ancestors, levels=levels, placed=placed)
+    labels = encode_labels(gold, predictions, ancestors, levels=levels, placed=placed, codes=codes)
     return evaluate_labels(
         labels,
         levels=levels,
@@ -202,31 +212,54 @@ def evaluate_labels(
     """:func:`evaluate` of labels already encoded: the one pass over their slices."""
     params = params or IcmParams()
     progress = Progress(labels.keys.size)
-    sums = None
-    if items:
-        if weights is None:
-            weights = labels_weights(labels, levels=levels, params=params, threads=threads)
-        sums = ItemSums(labels, weights, params)
-
-    def one_slice(part: Slice):
-        # Only the results leave the worker: a slice's groups are dropped with it.
-        item_sums = slice_item_sums(part, sums.weights) if sums is not None else None
-        return part.first, part.end, count_slice(part, evaluated), item_sums
-
     totals: dict[str, np.ndarray] = {}
-    with DocSink(evaluated, labels.doc_ids, docs_out) as docs:
-        for first, end, counts, item_sums in parallel_map(one_slice, slices(labels), threads):
-            add_node_sums(totals, counts)
-            docs.add(counts.doc_rows)
-            if sums is not None:
-                sums.add(first, end, item_sums)
-            progress.advance(counts.labels)
+    with ThreadPoolExecutor(1, thread_name_prefix="icm-weights") as background:
+        item_job: Future | None = None
+        if items:
+            # The node weights come from a gold-only pass on one core; the slices' counts need
+            # none of it, so they start beside it and wait for it only for their item sums
+            # (one thread asked for: computed first, in this one).
+            job = (_item_sums, labels, weights, levels, params, threads)
+            if (threads or default_threads()) > 1:
+                item_job = background.submit(*job)
+            else:
+                item_job = Future()
+                item_job.set_result(job[0](*job[1:]))
+
+        def one_slice(part: Slice):
+            # Only the results leave the worker: a slice's groups are dropped with it.
+            counts = count_slice(part, evaluated)
+            if item_job is None:
+                return part.first, part.end, counts, None
+            return part.first, part.end, counts, slice_item_sums(part, item_job.result().weights)
+
+        with DocSink(evaluated, labels.doc_ids, docs_out) as docs:
+            for first, end, counts, part_sums in parallel_map(one_slice, slices(labels), threads):
+                add_node_sums(totals, counts)
+                docs.add(counts.doc_rows)
+                if item_job is not None:
+                    item_job.result().add(first, end, part_sums)
+                progress.advance(counts.labels)
+        sums = item_job.result() if item_job is not None else None
     return Evaluation(
         node_frame(totals or empty_sums(labels.space, evaluated), labels.space),
         docs.frame() if docs_out is None else None,
         sums.frame() if sums is not None else None,
         docs.documents,
     )
+
+
+def _item_sums(
+    labels: Labels,
+    weights: pl.DataFrame | None,
+    levels: tuple[str, ...],
+    params: IcmParams,
+    threads: int | None,
+) -> ItemSums:
+    """The per-item accumulator, over ``weights`` or those of this gold."""
+    if weights is None:
+        weights = labels_weights(labels, levels=levels, params=params, threads=threads)
+    return ItemSums(labels, weights, params)
 
 
 def count(
