@@ -145,10 +145,8 @@ def normalize(
         keys = keys[distinct]
     if drop_code.any():
         keys = keys[~drop_code[keys & _RANK_MASK]]
-    if gold_docs is not None:
-        present = _documents(keys)
-        outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
-        extra = docs.take(_arrow(outside)).to_pylist()
+    if gold_docs is not None and unknown_docs == "drop":
+        extra, outside = _outside_gold(keys, docs, gold_docs)
         check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
         if extra:
             record.unknown_documents_dropped = len(extra)
@@ -159,7 +157,15 @@ def normalize(
         return None  # nothing to write: the general path says why, or writes the empty table
     record.labels = int(keys.size)
     record.documents = int(_documents(keys).size)
-    _write(keys, docs, pl.Series(codes, dtype=pl.String).to_arrow(), out, with_score=not is_gold)
+    code_values = pl.Series(codes, dtype=pl.String).to_arrow()
+    with atomic_path(out) as tmp:
+        _write(keys, docs, code_values, tmp, with_score=not is_gold)
+        if gold_docs is not None and unknown_docs != "drop":
+            # Refused rather than dropped: the rows written do not depend on the gold, so the
+            # file is written first and checked after (the gold may still be being written:
+            # hieval.background), and only kept when no document is outside the gold.
+            extra, _ = _outside_gold(keys, docs, gold_docs)
+            check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
     if scores_out is not None:  # no scores: an empty table, typed as the general path's
         with atomic_path(scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
             pass
@@ -326,6 +332,15 @@ def _documents(keys: np.ndarray) -> np.ndarray:
     return np.concatenate(found) if found else keys[:0]
 
 
+def _outside_gold(
+    keys: np.ndarray, docs: pa.Array, gold_docs: str | Path
+) -> tuple[list[str], np.ndarray]:
+    """The documents of ``keys`` the normalised gold lacks: their names (sorted) and ranks."""
+    present = _documents(keys)
+    outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
+    return docs.take(_arrow(outside)).to_pylist(), outside
+
+
 def _gold_docs(path: str | Path) -> pa.Array:
     """The distinct documents of a normalised gold: the union of its row groups' dictionaries
     (one row group's indices in memory at a time)."""
@@ -352,7 +367,8 @@ def _schema(*, with_score: bool) -> pa.Schema:
 
 
 def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *, with_score: bool):
-    """The sorted keys as hieval's normalised Parquet, one row group per slice.
+    """The sorted keys as hieval's normalised Parquet at ``out`` (a temporary path the caller
+    renames when all is well), one row group per slice.
 
     Each row group is handed to the writer as dictionary arrays holding exactly the documents
     and codes of its rows, so the writer copies them to the dictionary page instead of hashing
@@ -362,16 +378,9 @@ def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *
     group holds most codes, so code ranges prune nothing, and computing them on strings was
     half of the write."""
     schema = _schema(with_score=with_score)
-    with (
-        atomic_path(out) as tmp,
-        pq.ParquetWriter(
-            tmp,
-            schema,
-            compression="zstd",
-            store_schema=False,
-            write_statistics=["doc_id"],
-        ) as writer,
-    ):
+    with pq.ParquetWriter(
+        out, schema, compression="zstd", store_schema=False, write_statistics=["doc_id"]
+    ) as writer:
         for start in range(0, keys.size, ROWS_PER_WRITE):
             part = keys[start : start + ROWS_PER_WRITE]
             columns = [

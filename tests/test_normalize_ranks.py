@@ -190,6 +190,7 @@ def test_refusals_are_worded_as_the_general_path_words_them(
             )
         messages.append(str(caught.value))
         assert not (tmp_path / "out.parquet").exists()
+        assert not list(tmp_path.glob(".out.parquet.*"))  # nor a temporary written first
     assert messages[0] == messages[1]
     assert "not in the" in messages[0]
 
