@@ -353,10 +353,15 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
     if space.codes.len() + len(extra_codes) > 1 << CODE_BITS:
         raise InputError(f"more than {1 << CODE_BITS} distinct codes cannot be counted")
     values = pl.concat(run_values) if run_values else pl.Series("value", [], dtype=pl.String)
-    doc_ids = values.unique().sort().alias("doc_id")
-    if doc_ids.len() >= _MAX_DOCS:
+    # Each run's document number is its value's dense rank (one sort, where taking the sorted
+    # distinct values and searching each run's among them was three times the time).
+    doc_of_run = values.rank("dense").cast(pl.Int64).to_numpy() - 1
+    n_docs = int(doc_of_run.max()) + 1 if doc_of_run.size else 0
+    if n_docs >= _MAX_DOCS:
         raise InputError(f"more than {_MAX_DOCS} documents cannot be counted at once")
-    doc_of_run = doc_ids.search_sorted(values).cast(pl.Int64).to_numpy()
+    first_run = np.empty(n_docs, dtype=np.int64)
+    first_run[doc_of_run] = np.arange(doc_of_run.size)
+    doc_ids = values.gather(pl.Series(first_run)).alias("doc_id")
     in_gold = np.zeros(doc_ids.len(), dtype=bool)
     in_gold[doc_of_run[:gold_runs]] = True
     keys = np.empty(sum(int(np.count_nonzero(c.code >= 0)) for c in chunks), dtype=np.int64)
