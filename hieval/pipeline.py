@@ -12,6 +12,7 @@ each model whole and skips them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -409,23 +410,15 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
     )
 
 
-def _codes(gold: str | Path, predictions: str | Path) -> pl.Series:
-    """The distinct codes of two label files (from their dictionaries: no row is decoded)."""
-    return pl.concat([label_codes(path) for path in (gold, predictions)]).unique()
+def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
+    """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
+    codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
+    return _placed_codes(codes, table)
 
 
-def _placed(
-    gold: str | Path,
-    predictions: str | Path,
-    table: LevelTable,
-    *,
-    codes: pl.Series | None = None,
-) -> pl.DataFrame | None:
-    """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax);
-    ``codes``: the files' distinct codes (:func:`_codes`), when already read."""
+def _placed_codes(codes: pl.Series, table: LevelTable) -> pl.DataFrame | None:
+    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax)."""
     known = set(table.frame["code"].to_list())
-    if codes is None:
-        codes = _codes(gold, predictions)
     unknown = {c for c in codes.to_list() if c not in known}
     return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
 
@@ -485,7 +478,6 @@ def count_model(
     max_level = codesystem.of_table(table).resolve_max_level(table.levels, max_level)
     evaluated = evaluated_levels(table.levels, max_level)
     resources.check_budget(label_rows(gold) + label_rows(predictions))
-    codes = _codes(gold, predictions)  # read once: for the placed codes and the code space
     result = evaluate(
         gold,
         predictions,
@@ -494,8 +486,7 @@ def count_model(
         evaluated=evaluated,
         params=params,
         weights=paths.read_parquet(weights) if weights is not None else None,
-        placed=_placed(gold, predictions, table, codes=codes),
-        codes=codes,
+        placed=functools.partial(_placed_codes, table=table),  # of the codes the encoder reads
         threads=resources.threads,
         docs_out=Path(docs_out),
     )

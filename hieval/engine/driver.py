@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,10 @@ from hieval.engine.icm import (
 from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, label_codes, read_frame
 
 log = logging.getLogger(__name__)
+
+#: Ancestor rows of codes placed outside the hierarchy by their syntax, or a function giving
+#: them for the labels' distinct codes (a count job knows its codes only once it reads them).
+Placed = pl.DataFrame | Callable[[pl.Series], pl.DataFrame | None] | None
 
 
 @dataclass(frozen=True)
@@ -100,16 +105,22 @@ def encode_labels(
     ancestors: Source,
     *,
     levels: tuple[str, ...],
-    placed: pl.DataFrame | None = None,
-    codes: pl.Series | None = None,
+    placed: Placed = None,
 ) -> Labels:
-    """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes
-    (``placed``: ancestor rows of codes placed outside the hierarchy by their syntax; ``codes``:
-    the tables' distinct codes, when already read); the code space holds the part of the tree
-    the labels reach."""
+    """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes; the
+    code space holds the part of the tree the labels reach, built from the codes the encoder
+    reads (no separate pass over the files).
+
+    ``placed``: ancestor rows of codes placed outside the hierarchy by their syntax, or a
+    function giving them for the labels' distinct codes."""
     clock = time.monotonic()
-    tree = relevant_ancestors(ancestors, gold, predictions, placed=placed, codes=codes)
-    labels = encode(gold, predictions, CodeSpace.build(tree, tuple(levels), placed))
+
+    def space_for(codes: pl.Series) -> CodeSpace:
+        rows = placed(codes) if callable(placed) else placed
+        tree = relevant_ancestors(ancestors, placed=rows, codes=codes)
+        return CodeSpace.build(tree, tuple(levels), rows)
+
+    labels = encode(gold, predictions, space_for)
     # Experiments encode thousands of tiny outputs: only a large job's encoding is news.
     log.log(
         logging.INFO if labels.keys.size >= 1_000_000 else logging.DEBUG,
@@ -171,21 +182,19 @@ def evaluate(
     evaluated: tuple[str, ...],
     params: IcmParams | None = None,
     weights: pl.DataFrame | None = None,
-    placed: pl.DataFrame | None = None,
-    codes: pl.Series | None = None,
+    placed: Placed = None,
     threads: int | None = None,
     docs_out: Path | None = None,
     items: bool = True,
 ) -> Evaluation:
     """Count the ``evaluated`` levels and (with ``items``) sum ICM over the whole tree
-    (``levels``, to the root) in one pass (``placed`` and ``codes``: see
-    :func:`encode_labels`).
+    (``levels``, to the root) in one pass (``placed``: see :func:`encode_labels`).
 
     ``weights`` are the ICM node weights of the whole gold (:func:`gold_weights`); when not
     given they are computed from this gold, which is right for an unsharded run only. The
     per-document table is streamed to ``docs_out`` when given.
     """
-    labels = encode_labels(gold, predictions, ancestors, levels=levels, placed=placed, codes=codes)
+    labels = encode_labels(gold, predictions, ancestors, levels=levels, placed=placed)
     return evaluate_labels(
         labels,
         levels=levels,

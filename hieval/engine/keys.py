@@ -20,7 +20,7 @@ one string per document for sorted inputs (as normalisation writes them), one pe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -314,8 +314,13 @@ class _Chunk:
     code: np.ndarray  # -1: a row that only lists a document
 
 
-def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
+def encode(
+    gold: Source, predictions: Source, space: CodeSpace | Callable[[pl.Series], CodeSpace]
+) -> Labels:
     """Read the gold and predicted ``doc_id, code`` tables into sorted keys.
+
+    ``space`` may be a function of the tables' distinct codes (taken from the dictionaries just
+    read), for a code space built for the codes the labels hold without reading them twice.
 
     Documents are numbered in ``doc_id`` order over both tables; a code the space lacks is
     appended to it (it then counts at the leaf level only). The tables are read first (runs of
@@ -344,6 +349,8 @@ def encode(gold: Source, predictions: Source, space: CodeSpace) -> Labels:
         if flag == 0:
             gold_runs = n_runs
     names = pl.concat(dictionaries) if dictionaries else pl.Series([], dtype=pl.String)
+    if callable(space):
+        space = space(names.drop_nulls().unique().alias("code"))
     lookup = names.cast(pl.Enum(space.codes), strict=False).to_physical()
     lookup = lookup.fill_null(-1).to_numpy().astype(np.int64)
     extra_codes: dict[str, int] = {}
