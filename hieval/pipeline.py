@@ -357,9 +357,12 @@ def score_metrics(
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
-    gold_frame = paths.read_parquet(gold)
     score_frame = paths.read_parquet(scores)
-    anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
+    if score_frame.height:
+        gold_frame = paths.read_parquet(gold)
+        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
+    else:  # hard predictions: nothing is ranked, so the gold (at 1000x, 0.4 GB) is not read
+        gold_frame, anc = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String}), None
     tidy, notes = score_rows(
         gold_frame,
         score_frame,
