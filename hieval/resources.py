@@ -85,10 +85,10 @@ class Resources:
 
     Normalisation runs in DuckDB under ``memory_limit``, spilling to ``temp_directory``. The
     counting engine keeps 8 bytes per label in memory, per-document sums, and one slice of
-    about a million labels per thread at work, so its peak grows with the labels of one job:
-    with ``memory_limit`` a count job that would exceed it stops before reading, saying how
-    many shards fit (``shards`` in the config splits the documents so that each job holds a
-    part). ``threads`` defaults to the cores this process may use.
+    about a quarter of a million labels per thread at work, so its peak grows with the labels
+    of one job: with ``memory_limit`` a count job that would exceed it stops before reading,
+    saying how many shards fit (``shards`` in the config splits the documents so that each job
+    holds a part). ``threads`` defaults to the cores this process may use.
     """
 
     threads: int | None = None

@@ -15,8 +15,8 @@ hash group-by (DuckDB's, measured at 100× MIMIC-III: ~3.5 s after integer encod
 that on a hash table that outgrows the caches. With labels sorted once by (document, code in
 hierarchy order), each level's groups are runs of adjacent keys, found by one comparison of
 neighbours; sums per group are ``np.add.reduceat`` and per node ``np.bincount``. Documents are
-processed in slices of about a million labels, so temporaries stay small (tens of MB) and the
-per-document table can be written slice by slice.
+processed in slices of about a quarter of a million labels, so temporaries stay small (a few MB,
+in the cores' caches) and the per-document table can be written slice by slice.
 """
 
 from __future__ import annotations
