@@ -44,7 +44,9 @@ _RANK_MASK = (1 << RANK_BITS) - 1
 # Rows decoded back to strings and written at once, one row group each: small enough that a
 # row group's distinct documents fit Parquet's dictionary page (readers then get integers).
 ROWS_PER_WRITE = 1 << 17
-_SLICE = 1 << 22  # keys worked on at once where a whole-array temporary would double memory
+# Keys worked on at once where a whole-array temporary would double memory; small enough that
+# the temporaries stay in cache (100x gold: 0.48 s against 0.53 s with 2^22).
+_SLICE = 1 << 18
 BASE_BYTES, BYTES_PER_ROW = 400 * 2**20, 40  # the memory plan (see planned_bytes)
 SELECTION = "as given (no scores)"  # the general path's words for unscored predictions
 _SCORE_COLUMNS = (("doc_id", pa.string()), ("code", pa.string()), ("score", pa.float64()))

@@ -17,8 +17,9 @@ import numpy as np
 
 from hieval.engine.keys import _LOW, DOC_SHIFT, Labels
 
-#: Keys read at a time (cut between documents): a few full-size temporaries of this length.
-CHUNK_KEYS = 1 << 21
+#: Keys read at a time (cut between documents): a few temporaries of this length, small enough
+#: to stay in cache (100x gold: 0.23 s against 0.31 s with 2^21).
+CHUNK_KEYS = 1 << 18
 
 
 def _count_runs(doc: np.ndarray, node: np.ndarray, counts: np.ndarray) -> None:
