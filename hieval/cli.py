@@ -392,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=_at_least_one("threads"),
         default=None,
-        help="threads of the count (default: the cores this process may use)",
+        help="threads of the count (default: the cores this process may use); with two or "
+        "more, the gold may be normalised beside the first model's predictions",
     )
 
     hi = sub.add_parser(
