@@ -71,7 +71,13 @@ def overlap(monkeypatch):
     return taken
 
 
-def evaluate(tmp_path: Path, gold: Path, pred: Path, out: str, *extra: str) -> int:
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One hierarchy cache for the module's runs: the first builds the ICD-9 tables."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def evaluate(tmp_path: Path, cache: Path, gold: Path, pred: Path, out: str, *extra: str) -> int:
     return cli.main(
         [
             "evaluate",
@@ -82,17 +88,17 @@ def evaluate(tmp_path: Path, gold: Path, pred: Path, out: str, *extra: str) -> i
             "--out",
             str(tmp_path / out),
             "--cache",
-            str(tmp_path / "cache"),
+            str(cache),
             *extra,
         ]
     )
 
 
-def test_the_overlapped_run_gives_the_sequential_runs_outputs(tmp_path, overlap):
+def test_the_overlapped_run_gives_the_sequential_runs_outputs(tmp_path, overlap, cache):
     gold = labels(tmp_path / "gold.parquet", GOLD)
     pred = labels(tmp_path / "pred.parquet", PRED)
-    assert evaluate(tmp_path, gold, pred, "both", "--threads", "2") == 0
-    assert evaluate(tmp_path, gold, pred, "one", "--threads", "1") == 0
+    assert evaluate(tmp_path, cache, gold, pred, "both", "--threads", "2") == 0
+    assert evaluate(tmp_path, cache, gold, pred, "one", "--threads", "1") == 0
     assert overlap == [True, False]
     for name in (
         "metrics.parquet",
@@ -111,14 +117,12 @@ def test_the_overlapped_run_gives_the_sequential_runs_outputs(tmp_path, overlap)
     assert dict(zip(leaf["metric"], leaf["value"], strict=True))["tp"] == 2  # 364.11, 401.9
 
 
-def test_the_golds_error_is_reported_when_both_files_are_bad(tmp_path, overlap, capsys):
+def test_the_golds_error_is_reported_when_both_files_are_bad(tmp_path, overlap, cache, capsys):
     gold = labels(tmp_path / "gold.parquet", [*GOLD, ("c", "999.99")])  # a code ICD-9 lacks
     # The predictions fail first (their bad code is found before the gold is needed).
     pred = labels(tmp_path / "pred.parquet", [*PRED, ("a", "999.98")])
-    code = evaluate(
-        tmp_path, gold, pred, "out", "--threads", "2", "--unknown-codes", "error",
-        "--unknown-docs", "error",
-    )  # fmt: skip
+    strict = ("--unknown-codes", "error", "--unknown-docs", "error")
+    code = evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2", *strict)
     assert overlap == [True]
     err = capsys.readouterr().err
     assert code == 1
@@ -127,10 +131,10 @@ def test_the_golds_error_is_reported_when_both_files_are_bad(tmp_path, overlap, 
     assert not (tmp_path / "out").exists()
 
 
-def test_a_bad_prediction_file_is_reported_after_a_good_gold(tmp_path, overlap, capsys):
+def test_a_bad_prediction_file_is_reported_after_a_good_gold(tmp_path, overlap, cache, capsys):
     gold = labels(tmp_path / "gold.parquet", GOLD)
     pred = labels(tmp_path / "pred.parquet", [*PRED, ("z", "401.9")])
-    code = evaluate(tmp_path, gold, pred, "out", "--threads", "2", "--unknown-docs", "error")
+    code = evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2", "--unknown-docs", "error")
     assert overlap == [True]
     err = capsys.readouterr().err
     assert code == 1
@@ -147,16 +151,15 @@ def test_overlap_needs_two_threads_and_no_more_memory_than_the_count_job():
     assert not Resources(threads=2, memory_limit="700MB").allows_overlap(plan[small], labels=small)
 
 
-def test_files_of_other_kinds_are_normalised_one_after_the_other(tmp_path, overlap):
+def test_files_of_other_kinds_are_normalised_one_after_the_other(tmp_path, overlap, cache):
     gold = tmp_path / "gold.csv"
     gold.write_text("doc_id,code\n" + "".join(f"{d},{c}\n" for d, c in GOLD))
     pred = labels(tmp_path / "pred.parquet", PRED)
-    assert evaluate(tmp_path, gold, pred, "out", "--threads", "2") == 0
+    assert evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2") == 0
     scored = tmp_path / "scored.parquet"
     pl.DataFrame(
         [(d, c, 0.9) for d, c in PRED], schema=["doc_id", "code", "score"], orient="row"
     ).write_parquet(scored)
-    assert (
-        evaluate(tmp_path, labels(tmp_path / "g.parquet", GOLD), scored, "s", "--threads", "2") == 0
-    )
+    gold = labels(tmp_path / "g.parquet", GOLD)
+    assert evaluate(tmp_path, cache, gold, scored, "s", "--threads", "2") == 0
     assert overlap == [False, False]
