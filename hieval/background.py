@@ -28,6 +28,10 @@ class PendingFile(os.PathLike):
 
     __str__ = __fspath__  # str() of a path is its text too (f-strings, messages)
 
+    def ready(self) -> bool:
+        """Whether the file is written (opening it would not wait)."""
+        return self.written.done()
+
     def __repr__(self) -> str:
         state = "written" if self.written.done() else "being written"
         return f"PendingFile({str(self.path)!r}, {state})"

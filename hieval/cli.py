@@ -12,6 +12,7 @@ import functools
 import logging
 import math
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -609,7 +610,18 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
         written = None
         if _gold_beside_predictions(args, resources):
-            written = background.submit(gold_job)  # see hieval.background
+            # The predictions start once the gold is known to take the in-memory path (a gold
+            # DuckDB reads is read alone, as the memory plan assumes); see hieval.background.
+            started = threading.Event()
+
+            def gold_in_background():
+                try:
+                    return gold_job(on_fast_path=started.set)
+                finally:
+                    started.set()
+
+            written = background.submit(gold_in_background)
+            started.wait()
         else:
             gold_job()
         try:
@@ -728,11 +740,14 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
 
 def _gold_beside_predictions(args: argparse.Namespace, resources: Resources) -> bool:
     """Whether the gold may be normalised in the background while the first model's
-    predictions are: when both take the in-memory path (:mod:`hieval.normalize_ranks`) and
-    holding both files fits :meth:`Resources.allows_overlap`. Later models overlap nothing."""
+    predictions are: one gold file, both files of the kind the in-memory path takes
+    (:mod:`hieval.normalize_ranks`), and holding both fits :meth:`Resources.allows_overlap`.
+    Whichever of them that path then declines is read by DuckDB alone (the predictions wait
+    for a gold DuckDB reads, and DuckDB reads predictions only once the gold is written).
+    Later models overlap nothing."""
     from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
 
-    if not args.pred:
+    if not args.pred or len(args.gold) > 1:  # several gold files are pooled in DuckDB
         return False
     plan = planned_together([*args.gold, args.pred[0][1]])
     return plan is not None and resources.allows_overlap(plan[0], labels=plan[1])
@@ -789,7 +804,13 @@ def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:
 
 
 def _tune_thresholds(
-    args: argparse.Namespace, names: list[str], config: dict, *, gold: Path, out: Path, common: dict
+    args: argparse.Namespace,
+    names: list[str],
+    config: dict,
+    *,
+    gold: Path | PendingFile,
+    out: Path,
+    common: dict,
 ) -> dict[str, Path]:
     """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
     tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
@@ -818,6 +839,7 @@ def _tune_thresholds(
                 "(--threshold tune): the dev predictions are not read"
             )
         return {}
+    gold = Path(gold)  # tuning reads the gold's record too: a gold being written is waited for
     work = out / "work" / "inputs" / "dev"
     dev_gold = work / "gold.parquet"
     normalize_file(

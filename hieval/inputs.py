@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -215,6 +215,7 @@ def normalize_labels(
     scores_out: str | Path | None = None,
     tuned: TunedThresholds | None = None,
     memory_budget: int | None = None,
+    on_fast_path: Callable[[], None] | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
 
@@ -232,6 +233,9 @@ def normalize_labels(
     DuckDB straight to Parquet. A clean Parquet file is normalised over integer ranks in
     memory instead (:mod:`hieval.normalize_ranks`), unless its plan exceeds
     ``memory_budget`` (the user's memory limit, in bytes; None: no limit was set).
+    ``on_fast_path`` is called when the file is found to be that case (what runs beside this
+    one may then start: :mod:`hieval.background`); a ``gold_docs`` still being written is
+    waited for before a file is read in DuckDB, so DuckDB never works beside another file.
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
     ``unknown_codes`` None is that system's default.
@@ -267,9 +271,12 @@ def normalize_labels(
         unknown_docs=unknown_docs,
         scores_out=scores_out,
         memory_budget=memory_budget,
+        accepted=on_fast_path,
     )
     if common is not None:  # the usual clean file: normalised over integer ranks
         return common
+    if gold_docs is not None:
+        gold_docs = Path(gold_docs)  # a gold still being written: wait for it (see above)
     con = duckdb.connect(config=duckdb_config or {})
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
     file_format = open_source(

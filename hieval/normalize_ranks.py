@@ -19,6 +19,7 @@ same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 
 from hieval import codesystem
 from hieval.atomic import atomic_path
+from hieval.background import PendingFile
 from hieval.errors import CodeError
 from hieval.formats import wide
 from hieval.hierarchy.sources import sha256_file
@@ -66,11 +68,13 @@ def normalize(
     unknown_docs: str,
     scores_out: str | Path | None,
     memory_budget: int | None = None,
+    accepted: Callable[[], None] | None = None,
 ) -> InputRecord | None:
     """Normalise ``path`` to ``out`` as :func:`hieval.inputs.normalize_labels` does, when it
     is the common case; None (nothing written) otherwise. ``unknown_codes`` is the resolved
     policy. Policy errors (unknown codes or documents refused) are raised as the general path
-    raises them.
+    raises them. ``accepted`` is called once the file is known to be the common case (read
+    and checked, before the sort and the write): what runs beside this one may then start.
 
     The file's indices and keys are held in memory (:func:`planned_bytes`): with a
     ``memory_budget`` (a user's ``engine.memory_limit``) that the plan exceeds, the file is left
@@ -126,6 +130,8 @@ def normalize(
             unknown[code] = unknown.get(code, 0) + n
     record.unknown_codes = dict(sorted(unknown.items()))
     check_unknown_codes(unknown, hierarchy=hierarchy, policy=unknown_codes, path=path, name=name)
+    if accepted is not None:
+        accepted()
     drop_code = np.zeros(len(codes), dtype=bool)
     if unknown and unknown_codes == "drop":
         drop_code[[rank_of[code] for code in unknown]] = True
@@ -147,7 +153,11 @@ def normalize(
         keys = keys[distinct]
     if drop_code.any():
         keys = keys[~drop_code[keys & _RANK_MASK]]
-    if gold_docs is not None and unknown_docs == "drop":
+    # Refused rather than dropped, unknown documents leave the rows as they are: while the gold
+    # is still being written (hieval.background), the file is written first and checked after.
+    check_after = unknown_docs != "drop" and isinstance(gold_docs, PendingFile)
+    check_after = check_after and not gold_docs.ready()
+    if gold_docs is not None and not check_after:
         extra, outside = _outside_gold(keys, docs, gold_docs)
         check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
         if extra:
@@ -162,10 +172,7 @@ def normalize(
     code_values = pl.Series(codes, dtype=pl.String).to_arrow()
     with atomic_path(out) as tmp:
         _write(keys, docs, code_values, tmp, with_score=not is_gold)
-        if gold_docs is not None and unknown_docs != "drop":
-            # Refused rather than dropped: the rows written do not depend on the gold, so the
-            # file is written first and checked after (the gold may still be being written:
-            # hieval.background), and only kept when no document is outside the gold.
+        if check_after:  # kept only when no document is outside the gold
             extra, _ = _outside_gold(keys, docs, gold_docs)
             check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
     if scores_out is not None:  # no scores: an empty table, typed as the general path's

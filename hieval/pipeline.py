@@ -18,7 +18,7 @@ import logging
 import math
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -157,10 +157,12 @@ def normalize_file(
     resources: Resources | None = None,
     scores_out: str | Path | None = None,
     tuned: str | Path | None = None,
+    on_fast_path: Callable[[], None] | None = None,
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold``.
+    ``gold`` (a path, or a :class:`hieval.background.PendingFile`). ``on_fast_path``: see
+    :func:`hieval.inputs.normalize_labels` (one file only).
 
     ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
     is read and validated on its own, with the same options, and their rows are pooled, so the
@@ -207,6 +209,7 @@ def normalize_file(
                 memory_budget=parse_bytes(resources.memory_limit)
                 if resources.memory_limit
                 else None,
+                on_fast_path=on_fast_path if len(files) == 1 else None,
             )
         except (duckdb.OutOfMemoryException, HievalError) as exc:
             if not _out_of_memory(exc):

@@ -163,3 +163,86 @@ def test_files_of_other_kinds_are_normalised_one_after_the_other(tmp_path, overl
     gold = labels(tmp_path / "g.parquet", GOLD)
     assert evaluate(tmp_path, cache, gold, scored, "s", "--threads", "2") == 0
     assert overlap == [False, False]
+
+
+class Timeline:
+    """When each file's normalisation ran, and when DuckDB started reading each file; with the
+    test gold's write slowed (not the dev gold's), so that whatever waits for it visibly
+    waits."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, gold_delay: float = 0.0):
+        from hieval import inputs, normalize_ranks
+
+        self.spans: dict[str, tuple[float, float]] = {}
+        self.duckdb: dict[str, float] = {}
+        real_labels, real_write, real_open = (
+            inputs.normalize_labels,
+            normalize_ranks._write,
+            inputs.open_source,
+        )
+
+        def normalize_labels(path, **kwargs):
+            start = time.monotonic()
+            try:
+                return real_labels(path, **kwargs)
+            finally:
+                self.spans[kwargs["name"]] = (start, time.monotonic())
+
+        def write(keys, docs, codes, out, **kwargs):
+            if Path(out).name.startswith(".gold.") and Path(out).parent.name == "inputs":
+                time.sleep(gold_delay)
+            return real_write(keys, docs, codes, out, **kwargs)
+
+        def open_source(con, path, name, *args, **kwargs):
+            self.duckdb[name] = time.monotonic()
+            return real_open(con, path, name, *args, **kwargs)
+
+        monkeypatch.setattr(inputs, "normalize_labels", normalize_labels)
+        monkeypatch.setattr(normalize_ranks, "_write", write)
+        monkeypatch.setattr(inputs, "open_source", open_source)
+
+
+def test_a_gold_the_fast_path_declines_is_read_before_the_predictions(
+    tmp_path, overlap, cache, monkeypatch
+):
+    timeline = Timeline(monkeypatch)
+    gold = labels(tmp_path / "gold.parquet", [(" a", "364.11"), *GOLD])  # trimmed by DuckDB
+    pred = labels(tmp_path / "pred.parquet", PRED)
+    assert evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2") == 0
+    assert overlap == [True]  # planned beside, but the gold went to DuckDB: read alone
+    assert "gold" in timeline.duckdb
+    assert timeline.spans["m"][0] >= timeline.spans["gold"][1]
+
+
+def test_predictions_the_fast_path_declines_wait_for_the_gold(
+    tmp_path, overlap, cache, monkeypatch
+):
+    timeline = Timeline(monkeypatch, gold_delay=0.4)
+    gold = labels(tmp_path / "gold.parquet", GOLD)
+    pred = labels(tmp_path / "pred.parquet", [("a", "364.11 "), *PRED])  # trimmed by DuckDB
+    assert evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2") == 0
+    assert overlap == [True]
+    assert timeline.spans["m"][0] < timeline.spans["gold"][1]  # started beside the gold
+    assert timeline.duckdb["m"] >= timeline.spans["gold"][1]  # but DuckDB read it after
+
+
+def test_tuning_waits_for_a_gold_being_written(tmp_path, overlap, cache, monkeypatch):
+    # Tuning reads the gold's record first: slowed well past the dev files' normalisation.
+    Timeline(monkeypatch, gold_delay=1.0)
+    gold = labels(tmp_path / "gold.parquet", GOLD)
+    hard = labels(tmp_path / "hard.parquet", PRED)
+    scored = [(d, c, 0.9) for d, c in PRED] + [("a", "401.9", 0.2)]
+    frame = pl.DataFrame(scored, schema=["doc_id", "code", "score"], orient="row")
+    frame.write_parquet(tmp_path / "scored.parquet")
+    dev = frame.with_columns(("dev_" + pl.col("doc_id")).alias("doc_id"))  # a validation split
+    dev.write_parquet(tmp_path / "dev.parquet")
+    dev_gold = labels(tmp_path / "dev_gold.parquet", [(f"dev_{d}", c) for d, c in GOLD])
+    code = cli.main(
+        ["evaluate", "--gold", str(gold), "--pred", f"m={hard}",
+         "--pred", f"t={tmp_path / 'scored.parquet'}", "--threshold", "tune",
+         "--dev-gold", str(dev_gold), "--dev-pred", f"t={tmp_path / 'dev.parquet'}",
+         "--out", str(tmp_path / "out"), "--cache", str(cache), "--threads", "2"]
+    )  # fmt: skip
+    assert code == 0
+    assert overlap == [True]
+    assert (tmp_path / "out" / "thresholds" / "t.json").exists()

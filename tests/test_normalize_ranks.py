@@ -182,15 +182,14 @@ def test_refusals_are_worded_as_the_general_path_words_them(
                 path=pred_in,
                 name="model",
                 role="predictions",
-                out=tmp_path / "out.parquet",
+                out=tmp_path / "new" / "out.parquet",
                 hierarchy=icd9,
                 gold_docs=gold_out,
                 general=general,
                 **options,
             )
         messages.append(str(caught.value))
-        assert not (tmp_path / "out.parquet").exists()
-        assert not list(tmp_path.glob(".out.parquet.*"))  # nor a temporary written first
+        assert not (tmp_path / "new").exists()  # refused before anything is created
     assert messages[0] == messages[1]
     assert "not in the" in messages[0]
 
