@@ -606,7 +606,10 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
         options=gold_options(config),
         **common,
     )
-    labels, scores = {}, {}
+    inputs = work / "inputs"
+    labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
+    scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
+    records += [labels[name].with_suffix(".json") for name in names]
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
         written = None
         if _gold_beside_predictions(args, resources):
@@ -634,7 +637,6 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
                 common=common,
                 labels=labels,
                 scores=scores,
-                records=records,
             )
         except BaseException:
             if written is not None:
@@ -763,23 +765,18 @@ def _normalize_predictions(
     common: dict,
     labels: dict[str, Path],
     scores: dict[str, Path],
-    records: list[Path],
 ) -> dict[str, Path]:
-    """Tune thresholds where asked, then normalise each model's predictions into ``labels`` and
-    ``scores`` (their records appended to ``records``); returns the tuned JSON per model."""
-    work = out / "work"
+    """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
+    ``scores`` (records beside the labels); returns the tuned JSON per model."""
     tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
     for number, (name, path) in enumerate(args.pred, start=1):
         console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
-        labels[name] = work / "inputs" / "predictions" / f"{name}.parquet"
-        scores[name] = work / "inputs" / "scores" / f"{name}.parquet"
-        records.append(labels[name].with_suffix(".json"))
         normalize_file(
             path,
             name=name,
             role=PREDICTIONS,
             out=labels[name],
-            record_out=records[-1],
+            record_out=labels[name].with_suffix(".json"),
             options=_model_options(args, name),
             gold=gold,
             unknown_docs=config["unknown_docs"],
