@@ -21,12 +21,15 @@ from hieval.metrics.registry import (
     sort_tidy,
     wide,
 )
+from hieval.reports.escaping import csv_safe
+from hieval.reports.escaping import markdown as md
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
-    """Write a CSV file atomically."""
+    """Write a CSV file atomically, its text cells safe to open in a spreadsheet
+    (:func:`hieval.reports.escaping.csv_safe`)."""
     with atomic_path(path) as tmp:
-        frame.write_csv(tmp)
+        csv_safe(frame).write_csv(tmp)
 
 
 def combine(
@@ -50,7 +53,7 @@ def _prf_table(
         "",
         f"## {title}",
         "",
-        "| Model | " + " | ".join(heading for heading, _, _ in columns) + " |",
+        "| Model | " + " | ".join(md(heading) for heading, _, _ in columns) + " |",
         "|---|" + "---:|" * len(columns),
     ]
     for model in models:
@@ -60,7 +63,7 @@ def _prf_table(
             cells.append(
                 " / ".join(_pct(row[m]) for m in ("precision", "recall", "f1")) if row else "-"
             )
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -89,8 +92,9 @@ def summary_markdown(
     lines = [
         "# Evaluation summary",
         "",
-        f"Hierarchy: {hierarchy}." + (f" Code system: {code_system}." if code_system else ""),
-        f"Levels evaluated: {', '.join(levels)}; `overall` pools them.",
+        f"Hierarchy: {md(hierarchy)}."
+        + (f" Code system: {md(code_system)}." if code_system else ""),
+        f"Levels evaluated: {', '.join(map(md, levels))}; `overall` pools them.",
         "Scores are percentages, micro-averaged unless named macro; flat compares leaf codes "
         "only. Documents and labels: what the model's file holds after normalisation.",
         "",
@@ -120,8 +124,8 @@ def summary_markdown(
         for family in ("flat", "cophe"):
             value = macro.get((model, family))
             cells.append(_pct(value) if value is not None else "-")
-        cells.append(record.get("selection") or "-")
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        cells.append(md(record.get("selection") or "-"))
+        lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     for family in ("set", "cophe"):
         lines += _prf_table(
             f"{FAMILY_TITLES[family]} per level (P / R / F1, micro)",
@@ -160,7 +164,7 @@ def summary_markdown(
         for model in models:
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     lines += _score_table(tidy, models)
     if intervals is not None:
         lines += uncertainty_markdown(intervals, comparisons, models)
@@ -200,7 +204,7 @@ def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
             f"{values[key]:.4g}" if (key := (model, *column)) in values else "-"
             for column in columns
         ]
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -221,7 +225,7 @@ def _score_note(note: dict) -> str:
             f"{count} code(s) of the label space have no node at level {level} (shallower "
             "leaves or unplaced codes; left out of its ranking rows, as of its set counts)"
         )
-    return f"- **{note['model']}** (scores): " + "; ".join(parts) + "." if parts else ""
+    return f"- **{md(note['model'])}** (scores): " + md("; ".join(parts)) + "." if parts else ""
 
 
 #: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
@@ -272,7 +276,7 @@ def uncertainty_markdown(
                 if row
                 else "-"
             )
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     if comparisons is None or comparisons.height == 0:
         return lines
     tested = comparisons["p_adjusted"].is_not_null().any()
@@ -309,7 +313,7 @@ def uncertainty_markdown(
             if p is not None:
                 cell = f"**{cell}** p={p:.2g}" if p < SIGNIFICANCE else f"{cell} p={p:.2g}"
             cells.append(cell)
-        lines.append(f"| {a} | {b} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(a)} | {md(b)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -358,7 +362,7 @@ def systems_markdown(tidy: pl.DataFrame, systems: dict[str, str]) -> list[str]:
             runs = row["runs"]
             sd = "-" if row["sd"] is None else _score(row["sd"], metric[3])
             cells.append(f"{_score(row['mean'], metric[3])} ± {sd}")
-        lines.append(f"| {system} | {runs} | " + " | ".join(cells) + " |")
+        lines.append(f"| {md(system)} | {runs} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -377,7 +381,7 @@ def _record_note(record: dict) -> str:
         parts.append(f"{record['other_version_rows']} rows of {other} skipped")
     if record.get("unknown_documents_dropped"):
         parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
-    return f"- **{record['name']}**: " + "; ".join(parts) + "." if parts else ""
+    return f"- **{md(record['name'])}**: " + md("; ".join(parts)) + "." if parts else ""
 
 
 def node_report(

@@ -82,11 +82,11 @@ def test_summary_headline_names_each_models_decision_rule(evaluated):
     """summary.md's headline says how each model's predictions were decided."""
     out, _, _ = evaluated
     headline = (out / "summary.md").read_text().split("\n## ")[0]  # before the next section
-    rows = {
-        line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
-        for line in headline.splitlines()
-        if line.startswith("| ") and "Decision" not in line
-    }
+    rows = {}
+    for line in headline.splitlines():
+        if line.startswith("| ") and "Decision" not in line:
+            name = line.split(" | ")[0].removeprefix("| ").replace("\\_", "_")  # Markdown-escaped
+            rows[name] = line.rstrip(" |").split(" | ")[-1]
     assert rows["over_predictor"] == "score ≥ 0.5"  # scored, the default threshold
     assert rows["sibling_confuser"] == "as given (no scores)"
     records = {

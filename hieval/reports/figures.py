@@ -1,7 +1,9 @@
 """Figures for the HTML report, drawn with matplotlib and returned as inline SVG text.
 
 The SVG is made reproducible (fixed hash salt, no date), so a report regenerates bit for bit;
-text stays text (``svg.fonttype: none``), so the figures are small and searchable.
+text stays text (``svg.fonttype: none``), so the figures are small and searchable. Labels are
+model names, node codes and titles, which may hold ``$``: matplotlib's mathtext is off
+(``text.parse_math``), so ``$x$`` is drawn as written and an invalid ``$\\foo$`` cannot fail.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hieval.metrics.registry import FAMILY_TITLES
 _STYLE = {
     "svg.hashsalt": "hieval",
     "svg.fonttype": "none",
+    "text.parse_math": False,  # labels are user text, never math
     "font.size": 9,
     "axes.spines.top": False,
     "axes.spines.right": False,
