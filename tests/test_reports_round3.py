@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import os
 import re
 import shutil
@@ -22,9 +23,10 @@ import polars as pl
 import pytest
 
 from hieval.cli import main
+from hieval.errors import HievalError
 from hieval.experiments.demo import make_demo
 from hieval.report import summary_markdown
-from hieval.reports import paper_tables
+from hieval.reports import history, paper_tables
 
 #: Names that act when written raw: LaTeX commands and specials, Markdown/HTML, formulas.
 HOSTILE = (
@@ -310,3 +312,59 @@ def test_titles_with_dollars_are_drawn_as_text(own_tree):
     svg_text = html.unescape(" ".join(re.findall(r"<text[^>]*>(.*?)</text>", page, re.S)))
     for title in ("$x$ chapter", r"$\foo$ bad math"):
         assert title in svg_text, title
+
+
+# --- History ---------------------------------------------------------------------------------
+
+
+def _history_file(tmp_path: Path) -> tuple[Path, pl.DataFrame]:
+    rows = pl.DataFrame(
+        [("2026-01-01T00:00:00", "m", "F-set", 0.5, "g", "i", "s", "1.0", "k1")] * 3,
+        schema=history.SCHEMA,
+        orient="row",
+    )
+    path = tmp_path / "evaluations.parquet"
+    rows.write_parquet(path)
+    return path, rows
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[:-40], id="truncated"),
+        pytest.param(lambda data: data[: len(data) // 2], id="half"),
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: data[:60] + bytes(200) + data[260:], id="garbled"),
+        pytest.param(
+            lambda data: _parquet_bytes(pl.DataFrame({"model": ["m"], "score": [1.0]})),
+            id="foreign columns",
+        ),
+        pytest.param(
+            lambda data: _parquet_bytes(
+                pl.read_parquet(io.BytesIO(data)).with_columns(pl.col("value").cast(pl.String))
+            ),
+            id="foreign types",
+        ),
+    ],
+)
+def test_a_damaged_or_foreign_history_is_refused_and_left_alone(tmp_path, damage):
+    path, rows = _history_file(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    before = path.read_bytes()
+    with pytest.raises(HievalError) as refused:
+        history.append_history(path, rows.with_columns(key=pl.lit("k2")))
+    message = str(refused.value)
+    assert "\n" not in message and str(path) in message and "move it aside" in message
+    assert path.read_bytes() == before
+
+
+def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    return buffer.getvalue()
+
+
+def test_a_whole_history_still_grows_by_new_keys_only(tmp_path):
+    path, rows = _history_file(tmp_path)
+    grown = history.append_history(path, pl.concat([rows, rows.with_columns(key=pl.lit("k2"))]))
+    assert grown.height == 6 and pl.read_parquet(path).equals(grown)

@@ -6,7 +6,9 @@ settings that change numbers (the model's reading options and the run's metric s
 hieval's version. A row is appended only when its key is new, so a rerun on unchanged inputs
 adds nothing, and a model whose threshold changed gets new rows while the others do not. The
 file lives outside Snakemake's outputs on purpose: it accumulates across runs, and a declared
-output would be deleted before each run.
+output would be deleted before each run. For the same reason the workflow reads it
+(:func:`read_history`) before any job starts: a damaged or foreign file is refused while the
+previous report is still there, since Snakemake deletes a job's outputs before it runs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import polars as pl
 
 from hieval import paths
 from hieval.atomic import write_parquet
+from hieval.errors import InputError
 from hieval.metrics.registry import BY_PAPER, paper_level
 
 #: The headline metrics kept per evaluation (paper names of the registry).
@@ -80,10 +83,39 @@ def history_rows(
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")
 
 
+def _unusable(path: Path, problem: str) -> InputError:
+    return InputError(
+        f"the history {path} {problem}; move it aside (mv {path} {path}.old) and rerun to start "
+        "a new history (the old rows stay readable in the moved file if it is intact)"
+    )
+
+
+def read_history(path: str | Path) -> pl.DataFrame:
+    """The history at ``path`` (empty when there is none yet), refused with one line naming the
+    file and what to do when it is not a whole Parquet file with the history's columns: rows
+    appended to a foreign table would be wrong, and a damaged file must not fail the report
+    half-way."""
+    path = Path(path)
+    if not path.exists():
+        return pl.DataFrame(schema=SCHEMA)
+    try:
+        old = paths.read_parquet(path)
+    # whatever a damaged file makes the reader raise (a Rust panic is no Exception)
+    except (Exception, pl.exceptions.PanicException) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _unusable(path, f"cannot be read as Parquet ({reason})") from None
+    found = dict(old.schema)
+    if found != SCHEMA:
+        have = ", ".join(f"{name} {dtype}" for name, dtype in found.items())
+        want = ", ".join(f"{name} {dtype}" for name, dtype in SCHEMA.items())
+        raise _unusable(path, f"is not hieval's history (its columns: {have}; a history's: {want})")
+    return old.select(list(SCHEMA))
+
+
 def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
     """Add the rows whose key is new to the history at ``path``; return the whole history."""
     path = Path(path)
-    old = paths.read_parquet(path) if path.exists() else pl.DataFrame(schema=SCHEMA)
+    old = read_history(path)
     new = rows.filter(~pl.col("key").is_in(old["key"].implode()))
     history = pl.concat([old, new]) if new.height else old
     if new.height or not path.exists():
