@@ -1,10 +1,12 @@
 """Snakemake script: the reports over all models — the tables (metrics.parquet/.csv,
-summary.csv/.md), then the HTML report, the paper tables, the figures and the zoo's history."""
+summary.csv/.md), then the HTML report, the paper tables, the figures and the zoo's history;
+last, what an earlier configuration left in results/report goes."""
 
 import json
 from pathlib import Path
 
 from hieval.pipeline import final_reports, publish_reports
+from hieval.reports.leftovers import remove_leftovers
 from hieval.workflow_script import run_rule
 
 
@@ -42,6 +44,7 @@ def main(smk):
         history=smk.params.history,
         systems=systems,
     )
+    remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 
 
 run_rule(snakemake, main)  # noqa: F821

@@ -27,6 +27,7 @@ from hieval.errors import HievalError
 from hieval.experiments.demo import make_demo
 from hieval.report import summary_markdown
 from hieval.reports import history, paper_tables
+from hieval.reports.leftovers import MANIFEST, remove_leftovers
 
 #: Names that act when written raw: LaTeX commands and specials, Markdown/HTML, formulas.
 HOSTILE = (
@@ -368,3 +369,39 @@ def test_a_whole_history_still_grows_by_new_keys_only(tmp_path):
     path, rows = _history_file(tmp_path)
     grown = history.append_history(path, pl.concat([rows, rows.with_columns(key=pl.lit("k2"))]))
     assert grown.height == 6 and pl.read_parquet(path).equals(grown)
+
+
+# --- Leftovers of an earlier configuration ---------------------------------------------------
+
+
+def test_only_unchanged_files_hieval_wrote_earlier_are_removed(tmp_path):
+    report = tmp_path / "report"
+    (report / "nodes").mkdir(parents=True)
+    names = ("summary.md", "intervals.parquet", "nodes/B.csv", "edited.csv")
+    for name in names:
+        (report / name).write_text(f"written by hieval: {name}\n")
+    outside = tmp_path / "counts.parquet"
+    outside.write_text("an input outside the folder\n")
+    assert remove_leftovers(report, [report / n for n in names] + [outside]) == []
+    (report / "edited.csv").write_text("changed by the user\n")
+    (report / "mine.txt").write_text("the user's own\n")
+    removed = remove_leftovers(report, [report / "summary.md", outside])
+    assert sorted(removed) == ["intervals.parquet", "nodes/B.csv"]
+    assert sorted(p.name for p in report.rglob("*") if p.is_file()) == [
+        ".hieval-outputs.json",
+        "edited.csv",
+        "mine.txt",
+        "summary.md",
+    ]
+    assert outside.exists()
+
+
+def test_no_manifest_or_a_foreign_one_removes_nothing(tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "old.parquet").write_text("x")
+    assert remove_leftovers(report, []) == []
+    (report / MANIFEST).write_text('{"files": {"../outside.txt": "0", "old.parquet": 1}}')
+    (tmp_path / "outside.txt").write_text("y")
+    assert remove_leftovers(report, []) == []
+    assert (report / "old.parquet").exists() and (tmp_path / "outside.txt").exists()

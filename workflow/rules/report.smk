@@ -21,6 +21,9 @@ rule report:
         ],
         levels=LEVELS,
         nodes=expand("results/counts/{model}/nodes.parquet", model=MODEL_NAMES),
+        # not read: named so the job knows every file of this run in results/report, and
+        # removes what an earlier configuration left there (hieval.reports.leftovers)
+        nodes_csv=expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
         curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
         # mean and sd over each system's runs, when the sheet has a `system` column
