@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,6 +280,95 @@ def _max_level_problem(config: dict) -> str | None:
     return None
 
 
+#: How YAML writes the scalars Snakemake's ``--config`` leaves as strings when they are nested
+#: (``--config 'uncertainty={"bootstrap": 200}'`` gives ``"200"``).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_BOOLEANS = {"true": True, "false": False}
+_NULLS = ("null", "~")
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _accepted(schema: dict) -> tuple[set[str], list]:
+    """The JSON types a schema accepts (through ``anyOf``/``oneOf`` branches too), and the
+    strings it names (``enum``/``const``); an empty set: anything goes."""
+    types = schema.get("type", [])
+    types = {types} if isinstance(types, str) else set(types)
+    named = [*schema.get("enum", []), *([schema["const"]] if "const" in schema else [])]
+    for branch in (*schema.get("anyOf", []), *schema.get("oneOf", [])):
+        more, more_named = _accepted(branch)
+        types |= more or {"any"}
+        named += more_named
+    if "const" in schema or "enum" in schema:
+        types |= {_JSON_TYPES[type(v)] for v in named if type(v) in _JSON_TYPES}
+        if None in named:
+            types.add("null")
+    return types, named
+
+
+def _typed(text: str, schema: dict) -> Any:
+    """``text`` as the integer, number, boolean or null the schema asks for where it takes no
+    string (or not this one); else ``text`` unchanged, for the validator to report."""
+    types, named = _accepted(schema)
+    word = text.strip()
+    if "null" in types and word.lower() in _NULLS:
+        return None  # YAML's null: no path, size or level is named "null"
+    strings = [v for v in named if isinstance(v, str)]
+    if not types or "any" in types or ("string" in types and (not named or text in strings)):
+        return text
+    if {"integer", "number"} & types and _INTEGER.fullmatch(word):
+        return int(word)
+    if "number" in types:
+        try:
+            number = float(word)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            return number
+    if "boolean" in types and word.lower() in _BOOLEANS:
+        return _BOOLEANS[word.lower()]
+    return text
+
+
+def _coerce(value: Any, schema: dict) -> Any:
+    """``value`` with each string leaf typed by :func:`_typed` where the schema puts it."""
+    if isinstance(value, Mapping):
+        properties = schema.get("properties", {})
+        return {key: _coerce(item, properties.get(key, {})) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_coerce(item, schema.get("items", {})) for item in value]
+    if isinstance(value, str):
+        return _typed(value, schema)
+    return value
+
+
+def type_command_line(
+    config: dict[str, Any], command_line: Mapping[str, Any], schema_path: str | Path
+) -> None:
+    """Give the values the user typed with ``snakemake --config`` the types the schema asks
+    for, in ``config`` (the merged config), before it is validated.
+
+    Snakemake reads a nested ``--config`` value with YAML's base loader, which keeps every
+    scalar a string: ``uncertainty={"bootstrap": 200}`` arrives as ``"200"`` and would be
+    refused although the user typed a number. Only those command-line values are typed, and
+    only where the schema takes no such string; a config file is YAML already, and a quoted
+    ``"200"`` there stays an error.
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text("utf-8"))
+    for key, value in command_line.items():
+        if key in config:
+            config[key] = _merge_typed(
+                config[key], _coerce(value, schema.get("properties", {}).get(key, {}))
+            )
+
+
+def _merge_typed(current: Any, typed: Any) -> Any:
+    """``typed`` (the command line's value, typed) where it replaced ``current`` in the merged
+    config; keys of ``current`` the command line left alone stay as they are."""
+    if isinstance(current, dict) and isinstance(typed, dict):
+        return {**current, **{k: _merge_typed(current.get(k), v) for k, v in typed.items()}}
+    return typed
+
+
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
     """Validate the workflow config in place, filling the schema's defaults; raise a
     :class:`ConfigError` listing every violation, one line each, naming its key.
@@ -401,13 +490,19 @@ def _sheet_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
-def load_workflow_config(config: dict[str, Any], schemas: str | Path) -> dict[str, ModelSpec]:
+def load_workflow_config(
+    config: dict[str, Any], schemas: str | Path, *, command_line: Mapping[str, Any] | None = None
+) -> dict[str, ModelSpec]:
     """Everything the workflow checks before its first job, in one place (``common.smk`` and
     the tests call it): the config against ``schemas/config.schema.yaml`` (defaults filled in
-    place), the model sheet it names against ``schemas/models.schema.yaml``, and the tuning
-    setup. Returns the sheet's models by name; raises :class:`ConfigError` (or the sheet's
-    :class:`InputError`) with one line per problem."""
+    place; the ``command_line`` values, Snakemake's ``--config``, typed first:
+    :func:`type_command_line`), the model sheet it names against
+    ``schemas/models.schema.yaml``, and the tuning setup. Returns the sheet's models by name;
+    raises :class:`ConfigError` (or the sheet's :class:`InputError`) with one line per
+    problem."""
     schemas = Path(schemas)
+    if command_line:
+        type_command_line(config, command_line, schemas / "config.schema.yaml")
     validate_config(config, schemas / "config.schema.yaml")
     specs = load_model_sheet(config["models"], schemas / "models.schema.yaml")
     check_tuning(config, specs)

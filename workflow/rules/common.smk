@@ -23,8 +23,11 @@ SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
 
 # hieval's own validation, not snakemake.utils.validate: one line per violation naming its key
 # (not the whole schema), finite numbers, literal paths, and max_level where it is known.
+# Values given with --config are typed first: Snakemake keeps a nested one a string ("200").
 try:
-    MODELS = load_workflow_config(config, SCHEMAS)
+    MODELS = load_workflow_config(
+        config, SCHEMAS, command_line=workflow.config_settings.config
+    )
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
