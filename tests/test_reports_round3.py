@@ -150,6 +150,32 @@ def test_hostile_names_compile_and_print_literally_without_reading_a_file(demo, 
             assert _squash(_printed(f"({one}: 2, {two}: 1)")) in _squash(text)
 
 
+#: What LaTeX prints as one character: the escapes a name may become, nothing else.
+_PRINTED_ESCAPES = re.compile(
+    r"\\(?:textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar)\{\}"
+    r"|\\[&%$#_{}]"
+)
+
+
+def test_hostile_tables_tex_has_no_active_character_in_a_name(demo):
+    """Without pdflatex: every name, system and caption reaches tables.tex with each special
+    character escaped, on one line."""
+    tidy, models = _hostile_tidy(demo)
+    systems = {models[0]: "sys \\input{x} 50%", models[1]: "sys \\input{x} 50%"}
+    systems[models[2]] = "other\nline"
+    tex = paper_tables.to_latex(
+        paper_tables.paper_tables(
+            tidy, levels=("e2", "e1", "e0", "c"), models=models, systems=systems
+        )
+    )
+    assert "\\input" not in tex
+    rows = [line.split(" & ")[0] for line in tex.splitlines() if line.endswith(" \\\\")]
+    captions = re.findall(r"^\\caption\{(.*)\}$", tex, re.M)
+    assert len(captions) == 2
+    for text in [*rows, *captions]:
+        assert not re.search(r"[\\&%$#_{}~^<>|]", _PRINTED_ESCAPES.sub("", text)), text
+
+
 # --- Markdown --------------------------------------------------------------------------------
 
 
