@@ -431,3 +431,23 @@ def test_no_manifest_or_a_foreign_one_removes_nothing(tmp_path):
     (tmp_path / "outside.txt").write_text("y")
     assert remove_leftovers(report, []) == []
     assert (report / "old.parquet").exists() and (tmp_path / "outside.txt").exists()
+
+
+def test_a_history_in_a_folder_that_cannot_be_written_is_refused_up_front(tmp_path, monkeypatch):
+    path, _ = _history_file(tmp_path)
+    history.check_history(path)  # whole and writable: accepted
+    history.check_history(tmp_path / "new" / "evaluations.parquet")  # none yet: accepted
+    monkeypatch.setattr(os, "access", lambda *_: False)  # root may write anywhere
+    with pytest.raises(HievalError, match=re.escape(f"cannot write the history {path}")):
+        history.check_history(path)
+
+
+def test_a_failed_history_write_is_one_message(tmp_path, monkeypatch):
+    path, rows = _history_file(tmp_path)
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(history, "write_parquet", full_disk)
+    with pytest.raises(HievalError, match="No space left on device"):
+        history.append_history(path, rows.with_columns(key=pl.lit("k2")))

@@ -6,15 +6,17 @@ settings that change numbers (the model's reading options and the run's metric s
 hieval's version. A row is appended only when its key is new, so a rerun on unchanged inputs
 adds nothing, and a model whose threshold changed gets new rows while the others do not. The
 file lives outside Snakemake's outputs on purpose: it accumulates across runs, and a declared
-output would be deleted before each run. For the same reason the workflow reads it
-(:func:`read_history`) before any job starts: a damaged or foreign file is refused while the
-previous report is still there, since Snakemake deletes a job's outputs before it runs.
+output would be deleted before each run. For the same reason the workflow checks it
+(:func:`check_history`) before any job starts: a damaged or foreign file, or one it cannot
+write, is refused while the previous report is still there, since Snakemake deletes a job's
+outputs before it runs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -112,6 +114,26 @@ def read_history(path: str | Path) -> pl.DataFrame:
     return old.select(list(SCHEMA))
 
 
+def _cannot_write(path: Path, reason: str) -> InputError:
+    return InputError(
+        f"cannot write the history {path} ({reason}); make its folder writable, or move the "
+        "results folder somewhere you can write, and rerun"
+    )
+
+
+def check_history(path: str | Path) -> None:
+    """Refuse, before the workflow starts any job, a history the report job could not update:
+    one :func:`read_history` refuses, or one in a folder this user cannot write (the job
+    failing there would cost the previous report too)."""
+    path = Path(path)
+    read_history(path)
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise _cannot_write(path, f"{folder} is not writable")
+
+
 def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
     """Add the rows whose key is new to the history at ``path``; return the whole history."""
     path = Path(path)
@@ -119,5 +141,9 @@ def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
     new = rows.filter(~pl.col("key").is_in(old["key"].implode()))
     history = pl.concat([old, new]) if new.height else old
     if new.height or not path.exists():
-        write_parquet(history, path)
+        try:
+            write_parquet(history, path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or ["?"])[0]
+            raise _cannot_write(path, reason) from None
     return history

@@ -17,7 +17,7 @@ from hieval.experiments.demo import ICD10_FILES as DEMO_ICD10_FILES
 from hieval.experiments.demo import MODELS as DEMO_MODELS
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, describe
-from hieval.reports.history import read_history
+from hieval.reports.history import check_history
 
 SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
 
@@ -48,10 +48,10 @@ LEVELS = "results/hierarchy/levels.parquet"
 # The zoo's history accumulates across runs, so it is no rule's output (Snakemake would delete
 # it before the rule runs); the report rule adds this run's new evaluations to it.
 HISTORY = "results/history/evaluations.parquet"
-# Read now, before any job: Snakemake deletes the report rule's outputs before it runs, so a
-# damaged or foreign history found by the job itself would cost the previous report.
+# Checked now, before any job: Snakemake deletes the report rule's outputs before it runs, so
+# a damaged, foreign or unwritable history found by the job itself would cost the report.
 try:
-    read_history(HISTORY)
+    check_history(HISTORY)
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 ANCESTORS = "results/hierarchy/ancestors.parquet"
