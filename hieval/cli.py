@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hieval import __version__
+from hieval import __version__, hints
 from hieval.atomic import staged_folder
 from hieval.background import PendingFile
 from hieval.codes import CODE_TYPES
@@ -897,10 +897,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
     try:
-        if args.command == "evaluate":
-            _run_evaluate(args)
-        else:
-            _hierarchy(args, args.out)
+        with hints.entry_point(hints.CLI):
+            if args.command == "evaluate":
+                _run_evaluate(args)
+            else:
+                _hierarchy(args, args.out)
     except HievalError as exc:
         console.print(f"[red]hieval: error:[/red] {exc}")
         return 1

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from hieval.errors import CodeError
+from hieval.hints import setting
 
 DX, PROC = "dx", "proc"
 CODE_TYPES = (DX, PROC)
@@ -115,7 +116,7 @@ def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotte
     if len(kinds) > 1:
         raise CodeError(
             f"ambiguous undotted code {raw!r}: valid as a diagnosis and as a procedure; "
-            "add a code_type column (dx/proc) or set code_type for the file"
+            f"add a code_type column (dx/proc) or set {setting('code_type', 'dx|proc')}"
         )
     kind = kinds[0]
     split = (4 if code.startswith("E") else 3) if kind == DX else 2

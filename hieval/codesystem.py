@@ -32,6 +32,7 @@ from hieval.codes import ICD9_LEVELS, PROC, IcdCode, icd9_branch, kind_of_dotted
 from hieval.errors import CodeError, preview
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 from hieval.icd10 import (
     ICD9,
     ICD10,
@@ -135,10 +136,11 @@ class CodeSystem:
             return self.default_unknown_codes
         if policy == PLACE and not self.can_place:
             raise CodeError(
-                "unknown_codes: place puts a code missing from the tree where its ICD syntax "
-                f"says, but this evaluation's code system is {self.name} (your own tree: labels "
-                "are node names, with no syntax); set unknown_codes to error (the default here) "
-                "or drop"
+                f"{setting('unknown_codes', 'place')} puts a code missing from the tree where its "
+                f"ICD syntax says, but this evaluation's code system is {self.name} (your own "
+                "tree: labels are node names, with no syntax); set "
+                f"{setting('unknown_codes', 'error')} (the default here) or "
+                f"{setting('unknown_codes', 'drop')}"
             )
         return policy
 

@@ -34,6 +34,7 @@ from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
 from hieval.codes import parse_code as normalize_icd9
 from hieval.errors import CodeError, preview
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 #: Depth levels of the ICD-10 hierarchy, deepest first, then the root. A code's depth is its
 #: number of characters without the dot (3 ``category`` .. 7 ``sub7``); CM blocks and chapters
@@ -101,7 +102,8 @@ def normalize_icd10(raw: str, code_type: str | None = None) -> tuple[str, str]:
     if len(readings) > 1:
         raise CodeError(
             f"ambiguous code {raw!r}: valid as an ICD-10-CM diagnosis ({readings[DX]}) and as an "
-            "ICD-10-PCS procedure; add a code_type column (dx/proc) or set code_type for the file"
+            "ICD-10-PCS procedure; add a code_type column (dx/proc) or set "
+            + setting("code_type", "dx|proc")
         )
     if not readings:
         hint = " (it looks like an ICD-9 code)" if looks_like(raw) == ICD9 else ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from hieval import codesystem
 from hieval.errors import CodeError, InputError, preview
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,11 @@ def check_unknown_codes(
     system = codesystem.of_table(hierarchy)
     if policy == "error":
         advice = (
-            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+            f"fix them, or set {setting('unknown_codes', 'place')} (put them where their syntax "
+            f"says) or {setting('unknown_codes', 'drop')}"
             if system.can_place
             else "labels must be node names of your tree exactly as written (case included); "
-            "fix them, or set unknown_codes: drop"
+            f"fix them, or set {setting('unknown_codes', 'drop')}"
         )
         mismatch = system.mismatch_hint(sorted(unknown)[:50])
         raise InputError(
@@ -67,7 +69,7 @@ def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -
     if policy == "error":
         raise InputError(
             f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
-            "check that both files use the same doc_id, or set unknown_docs: drop"
+            f"check that both files use the same doc_id, or set {setting('unknown_docs', 'drop')}"
         )
     log.info(
         "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)

@@ -42,6 +42,7 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
+from hieval.hints import setting
 from hieval.label_options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
@@ -232,8 +233,9 @@ def normalize_file(
                 Path(written).unlink(missing_ok=True)
         raise InputError(
             f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
-            f"the model's dev_predictions (sheet) or --dev-pred {name}=PATH, with dev_gold "
-            "(--dev-gold), or give the model a threshold or top_k"
+            f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
+            f"or give the model {setting('threshold', 'VALUE', file=name)} or "
+            f"{setting('top_k', 'K', file=name)}"
         )
     write_text(record_out, record.to_json())
     return record
@@ -404,15 +406,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
     factor = 4 if path.suffix.lower() not in (".parquet", ".npz", ".npy") else 12
     current = limit or default_duckdb_limit()
     need = max(64 * 10**6 + factor * size, 2 * parse_bytes(current))
-    bound = (
-        f"engine.memory_limit {limit}"
-        if limit
-        else f"the default limit {current} (engine.memory_limit unset)"
-    )
+    flag = setting("memory_limit")
+    bound = f"{flag} {limit}" if limit else f"the default limit {current} ({flag} unset)"
     return (
         f"{name}: DuckDB ran out of memory normalising {path} ({size / 1e6:.1f} MB) under "
-        f"{bound}; raise engine.memory_limit, to about {math.ceil(need / 1e6)}MB or more "
-        "for this file"
+        f"{bound}; raise {flag}, to about {math.ceil(need / 1e6)}MB or more for this file"
     )
 
 
