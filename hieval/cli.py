@@ -272,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
     )
     ev.add_argument(
+        "--allow-dev-test-overlap",
+        action="store_true",
+        default=False,
+        help="tune even when --dev-gold shares documents (doc_id) with the test gold, with a "
+        "warning in the report; otherwise that is an error (config tuning.allow_dev_test_overlap)",
+    )
+    ev.add_argument(
         "--top-k",
         type=_at_least_one("top-k"),
         default=None,
@@ -550,7 +557,11 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
         "dev_gold": str(args.dev_gold) if args.dev_gold else None,
         "ranking": {"k": list(args.k)},
-        "tuning": {"per_code": args.tuning_per_code, "min_support": args.tuning_min_support},
+        "tuning": {
+            "per_code": args.tuning_per_code,
+            "min_support": args.tuning_min_support,
+            "allow_dev_test_overlap": args.allow_dev_test_overlap,
+        },
         "icm": {
             "alpha1": args.icm_alpha1,
             "alpha2": args.icm_alpha2,

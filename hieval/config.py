@@ -77,10 +77,12 @@ def ranking_ks(config: dict) -> tuple[int, ...]:
 
 
 def tuning_options(config: dict) -> dict:
-    """``per_code`` and ``min_support`` of threshold tuning (config ``tuning``)."""
+    """``per_code``, ``min_support`` and ``allow_dev_test_overlap`` of threshold tuning
+    (config ``tuning``)."""
     return {
         "per_code": config["tuning"]["per_code"],
         "min_support": config["tuning"]["min_support"],
+        "allow_dev_test_overlap": config["tuning"]["allow_dev_test_overlap"],
     }
 
 

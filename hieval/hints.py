@@ -46,7 +46,7 @@ _SETTINGS = {
     "memory_limit": _Setting("--memory-limit", "engine.memory_limit"),
     "shards": _Setting(None, "shards"),
     "dev_gold": _Setting("--dev-gold", "dev_gold"),
-    "allow_test_overlap": _Setting("--allow-dev-test-overlap", "tuning.allow_test_overlap"),
+    "allow_dev_test_overlap": _Setting("--allow-dev-test-overlap", "tuning.allow_dev_test_overlap"),
     "threshold": _Setting("--threshold", "threshold", sheet="threshold"),
     "top_k": _Setting("--top-k", None, sheet="top_k"),
     "code_type": _Setting("--code-type", "gold_code_type", sheet="code_type"),

@@ -61,6 +61,24 @@ def check_unknown_codes(
     )
 
 
+#: A model may leave this percentage of the gold's documents without a row before the report
+#: warns (a few empty predictions are normal; a top-50 file against the full gold is not).
+#: Whole percent, so the comparison is exact integer arithmetic.
+COVERAGE_TOLERANCE_PERCENT = 1
+
+
+def coverage_warning(name: str, *, missing: int, gold: int) -> list[str]:
+    """The warning for a model with no rows for more than ``COVERAGE_TOLERANCE_PERCENT`` % of the
+    gold's ``gold`` documents (``missing`` of them): they count as empty predictions, which lowers
+    recall and F1 with no error, so the numbers need the coverage beside them."""
+    if missing * 100 <= COVERAGE_TOLERANCE_PERCENT * gold:
+        return []
+    return [
+        f"model {name} has no predictions for {missing:,} of {gold:,} gold documents "
+        f"({100 * missing / gold:.1f} %)"
+    ]
+
+
 def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -> None:
     """Apply ``policy`` to the (sorted) documents of a prediction file the gold lacks:
     ``error`` raises, naming them; ``drop`` logs (the caller removes the rows)."""

@@ -92,7 +92,13 @@ def test_memory_advice_offers_what_the_entry_point_has(style, expected):
         ("code_type", "dx", "dev_gold", "--code-type gold=dx", "gold_code_type: dx"),
         ("code_type", "dx", "m (dev)", "--code-type m=dx", "code_type dx in model m's row"),
         ("format", "long", "m", "--format m=long", "format long in model m's row"),
-        ("allow_test_overlap", True, None, "--allow-dev-test-overlap", "allow_test_overlap: true"),
+        (
+            "allow_dev_test_overlap",
+            True,
+            None,
+            "--allow-dev-test-overlap",
+            "tuning.allow_dev_test_overlap: true",
+        ),
     ],
 )
 def test_setting_renders_per_entry_point(key, value, file, cli, workflow):
@@ -106,3 +112,185 @@ def test_entry_point_restores_the_previous_style():
     with pytest.raises(InputError), hints.entry_point(hints.CLI):
         raise InputError("inside")
     assert hints.style() == before
+
+
+# --- shared helpers for the runs below -------------------------------------------------------
+
+CODES = ["401.9", "428.0", "250.00", "96.04"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One hierarchy cache for the module's CLI runs."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def _write_gold(path: Path, docs: list[str]) -> Path:
+    """Each document gets two codes (independent of the scores, so tuning has signal)."""
+    rows = [f"{d},{CODES[i % 4]}\n{d},{CODES[(i + 1) % 4]}" for i, d in enumerate(docs)]
+    path.write_text("doc_id,code\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _write_scores(path: Path, docs: list[str], codes: list[str] = CODES) -> Path:
+    rows = [f"{d},{c},{(i * 7 + j * 3) % 10 / 10}" for i, d in enumerate(docs) for j, c in
+            enumerate(codes)]  # fmt: skip
+    path.write_text("doc_id,code,score\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _docs(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i:03d}" for i in range(n)]
+
+
+def _run(tmp_path: Path, cache: Path, *argv: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    code = main(["evaluate", "--out", str(out), "--cache", str(cache), "--bootstrap", "0", *argv])
+    return code, out
+
+
+# --- dev/test overlap ------------------------------------------------------------------------
+
+
+def _tuning_args(tmp_path: Path, dev_docs: list[str]) -> list[str]:
+    test_docs = _docs("t", 20)
+    gold = _write_gold(tmp_path / "gold.csv", test_docs)
+    dev_gold = _write_gold(tmp_path / "dev_gold.csv", dev_docs)
+    return [
+        "--gold", str(gold),
+        "--pred", f"m={_write_scores(tmp_path / 'pred.csv', test_docs)}",
+        "--dev-gold", str(dev_gold),
+        "--dev-pred", f"m={_write_scores(tmp_path / 'dev.csv', dev_docs)}",
+        "--threshold", "tune",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dev_docs", "shared"),
+    [
+        (_docs("t", 20)[1:], 19),  # the test gold minus one document
+        ([*_docs("t", 20), "extra"], 20),  # plus one
+        ([*_docs("v", 30), "t007"], 1),  # a single shared document
+    ],
+)
+def test_dev_gold_sharing_test_documents_is_refused(tmp_path, cache, capsys, dev_docs, shared):
+    code, out = _run(tmp_path, cache, *_tuning_args(tmp_path, dev_docs))
+    err = _err(capsys)
+    assert code == 1 and "Traceback" not in err
+    assert f"shares {shared} of its {len(set(dev_docs))} documents with the test gold" in err
+    assert "t0" in err.split("shares", 1)[1]  # an example document is named
+    assert "--allow-dev-test-overlap" in err and "tuning.allow" not in err
+    assert not out.exists()
+
+
+def test_overlap_allowed_explicitly_is_a_warning_in_the_report(tmp_path, cache, capsys):
+    dev_docs = _docs("t", 20)[1:]
+    argv = [*_tuning_args(tmp_path, dev_docs), "--allow-dev-test-overlap"]
+    code, out = _run(tmp_path, cache, *argv)
+    err = _err(capsys)
+    assert code == 0, err
+    expected = "shares 19 of its 19 documents with the test gold"
+    assert err.count(expected) == 1  # logged once
+    assert expected in " ".join((out / "summary.md").read_text().split())
+    assert expected in (out / "report.html").read_text()
+
+
+def test_dev_gold_without_test_documents_tunes_without_warning(tmp_path, cache, capsys):
+    code, out = _run(tmp_path, cache, *_tuning_args(tmp_path, _docs("v", 30)))
+    assert code == 0
+    assert "warning" not in _err(capsys).lower()
+    assert "warning" not in (out / "summary.md").read_text()
+
+
+def test_workflow_config_takes_the_same_override():
+    from hieval.config import tuning_options, validate_config
+
+    schema = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+    base = {"gold": "g.csv", "models": "m.tsv"}
+    assert tuning_options(validate_config(dict(base), schema))["allow_dev_test_overlap"] is False
+    config = validate_config({**base, "tuning": {"allow_dev_test_overlap": True}}, schema)
+    assert tuning_options(config)["allow_dev_test_overlap"] is True
+
+
+# --- warnings: numbers that are not what they seem -------------------------------------------
+
+
+def test_tuning_without_any_shared_code_warns(tmp_path, cache, capsys):
+    test_docs, dev_docs = _docs("t", 20), _docs("v", 20)
+    dev_gold = tmp_path / "dev_gold.csv"
+    dev_gold.write_text("doc_id,code\n" + "".join(f"{d},401.9\n" for d in dev_docs))
+    argv = [
+        "--gold", str(_write_gold(tmp_path / "gold.csv", test_docs)),
+        "--pred", f"m={_write_scores(tmp_path / 'pred.csv', test_docs)}",
+        "--dev-gold", str(dev_gold),
+        "--dev-pred", f"m={_write_scores(tmp_path / 'dev.csv', dev_docs, ['428.0'])}",
+        "--threshold", "tune",
+    ]  # fmt: skip
+    code, out = _run(tmp_path, cache, *argv)
+    err = _err(capsys)
+    assert code == 0
+    assert err.count("dev F1 is 0 at every threshold") == 1
+    assert "dev F1 is 0 at every threshold" in " ".join((out / "summary.md").read_text().split())
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [(("--threshold", "0.3"), "--threshold 0.3"), (("--top-k", "2"), "--top-k 2")],
+)
+def test_a_selection_on_predictions_without_scores_is_said_to_be_ignored(
+    tmp_path, cache, capsys, extra, named
+):
+    docs = _docs("t", 5)
+    hard = tmp_path / "hard.csv"
+    hard.write_text("doc_id,code\n" + "".join(f"{d},401.9\n" for d in docs))
+    argv = ["--gold", str(_write_gold(tmp_path / "gold.csv", docs)), "--pred", f"h={hard}"]
+    code, out = _run(tmp_path, cache, *argv, *extra)
+    err = _err(capsys)
+    assert code == 0
+    assert err.count(f"{named} ignored") == 1
+    assert f"{named} ignored" in " ".join((out / "summary.md").read_text().split())
+
+
+def test_a_selection_on_scored_predictions_is_not_warned_of(tmp_path, cache, capsys):
+    docs = _docs("t", 5)
+    argv = ["--gold", str(_write_gold(tmp_path / "gold.csv", docs))]
+    argv += ["--pred", f"m={_write_scores(tmp_path / 'pred.csv', docs)}", "--threshold", "0.3"]
+    code, _out = _run(tmp_path, cache, *argv)
+    assert code == 0 and "ignored" not in _err(capsys)
+
+
+@pytest.mark.parametrize("scored", [False, True])
+@pytest.mark.parametrize(("gold_docs", "covered"), [(200, 198), (200, 197), (7, 3)])
+def test_partial_coverage_of_the_gold_is_warned_of(
+    tmp_path, cache, capsys, gold_docs, covered, scored
+):
+    """More than 1 % of the gold's documents without a row: warned, with the coverage."""
+    docs = _docs("t", gold_docs)
+    pred = tmp_path / "pred.csv"
+    if scored:
+        _write_scores(pred, docs[:covered])
+    else:
+        pred.write_text("doc_id,code\n" + "".join(f"{d},401.9\n" for d in docs[:covered]))
+    argv = ["--gold", str(_write_gold(tmp_path / "gold.csv", docs)), "--pred", f"m={pred}"]
+    code, out = _run(tmp_path, cache, *argv)
+    err = _err(capsys)
+    assert code == 0
+    missing = gold_docs - covered
+    expected = (
+        f"model m has no predictions for {missing:,} of {gold_docs:,} gold documents "
+        f"({100 * missing / gold_docs:.1f} %)"
+    )
+    warned = missing / gold_docs > 0.01
+    assert (expected in err) is warned
+    assert err.count(expected) == (1 if warned else 0)
+    assert (expected in " ".join((out / "summary.md").read_text().split())) is warned
+
+
+def test_coverage_warning_threshold_is_exact():
+    from hieval.input_policies import coverage_warning
+
+    assert coverage_warning("m", missing=1, gold=100) == []
+    assert coverage_warning("m", missing=2, gold=100) != []
+    assert coverage_warning("m", missing=1_643, gold=3_372) == [
+        "model m has no predictions for 1,643 of 3,372 gold documents (48.7 %)"
+    ]
