@@ -80,9 +80,18 @@ class CodeSystem:
     mimic4_version: int | None
 
     def normalize(
-        self, raw: str, code_type: str | None = None, code_format: str = "dotted"
+        self,
+        raw: str,
+        code_type: str | None = None,
+        code_format: str = "dotted",
+        *,
+        default_type: str | None = None,
     ) -> tuple[str, str | None]:
         """The canonical code and its kind (``dx``/``proc``; None for ``verbatim``).
+
+        ``code_type`` is the code's own kind (its row's ``code_type``), which the code must
+        match; ``default_type`` the file's setting, which only decides a string valid as both
+        kinds (see :func:`hieval.codes.parse_code`).
 
         ``code_format`` (``dotted``/``undotted``) matters for ICD-9, whose undotted dot
         position depends on the kind; ICD-10's does not (it only tells a dotted file's PCS codes
@@ -90,7 +99,7 @@ class CodeSystem:
         Raises :class:`CodeError` naming the code and what to do.
         """
         if self.name == ICD9:
-            code = parse_code(raw, code_type, code_format)
+            code = parse_code(raw, code_type, code_format, default_type=default_type)
             return code.code, code.kind
         if self.name == ICD10:
             plain = raw.strip().rstrip(".")
@@ -99,13 +108,14 @@ class CodeSystem:
             # read 412 as a category), so B211YZZ needs no code_type.
             if (
                 code_type is None
+                and default_type is None
                 and code_format == "dotted"
                 and "." not in plain
                 and len(plain) > 3
             ):
                 with contextlib.suppress(CodeError):
                     return normalize_icd10(raw, PROC)
-            return normalize_icd10(raw, code_type)
+            return normalize_icd10(raw, code_type, default_type=default_type)
         label = raw.strip(" ")
         if not label:
             raise CodeError(f"empty label {raw!r}")

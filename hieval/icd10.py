@@ -79,12 +79,16 @@ def _readings(code: str) -> dict[str, str]:
     return found
 
 
-def normalize_icd10(raw: str, code_type: str | None = None) -> tuple[str, str]:
+def normalize_icd10(
+    raw: str, code_type: str | None = None, *, default_type: str | None = None
+) -> tuple[str, str]:
     """Canonical ICD-10 code and its kind (``dx`` for CM, ``proc`` for PCS) from a raw string.
 
     Accepts dotted or undotted CM, PCS, any case, surrounding spaces and a trailing dot.
     ``code_type`` (``dx``/``proc``), when given, must agree with the code; it is required for
-    the strings that are valid as both (see the module doc). Errors are :class:`CodeError`
+    the strings that are valid as both (see the module doc), which ``default_type`` (the file's
+    setting) decides otherwise; it never changes a code that has one reading. Errors are
+    :class:`CodeError`
     with a message saying what to do; a code that looks like ICD-9 says so.
     """
     if code_type is not None and code_type not in CODE_TYPES:
@@ -99,6 +103,8 @@ def normalize_icd10(raw: str, code_type: str | None = None) -> tuple[str, str]:
         )
     if code_type is not None:
         readings = {k: v for k, v in readings.items() if k == code_type}
+    elif len(readings) > 1 and default_type is not None:
+        readings = {default_type: readings[default_type]}
     if len(readings) > 1:
         raise CodeError(
             f"ambiguous code {raw!r}: valid as an ICD-10-CM diagnosis ({readings[DX]}) and as an "

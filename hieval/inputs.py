@@ -89,7 +89,7 @@ def _map_codes(
     mapped, errors = [], []
     for code, ctype in raw.iter_rows():
         try:
-            canonical, kind = system.normalize(code, ctype or default_type, fmt)
+            canonical, kind = system.normalize(code, ctype, fmt, default_type=default_type)
             mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
             errors.append((code, ctype, str(exc)))

@@ -102,7 +102,9 @@ def normalize(
     if fmt == "auto":
         fmt = "dotted" if any("." in code for code in raw) else "undotted"
     try:
-        canonical = [system.normalize(code, options.code_type, fmt)[0] for code in raw]
+        canonical = [
+            system.normalize(code, None, fmt, default_type=options.code_type)[0] for code in raw
+        ]
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))

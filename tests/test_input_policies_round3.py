@@ -294,3 +294,92 @@ def test_coverage_warning_threshold_is_exact():
     assert coverage_warning("m", missing=1_643, gold=3_372) == [
         "model m has no predictions for 1,643 of 3,372 gold documents (48.7 %)"
     ]
+
+
+# --- code types: the file's setting decides ambiguous undotted codes only ----------------------
+
+
+def test_a_files_code_type_never_overrides_a_codes_own_form():
+    from hieval.codes import parse_code
+    from hieval.errors import CodeError
+    from hieval.icd10 import normalize_icd10
+
+    assert parse_code("401.9", default_type="proc").code == "401.9"  # dotted: a diagnosis
+    assert parse_code("V10.05", default_type="proc").kind == "dx"
+    assert parse_code("4019", code_format="undotted", default_type="proc").code == "40.19"
+    assert parse_code("4019", code_format="undotted", default_type="dx").code == "401.9"
+    assert parse_code("V1005", code_format="undotted", default_type="proc").code == "V10.05"
+    with pytest.raises(CodeError):  # a row's own code_type column still has to agree
+        parse_code("401.9", code_type="proc")
+    assert normalize_icd10("E11.9", default_type="proc") == ("E11.9", "dx")
+    assert normalize_icd10("0DTJ4ZZ", default_type="dx") == ("0DTJ4ZZ", "proc")
+
+
+def _kinds_run(tmp_path, cache, gold_text, pred_text, *extra, hierarchy="package"):
+    (tmp_path / "gold.csv").write_text(gold_text)
+    (tmp_path / "pred.csv").write_text(pred_text)
+    argv = ["--gold", str(tmp_path / "gold.csv"), "--pred", f"m={tmp_path / 'pred.csv'}"]
+    return _run(tmp_path, cache, *argv, "--hierarchy", hierarchy, *extra)
+
+
+def _codes(path: Path) -> list[str]:
+    import polars as pl
+
+    return sorted(pl.read_parquet(path)["code"].drop_nulls().to_list())
+
+
+@pytest.mark.parametrize("flag", [("--code-type", "proc"), ("--code-type", "gold=proc")])
+def test_code_type_proc_leaves_dotted_diagnoses_alone(tmp_path, cache, capsys, flag):
+    gold = "doc_id,code\nd1,401.9\nd1,96.04\nd2,428.0\n"  # the fast reader
+    pred = "doc_id,code,score\nd1,401.9,0.9\nd2,96.04,0.8\n"  # the DuckDB reader (scores)
+    code, out = _kinds_run(tmp_path, cache, gold, pred, *flag)
+    assert code == 0, _err(capsys)
+    assert _codes(out / "work/inputs/gold.parquet") == ["401.9", "428.0", "96.04"]
+    assert _codes(out / "work/inputs/predictions/m.parquet") == ["401.9", "96.04"]
+
+
+def test_code_type_proc_leaves_dotted_icd10_diagnoses_alone(tmp_path, icd10_cache, capsys):
+    gold = "doc_id,code\nd1,E11.9\nd1,0DTJ4ZZ\nd2,I10\n"
+    pred = "doc_id,code\nd1,E11.9\nd2,0DTJ4ZZ\n"
+    code, out = _kinds_run(
+        tmp_path, icd10_cache, gold, pred, "--code-type", "proc", hierarchy="icd10"
+    )
+    assert code == 0, _err(capsys)
+    assert _codes(out / "work/inputs/gold.parquet") == ["0DTJ4ZZ", "E11.9", "I10"]
+
+
+def test_code_type_per_file(tmp_path, cache, capsys):
+    """4019 is diagnosis 401.9 in the gold and procedure 40.19 in the model's file: one
+    setting for every file, overridden for the gold by name."""
+    gold, pred = "doc_id,code\nd1,4019\nd2,4280\n", "doc_id,code\nd1,4019\nd2,4280\n"
+    code, out = _kinds_run(
+        tmp_path, cache, gold, pred, "--code-type", "proc", "--code-type", "gold=dx"
+    )
+    assert code == 0, _err(capsys)
+    assert _codes(out / "work/inputs/gold.parquet") == ["401.9", "428.0"]
+    assert _codes(out / "work/inputs/predictions/m.parquet") == ["40.19", "42.80"]
+
+
+def test_code_type_per_model_wins_over_every_file(tmp_path, cache, capsys):
+    gold, pred = "doc_id,code\nd1,4019\n", "doc_id,code\nd1,4019\n"
+    code, out = _kinds_run(
+        tmp_path, cache, gold, pred, "--code-type", "dx", "--code-type", "m=proc"
+    )
+    assert code == 0, _err(capsys)
+    assert _codes(out / "work/inputs/gold.parquet") == ["401.9"]
+    assert _codes(out / "work/inputs/predictions/m.parquet") == ["40.19"]
+
+
+def test_code_type_for_an_unknown_file_is_refused(tmp_path, cache, capsys):
+    code, out = _kinds_run(tmp_path, cache, GOLD, GOLD, "--code-type", "nope=dx")
+    err = _err(capsys)
+    assert code == 1 and "--code-type nope=...: no model 'nope'" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["gold=xx", "=dx", "cm"])
+def test_code_type_syntax_is_checked(tmp_path, cache, capsys, value):
+    with pytest.raises(SystemExit) as info:
+        _kinds_run(tmp_path, cache, GOLD, GOLD, "--code-type", value)
+    assert info.value.code == 2
+    assert "NAME=dx|proc" in capsys.readouterr().err
