@@ -168,7 +168,10 @@ def test_cli_choices_are_the_code_constants():
     assert list(actions["unknown_codes"].choices) == list(UNKNOWN_CODE_POLICIES)
     assert list(actions["unknown_docs"].choices) == list(UNKNOWN_DOC_POLICIES)
     assert list(actions["code_format"].choices) == list(CODE_FORMATS)
-    assert list(actions["code_type"].choices) == list(CODE_TYPES)
+    # --code-type [NAME=]dx|proc: parsed by a type, which takes exactly the code constants
+    parse = actions["code_type"].type
+    assert [parse(kind) for kind in CODE_TYPES] == [(None, kind) for kind in CODE_TYPES]
+    assert [parse(f"gold={kind}") for kind in CODE_TYPES] == [("gold", k) for k in CODE_TYPES]
     assert list(actions["icm_empty_gold"].choices) == list(EMPTY_GOLD)
     assert list(actions["label_set"].choices) == list(LABEL_SETS)
 
