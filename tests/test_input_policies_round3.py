@@ -383,3 +383,9 @@ def test_code_type_syntax_is_checked(tmp_path, cache, capsys, value):
         _kinds_run(tmp_path, cache, GOLD, GOLD, "--code-type", value)
     assert info.value.code == 2
     assert "NAME=dx|proc" in capsys.readouterr().err
+
+
+def test_max_level_hint_names_the_cli_flag(tmp_path, cache, capsys):
+    code, out = _kinds_run(tmp_path, cache, GOLD, GOLD, "--max-level", "d9")
+    err = _err(capsys)
+    assert code == 1 and "--max-level 'd9' is not a level" in err and not out.exists()
