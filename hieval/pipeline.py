@@ -362,9 +362,9 @@ def tune_threshold(
     result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
     if result.f1 == 0:
         warnings.append(
-            f"{model}: dev F1 is 0 at every threshold (the dev predictions share no code with "
-            f"the dev gold), so the threshold {result.threshold:g} is the highest score, not a "
-            "tuned one; check that the dev files belong together"
+            f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "
+            f"so the threshold {result.threshold:g} is the highest score, not a tuned one; "
+            "check that the dev predictions and the dev gold belong together"
         )
     for warning in warnings:
         log.warning("warning: %s", warning)
