@@ -30,14 +30,19 @@ _GOLD_FILES = ("gold", "dev_gold", "train_gold")
 class _Setting:
     """One setting's spelling in each entry point.
 
-    ``flag``: the CLI option (None: the CLI has no such setting); ``config``: the config key
-    (dotted for nested keys; None: none); ``sheet``: the model sheet's column for a per-file
-    setting, whose gold counterpart is the config key ``config``.
+    ``flag``: the CLI option (None: the CLI has no such setting), which takes ``NAME=VALUE``
+    for one file when ``per_file`` (and also a plain value for every file when ``every_file``).
+    ``config``: the config key that applies to every model (dotted for nested keys);
+    ``gold_config``: the config key of the gold's own setting; ``sheet``: the model sheet's
+    column of a model's own setting. None: there is none.
     """
 
     flag: str | None
-    config: str | None
+    config: str | None = None
+    gold_config: str | None = None
     sheet: str | None = None
+    per_file: bool = False
+    every_file: bool = True
 
 
 _SETTINGS = {
@@ -46,20 +51,35 @@ _SETTINGS = {
     "memory_limit": _Setting("--memory-limit", "engine.memory_limit"),
     "max_level": _Setting("--max-level", "max_level"),
     "hierarchy": _Setting("--hierarchy", "hierarchy.source"),
-    "hierarchy_sha256": _Setting("--hierarchy-sha256", "hierarchy.sha256"),
     "shards": _Setting(None, "shards"),
     "dev_gold": _Setting("--dev-gold", "dev_gold"),
     "allow_dev_test_overlap": _Setting("--allow-dev-test-overlap", "tuning.allow_dev_test_overlap"),
     "threshold": _Setting("--threshold", "threshold", sheet="threshold"),
-    "top_k": _Setting("--top-k", None, sheet="top_k"),
-    "code_type": _Setting("--code-type", "gold_code_type", sheet="code_type"),
-    "format": _Setting("--format", "gold_format", sheet="format"),
-    "code_list": _Setting("--code-list", "gold_code_list", sheet="code_list"),
-    "doc_list": _Setting("--doc-list", "gold_doc_list", sheet="doc_list"),
-    "dev_predictions": _Setting("--dev-pred", None, sheet="dev_predictions"),
+    "top_k": _Setting("--top-k", sheet="top_k"),
+    "code_type": _Setting(
+        "--code-type", gold_config="gold_code_type", sheet="code_type", per_file=True
+    ),
+    "format": _Setting(
+        "--format", gold_config="gold_format", sheet="format", per_file=True, every_file=False
+    ),
+    "code_list": _Setting(
+        "--code-list",
+        gold_config="gold_code_list",
+        sheet="code_list",
+        per_file=True,
+        every_file=False,
+    ),
+    "doc_list": _Setting(
+        "--doc-list",
+        gold_config="gold_doc_list",
+        sheet="doc_list",
+        per_file=True,
+        every_file=False,
+    ),
+    "dev_predictions": _Setting(
+        "--dev-pred", sheet="dev_predictions", per_file=True, every_file=False
+    ),
 }
-#: Per-file options the CLI takes as NAME=VALUE (the others apply to every file).
-_NAMED_FLAGS = ("--code-type", "--format", "--code-list", "--doc-list", "--dev-pred")
 
 
 def style() -> str:
@@ -83,7 +103,9 @@ def entry_point(name: str) -> Iterator[None]:
 def offers(key: str) -> bool:
     """Whether the running entry point has setting ``key`` at all (the CLI has no shards)."""
     spec = _SETTINGS[key]
-    return (spec.flag if _style == CLI else spec.config or spec.sheet) is not None
+    if _style == CLI:
+        return spec.flag is not None
+    return any((spec.config, spec.gold_config, spec.sheet))
 
 
 def _owner(file: str) -> str:
@@ -116,25 +138,28 @@ def _cli(spec: _Setting, value: object, file: str | None) -> str:
         raise ValueError(f"the command line has no setting {spec.config!r}; ask offers() first")
     if value is True:
         return spec.flag
-    if spec.flag in _NAMED_FLAGS:
-        if file is None and spec.flag != "--code-type":
-            return f"{spec.flag} NAME={_text(value) if value is not None else 'VALUE'}"
-        if file is not None:
-            return f"{spec.flag} {_owner(file)}={_text(value) if value is not None else 'VALUE'}"
+    if spec.per_file and (file is not None or not spec.every_file):
+        name = _owner(file) if file is not None else "NAME"
+        return f"{spec.flag} {name}={'VALUE' if value is None else _text(value)}"
     return spec.flag if value is None else f"{spec.flag} {_text(value)}"
 
 
 def _workflow(spec: _Setting, value: object, file: str | None) -> str:
-    shown = "" if value is None else f": {_text(value)}"
-    if spec.sheet is None:
-        return f"{spec.config}{shown}"
+    """A config key (``key: value``) or a sheet column (``column value in model m's row``);
+    without a file, the key for every model, else the gold's key and the sheet's column."""
+    owner = _owner(file) if file is not None else None
+    if owner == "gold" and spec.gold_config:
+        return _config(spec.gold_config, value)
+    if owner is not None and owner != "gold" and spec.sheet:
+        shown = "" if value is None else f" {_text(value)}"
+        return f"{spec.sheet}{shown} in model {owner}'s row of the model sheet"
+    if spec.config:
+        return _config(spec.config, value)
     column = f"the model sheet's column {spec.sheet}"
-    if file is None:
-        if spec.config is None:
-            return column
-        return f"{spec.config}{shown} (the gold) or {column} (a model)"
-    owner = _owner(file)
-    if owner == "gold" and spec.config is not None:
-        return f"{spec.config}{shown}"
-    value_text = "" if value is None else f" {_text(value)}"
-    return f"{spec.sheet}{value_text} in model {owner}'s row of the model sheet"
+    if spec.gold_config:
+        return f"{_config(spec.gold_config, value)} (the gold) or {column} (a model)"
+    return column
+
+
+def _config(key: str, value: object) -> str:
+    return key if value is None else f"{key}: {_text(value)}"
