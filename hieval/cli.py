@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hieval import __version__
+from hieval import __version__, hints
 from hieval.atomic import staged_folder
 from hieval.background import PendingFile
 from hieval.codes import CODE_TYPES
@@ -104,6 +104,16 @@ def _named_format(text: str) -> tuple[str, str]:
             f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got {text!r}"
         )
     return name, fmt
+
+
+def _code_type(text: str) -> tuple[str | None, str]:
+    """--code-type dx|proc (every file: name None) or NAME=dx|proc (one file), as --format."""
+    name, sep, kind = text.rpartition("=")
+    if kind not in CODE_TYPES or (sep and not name):
+        raise argparse.ArgumentTypeError(
+            f"expected {' or '.join(CODE_TYPES)}, or NAME={'|'.join(CODE_TYPES)}, got {text!r}"
+        )
+    return (name or None), kind
 
 
 def _threshold(text: str) -> float | str:
@@ -272,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
     )
     ev.add_argument(
+        "--allow-dev-test-overlap",
+        action="store_true",
+        default=False,
+        help="tune even when --dev-gold shares documents (doc_id) with the test gold, with a "
+        "warning in the report; otherwise that is an error (config tuning.allow_dev_test_overlap)",
+    )
+    ev.add_argument(
         "--top-k",
         type=_at_least_one("top-k"),
         default=None,
@@ -285,9 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--code-type",
-        choices=CODE_TYPES,
-        default=None,
-        help="kind of undotted codes in files without a code_type column",
+        action="append",
+        default=[],
+        type=_code_type,
+        metavar="[NAME=]dx|proc",
+        help="the kind of the undotted codes that are valid as both a diagnosis and a procedure "
+        "(ICD-9 4019: 401.9 or 40.19) in files without a code_type column; it never changes a "
+        "code whose form tells its kind (a dotted 401.9 stays a diagnosis). dx or proc: every "
+        "file; NAME=dx|proc: one file, NAME a model (also its --dev-pred) or `gold` (also "
+        "--dev-gold and --train-gold); repeat per file",
     )
     ev.add_argument(
         "--icm-empty-gold",
@@ -476,12 +499,14 @@ def _hierarchy(
 
 
 def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, dict]:
-    """--format / --code-list / --doc-list as per-file option overrides, checked by name."""
+    """--format / --code-list / --doc-list / --code-type NAME=... as per-file option
+    overrides, checked by name."""
     per_file: dict[str, dict] = {}
     for flag, key, pairs in (
         ("--format", "format", args.format),
         ("--code-list", "code_list", args.code_list),
         ("--doc-list", "doc_list", args.doc_list),
+        ("--code-type", "code_type", [(n, kind) for n, kind in args.code_type if n]),
     ):
         for name, value in pairs:
             if name != "gold" and name not in names:
@@ -543,14 +568,18 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "gold_code_list": gold_file.get("code_list"),
         "gold_doc_list": gold_file.get("doc_list"),
         "gold_code_format": args.code_format,
-        "gold_code_type": args.code_type,
+        "gold_code_type": gold_file.get("code_type", _every_file_code_type(args)),
         "max_level": args.max_level,
         "unknown_codes": args.unknown_codes,
         "unknown_docs": args.unknown_docs,
         "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
         "dev_gold": str(args.dev_gold) if args.dev_gold else None,
         "ranking": {"k": list(args.k)},
-        "tuning": {"per_code": args.tuning_per_code, "min_support": args.tuning_min_support},
+        "tuning": {
+            "per_code": args.tuning_per_code,
+            "min_support": args.tuning_min_support,
+            "allow_dev_test_overlap": args.allow_dev_test_overlap,
+        },
         "icm": {
             "alpha1": args.icm_alpha1,
             "alpha2": args.icm_alpha2,
@@ -788,16 +817,23 @@ def _normalize_predictions(
     return tuned
 
 
+def _every_file_code_type(args: argparse.Namespace) -> str | None:
+    """The last ``--code-type dx|proc`` given without a NAME (None: none)."""
+    plain = [kind for name, kind in args.code_type if name is None]
+    return plain[-1] if plain else None
+
+
 def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:
     """How to read a model's predictions (and its dev predictions): ``--threshold tune``
-    leaves the threshold to tuning."""
-    return LabelOptions(
-        code_type=args.code_type,
-        code_format=args.code_format,
-        threshold=None if args.threshold == TUNE else args.threshold,
-        top_k=args.top_k,
-        **args.per_file.get(name, {}),
-    )
+    leaves the threshold to tuning; a model's own ``--code-type NAME=...`` wins over the
+    one for every file."""
+    every_file = {
+        "code_type": _every_file_code_type(args),
+        "code_format": args.code_format,
+        "threshold": None if args.threshold == TUNE else args.threshold,
+        "top_k": args.top_k,
+    }
+    return LabelOptions(**(every_file | args.per_file.get(name, {})))
 
 
 def _tune_thresholds(
@@ -897,10 +933,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
     try:
-        if args.command == "evaluate":
-            _run_evaluate(args)
-        else:
-            _hierarchy(args, args.out)
+        with hints.entry_point(hints.CLI):
+            if args.command == "evaluate":
+                _run_evaluate(args)
+            else:
+                _hierarchy(args, args.out)
     except HievalError as exc:
         console.print(f"[red]hieval: error:[/red] {exc}")
         return 1

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from hieval.errors import CodeError
+from hieval.hints import setting
 
 DX, PROC = "dx", "proc"
 CODE_TYPES = (DX, PROC)
@@ -87,13 +88,24 @@ def icd9_branch(node: str) -> str | None:
     return kind_of_dotted(node)
 
 
-def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotted") -> IcdCode:
+def parse_code(
+    raw: str,
+    code_type: str | None = None,
+    code_format: str = "dotted",
+    *,
+    default_type: str | None = None,
+) -> IcdCode:
     """Convert one raw code to canonical dotted form.
 
     ``code_format`` says how the file writes codes: ``dotted`` (a code without a dot is a
     category: three characters for diagnoses, two digits for procedures) or ``undotted`` (MIMIC
-    style; the dot position depends on the kind, so ``code_type`` is needed where the string is
+    style; the dot position depends on the kind, so the kind is needed where the string is
     valid as both). Lower case, surrounding spaces and a trailing dot (``34.``) are accepted.
+
+    ``code_type`` is the code's own kind (a ``code_type`` column): the code must be of that
+    kind. ``default_type`` is the file's setting: it only decides between the two readings of
+    an ambiguous undotted string, and never overrides a code whose form says its kind (a dotted
+    ``401.9`` stays a diagnosis in a file set to ``proc``).
     """
     code = _clean(raw)
     if code_type is not None and code_type not in CODE_TYPES:
@@ -110,12 +122,14 @@ def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotte
     kinds = [k for k in CODE_TYPES if _UNDOTTED[k].match(code)]
     if code_type is not None:
         kinds = [k for k in kinds if k == code_type]
+    elif len(kinds) > 1 and default_type is not None:
+        kinds = [default_type]
     if not kinds:
         raise CodeError(f"malformed code {raw!r}: not an undotted ICD-9-CM code")
     if len(kinds) > 1:
         raise CodeError(
             f"ambiguous undotted code {raw!r}: valid as a diagnosis and as a procedure; "
-            "add a code_type column (dx/proc) or set code_type for the file"
+            f"add a code_type column (dx/proc) or set {setting('code_type', 'dx|proc')}"
         )
     kind = kinds[0]
     split = (4 if code.startswith("E") else 3) if kind == DX else 2

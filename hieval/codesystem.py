@@ -32,6 +32,7 @@ from hieval.codes import ICD9_LEVELS, PROC, IcdCode, icd9_branch, kind_of_dotted
 from hieval.errors import CodeError, preview
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 from hieval.icd10 import (
     ICD9,
     ICD10,
@@ -79,9 +80,18 @@ class CodeSystem:
     mimic4_version: int | None
 
     def normalize(
-        self, raw: str, code_type: str | None = None, code_format: str = "dotted"
+        self,
+        raw: str,
+        code_type: str | None = None,
+        code_format: str = "dotted",
+        *,
+        default_type: str | None = None,
     ) -> tuple[str, str | None]:
         """The canonical code and its kind (``dx``/``proc``; None for ``verbatim``).
+
+        ``code_type`` is the code's own kind (its row's ``code_type``), which the code must
+        match; ``default_type`` the file's setting, which only decides a string valid as both
+        kinds (see :func:`hieval.codes.parse_code`).
 
         ``code_format`` (``dotted``/``undotted``) matters for ICD-9, whose undotted dot
         position depends on the kind; ICD-10's does not (it only tells a dotted file's PCS codes
@@ -89,7 +99,7 @@ class CodeSystem:
         Raises :class:`CodeError` naming the code and what to do.
         """
         if self.name == ICD9:
-            code = parse_code(raw, code_type, code_format)
+            code = parse_code(raw, code_type, code_format, default_type=default_type)
             return code.code, code.kind
         if self.name == ICD10:
             plain = raw.strip().rstrip(".")
@@ -98,13 +108,14 @@ class CodeSystem:
             # read 412 as a category), so B211YZZ needs no code_type.
             if (
                 code_type is None
+                and default_type is None
                 and code_format == "dotted"
                 and "." not in plain
                 and len(plain) > 3
             ):
                 with contextlib.suppress(CodeError):
                     return normalize_icd10(raw, PROC)
-            return normalize_icd10(raw, code_type)
+            return normalize_icd10(raw, code_type, default_type=default_type)
         label = raw.strip(" ")
         if not label:
             raise CodeError(f"empty label {raw!r}")
@@ -135,10 +146,11 @@ class CodeSystem:
             return self.default_unknown_codes
         if policy == PLACE and not self.can_place:
             raise CodeError(
-                "unknown_codes: place puts a code missing from the tree where its ICD syntax "
-                f"says, but this evaluation's code system is {self.name} (your own tree: labels "
-                "are node names, with no syntax); set unknown_codes to error (the default here) "
-                "or drop"
+                f"{setting('unknown_codes', 'place')} puts a code missing from the tree where its "
+                f"ICD syntax says, but this evaluation's code system is {self.name} (your own "
+                "tree: labels are node names, with no syntax); set "
+                f"{setting('unknown_codes', 'error')} (the default here) or "
+                f"{setting('unknown_codes', 'drop')}"
             )
         return policy
 

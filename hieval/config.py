@@ -31,6 +31,7 @@ from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError
+from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
 from hieval.metrics.uncertainty_settings import Settings
@@ -76,10 +77,12 @@ def ranking_ks(config: dict) -> tuple[int, ...]:
 
 
 def tuning_options(config: dict) -> dict:
-    """``per_code`` and ``min_support`` of threshold tuning (config ``tuning``)."""
+    """``per_code``, ``min_support`` and ``allow_dev_test_overlap`` of threshold tuning
+    (config ``tuning``)."""
     return {
         "per_code": config["tuning"]["per_code"],
         "min_support": config["tuning"]["min_support"],
+        "allow_dev_test_overlap": config["tuning"]["allow_dev_test_overlap"],
     }
 
 
@@ -90,13 +93,13 @@ def check_tuning(config: dict, specs: list[ModelSpec]) -> None:
     lacking = [s.model for s in specs if s.threshold == TUNE and not s.dev_predictions]
     if lacking:
         raise ConfigError(
-            f"model(s) {', '.join(lacking)} have threshold tune but no dev_predictions; give "
-            "each its predictions on the dev set (sheet column dev_predictions, --dev-pred)"
+            f"model(s) {', '.join(lacking)} have threshold tune but no dev predictions; give "
+            f"each its predictions on the dev set ({setting('dev_predictions', 'PATH')})"
         )
     if tuned and not config.get("dev_gold"):
         raise ConfigError(
             f"model(s) {', '.join(tuned)} tune their threshold, which needs the dev gold: set "
-            "dev_gold (--dev-gold PATH)"
+            f"{setting('dev_gold', 'PATH')}"
         )
 
 

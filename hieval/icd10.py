@@ -34,6 +34,7 @@ from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
 from hieval.codes import parse_code as normalize_icd9
 from hieval.errors import CodeError, preview
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 #: Depth levels of the ICD-10 hierarchy, deepest first, then the root. A code's depth is its
 #: number of characters without the dot (3 ``category`` .. 7 ``sub7``); CM blocks and chapters
@@ -78,12 +79,16 @@ def _readings(code: str) -> dict[str, str]:
     return found
 
 
-def normalize_icd10(raw: str, code_type: str | None = None) -> tuple[str, str]:
+def normalize_icd10(
+    raw: str, code_type: str | None = None, *, default_type: str | None = None
+) -> tuple[str, str]:
     """Canonical ICD-10 code and its kind (``dx`` for CM, ``proc`` for PCS) from a raw string.
 
     Accepts dotted or undotted CM, PCS, any case, surrounding spaces and a trailing dot.
     ``code_type`` (``dx``/``proc``), when given, must agree with the code; it is required for
-    the strings that are valid as both (see the module doc). Errors are :class:`CodeError`
+    the strings that are valid as both (see the module doc), which ``default_type`` (the file's
+    setting) decides otherwise; it never changes a code that has one reading. Errors are
+    :class:`CodeError`
     with a message saying what to do; a code that looks like ICD-9 says so.
     """
     if code_type is not None and code_type not in CODE_TYPES:
@@ -98,10 +103,13 @@ def normalize_icd10(raw: str, code_type: str | None = None) -> tuple[str, str]:
         )
     if code_type is not None:
         readings = {k: v for k, v in readings.items() if k == code_type}
+    elif len(readings) > 1 and default_type is not None:
+        readings = {default_type: readings[default_type]}
     if len(readings) > 1:
         raise CodeError(
             f"ambiguous code {raw!r}: valid as an ICD-10-CM diagnosis ({readings[DX]}) and as an "
-            "ICD-10-PCS procedure; add a code_type column (dx/proc) or set code_type for the file"
+            "ICD-10-PCS procedure; add a code_type column (dx/proc) or set "
+            + setting("code_type", "dx|proc")
         )
     if not readings:
         hint = " (it looks like an ICD-9 code)" if looks_like(raw) == ICD9 else ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from hieval import codesystem
 from hieval.errors import CodeError, InputError, preview
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,11 @@ def check_unknown_codes(
     system = codesystem.of_table(hierarchy)
     if policy == "error":
         advice = (
-            "fix them, or set unknown_codes: place (put them where their syntax says) or drop"
+            f"fix them, or set {setting('unknown_codes', 'place')} (put them where their syntax "
+            f"says) or {setting('unknown_codes', 'drop')}"
             if system.can_place
             else "labels must be node names of your tree exactly as written (case included); "
-            "fix them, or set unknown_codes: drop"
+            f"fix them, or set {setting('unknown_codes', 'drop')}"
         )
         mismatch = system.mismatch_hint(sorted(unknown)[:50])
         raise InputError(
@@ -59,6 +61,24 @@ def check_unknown_codes(
     )
 
 
+#: A model may leave this percentage of the gold's documents without a row before the report
+#: warns (a few empty predictions are normal; a top-50 file against the full gold is not).
+#: Whole percent, so the comparison is exact integer arithmetic.
+COVERAGE_TOLERANCE_PERCENT = 1
+
+
+def coverage_warning(name: str, *, missing: int, gold: int) -> list[str]:
+    """The warning for a model with no rows for more than ``COVERAGE_TOLERANCE_PERCENT`` % of the
+    gold's ``gold`` documents (``missing`` of them): they count as empty predictions, which lowers
+    recall and F1 with no error, so the numbers need the coverage beside them."""
+    if missing * 100 <= COVERAGE_TOLERANCE_PERCENT * gold:
+        return []
+    return [
+        f"model {name} has no predictions for {missing:,} of {gold:,} gold documents "
+        f"({100 * missing / gold:.1f} %)"
+    ]
+
+
 def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -> None:
     """Apply ``policy`` to the (sorted) documents of a prediction file the gold lacks:
     ``error`` raises, naming them; ``drop`` logs (the caller removes the rows)."""
@@ -67,7 +87,7 @@ def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -
     if policy == "error":
         raise InputError(
             f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
-            "check that both files use the same doc_id, or set unknown_docs: drop"
+            f"check that both files use the same doc_id, or set {setting('unknown_docs', 'drop')}"
         )
     log.info(
         "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+#: The selection of predictions without a score column: every listed code is predicted.
+UNSCORED_SELECTION = "as given (no scores)"
+
 
 @dataclass
 class InputRecord:
@@ -37,6 +40,9 @@ class InputRecord:
     #: How predictions were decided: "score >= 0.5", "top 15", "as given (no scores)", ...
     selection: str = ""
     tuned_threshold: dict = field(default_factory=dict)
+    #: What makes this file's numbers other than they seem (partial coverage of the gold, a
+    #: setting ignored, tuning without signal): logged once, and shown in the report's notes.
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """The one line both ways of normalising log when done."""

@@ -34,7 +34,7 @@ from hieval.formats import GOLD, PREDICTIONS, Extras, locate, mimic4, open_sourc
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
-from hieval.input_record import InputRecord
+from hieval.input_record import UNSCORED_SELECTION, InputRecord
 from hieval.label_options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
@@ -89,7 +89,7 @@ def _map_codes(
     mapped, errors = [], []
     for code, ctype in raw.iter_rows():
         try:
-            canonical, kind = system.normalize(code, ctype or default_type, fmt)
+            canonical, kind = system.normalize(code, ctype, fmt, default_type=default_type)
             mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
             errors.append((code, ctype, str(exc)))
@@ -386,7 +386,7 @@ def normalize_labels(
     if has_score:
         _select_by_score(con, record, options, default_threshold, tuned)
     elif not is_gold:
-        record.selection = "as given (no scores)"
+        record.selection = UNSCORED_SELECTION
 
     if has_score or grouped:
         _count_duplicates(con, record, name)

@@ -56,6 +56,8 @@ class TunedThresholds:
     threshold: float
     per_code: dict[str, float] = field(default_factory=dict)
     source: dict = field(default_factory=dict)
+    #: What tuning warned of (a dev/test overlap allowed, no signal): the report shows them.
+    warnings: tuple[str, ...] = ()
 
 
 def check_threshold(value: float | None, what: str) -> None:

@@ -36,7 +36,7 @@ from hieval.formats import wide
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
-from hieval.input_record import InputRecord
+from hieval.input_record import UNSCORED_SELECTION, InputRecord
 from hieval.label_options import LabelOptions
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ ROWS_PER_WRITE = 1 << 17
 # the temporaries stay in cache (100x gold: 0.48 s against 0.53 s with 2^22).
 _SLICE = 1 << 18
 BASE_BYTES, BYTES_PER_ROW = 400 * 2**20, 40  # the memory plan (see planned_bytes)
-SELECTION = "as given (no scores)"  # the general path's words for unscored predictions
+SELECTION = UNSCORED_SELECTION  # the general path's words for unscored predictions
 _SCORE_COLUMNS = (("doc_id", pa.string()), ("code", pa.string()), ("score", pa.float64()))
 _EMPTY_SCORES = pa.schema([pa.field(name, kind, nullable=False) for name, kind in _SCORE_COLUMNS])
 
@@ -102,7 +102,9 @@ def normalize(
     if fmt == "auto":
         fmt = "dotted" if any("." in code for code in raw) else "undotted"
     try:
-        canonical = [system.normalize(code, options.code_type, fmt)[0] for code in raw]
+        canonical = [
+            system.normalize(code, None, fmt, default_type=options.code_type)[0] for code in raw
+        ]
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))

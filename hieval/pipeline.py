@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
-from hieval.errors import CodeError, HievalError, InputError
+from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
 from hieval.hierarchy.icd10 import cached_icd10_table
@@ -42,6 +43,9 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
+from hieval.hints import setting
+from hieval.input_policies import coverage_warning
+from hieval.input_record import UNSCORED_SELECTION
 from hieval.label_options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
@@ -189,6 +193,7 @@ def normalize_file(
     must_tune = default_threshold == TUNE and options.threshold is None and options.top_k is None
     if default_threshold == TUNE:
         default_threshold = DEFAULT_THRESHOLD
+    thresholds = read_tuned(tuned) if tuned is not None else None
 
     def one(file: str | Path, file_out: str | Path) -> InputRecord:
         try:
@@ -205,7 +210,7 @@ def normalize_file(
                 default_threshold=default_threshold,
                 duckdb_config=resources.duckdb_config(),
                 scores_out=scores_out,
-                tuned=read_tuned(tuned) if tuned is not None else None,
+                tuned=thresholds,
                 memory_budget=parse_bytes(resources.memory_limit)
                 if resources.memory_limit
                 else None,
@@ -232,11 +237,60 @@ def normalize_file(
                 Path(written).unlink(missing_ok=True)
         raise InputError(
             f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
-            f"the model's dev_predictions (sheet) or --dev-pred {name}=PATH, with dev_gold "
-            "(--dev-gold), or give the model a threshold or top_k"
+            f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
+            f"or give the model {setting('threshold', 'VALUE', file=name)} or "
+            f"{setting('top_k', 'K', file=name)}"
         )
+    if gold is not None:  # predictions, checked against the gold
+        found = [
+            *_unscored_settings(record, options, default_threshold=default_threshold),
+            *_coverage(record, gold=gold, out=out, scores_out=scores_out),
+        ]
+        for warning in found:
+            log.warning("warning: %s", warning)
+        # tuning logged its own warnings; the record carries them to the report
+        record.warnings += [*(thresholds.warnings if thresholds else ()), *found]
     write_text(record_out, record.to_json())
     return record
+
+
+def _unscored_settings(
+    record: InputRecord, options: LabelOptions, *, default_threshold: float
+) -> list[str]:
+    """A threshold or top-k given for predictions without scores decides nothing: say so,
+    rather than let the user believe the numbers reflect it."""
+    if record.selection != UNSCORED_SELECTION:
+        return []
+    given = []
+    if options.threshold is not None:
+        given.append(setting("threshold", options.threshold, file=record.name))
+    elif default_threshold != DEFAULT_THRESHOLD:
+        given.append(setting("threshold", default_threshold))
+    if options.top_k is not None:
+        given.append(setting("top_k", options.top_k, file=record.name))
+    if not given:
+        return []
+    return [
+        f"{record.name}: {' and '.join(given)} ignored: {record.path} has no scores, so every "
+        "code it lists is predicted"
+    ]
+
+
+def _coverage(
+    record: InputRecord, *, gold: str | os.PathLike, out: str | Path, scores_out: str | Path | None
+) -> list[str]:
+    """Whether a model left more than ``COVERAGE_TOLERANCE_PERCENT`` % of the gold's documents
+    without a single row (a top-50 file against the full gold): those count as empty
+    predictions, and halve F1 without any error, so the report says how many."""
+    gold_docs = _doc_ids(gold)
+    covered = [_doc_ids(out)] + ([_doc_ids(scores_out)] if scores_out else [])
+    missing = gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
+    return coverage_warning(record.name, missing=missing, gold=gold_docs.height)
+
+
+def _doc_ids(path: str | os.PathLike) -> pl.DataFrame:
+    """The distinct documents of a normalised label file (one column, ``doc_id``)."""
+    return paths.scan_parquet(path).select("doc_id").unique().collect()
 
 
 def read_tuned(path: str | Path) -> TunedThresholds:
@@ -249,7 +303,8 @@ def read_tuned(path: str | Path) -> TunedThresholds:
     return TunedThresholds(
         threshold=tuned["threshold"],
         per_code=per_code,
-        source={k: v for k, v in tuned.items() if k != "threshold"},
+        source={k: v for k, v in tuned.items() if k not in ("threshold", "warnings")},
+        warnings=tuple(tuned.get("warnings", ())),
     )
 
 
@@ -263,46 +318,41 @@ def tune_threshold(
     test_record: str | Path,
     per_code: bool = False,
     min_support: int = DEFAULT_MIN_SUPPORT,
+    allow_dev_test_overlap: bool = False,
     curve_out: str | Path,
     codes_out: str | Path,
     tuned_out: str | Path,
 ) -> float:
-    if Path(codes_out).parent.resolve() != Path(tuned_out).parent.resolve():
-        raise ValueError("the per-code thresholds must be written beside the tuned JSON")
     """Tune a model's threshold on its dev scores (:mod:`hieval.metrics.tuning`) and write the
     dev curve, the per-code thresholds and a JSON naming the dev files and their sha256.
 
-    Tuning on the test set is refused: a dev gold with the same file content, the same labels,
-    or the same documents as the test gold is an error that says why (a partial overlap of
-    documents is logged as a warning).
+    Tuning on the test set is refused: a dev gold that shares any document (by ``doc_id``)
+    with the test gold is an error that says how many and which, since even one shared document
+    lets the threshold be chosen on labels it is then scored on. ``allow_dev_test_overlap``
+    (the user's explicit choice) turns that into a warning, logged and kept in the tuned JSON's
+    ``warnings`` for the report, as is a dev F1 of 0 at every threshold (no signal: the highest
+    threshold is chosen by the tie rule, not by the data).
     """
+    if Path(codes_out).parent.resolve() != Path(tuned_out).parent.resolve():
+        raise ValueError("the per-code thresholds must be written beside the tuned JSON")
     gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in dev_records)
     test = json.loads(Path(test_record).read_text("utf-8"))
     dev_frame = paths.read_parquet(dev_gold).select("doc_id", "code").sort("doc_id", "code")
     test_frame = paths.read_parquet(test_gold).select("doc_id", "code").sort("doc_id", "code")
-    why = (
-        "tuning a threshold on the test set reports a threshold chosen on the very labels it "
-        "is scored on; give the validation split as dev_gold (--dev-gold)"
-    )
-    if gold_record["sha256"] == test["sha256"] or dev_frame.equals(test_frame):
+    overlap = _dev_test_overlap(
+        dev_frame, test_frame, model=model, dev_path=gold_record["path"], test_path=test["path"],
+        same_file=gold_record["sha256"] == test["sha256"],
+    )  # fmt: skip
+    warnings = []
+    if overlap and not allow_dev_test_overlap:
         raise InputError(
-            f"{model}: the dev gold {gold_record['path']} has the same content as the test gold "
-            f"{test['path']}; {why}"
+            f"{overlap}; tuning a threshold on the test set chooses it on the labels it is "
+            "scored on: give a validation split that shares no document with the test gold "
+            f"as {setting('dev_gold', 'PATH')}, or set {setting('allow_dev_test_overlap', True)} "
+            "to tune anyway"
         )
-    dev_docs = set(dev_frame["doc_id"].to_list())
-    test_docs = set(test_frame["doc_id"].to_list())
-    if dev_docs == test_docs:
-        raise InputError(
-            f"{model}: the dev gold {gold_record['path']} holds the same {len(dev_docs)} "
-            f"documents as the test gold {test['path']}; {why}"
-        )
-    if shared := len(dev_docs & test_docs):
-        log.warning(
-            "warning: %s: %d of the dev gold's %d documents are also test documents",
-            model,
-            shared,
-            len(dev_docs),
-        )
+    if overlap:
+        warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
     scores = paths.read_parquet(dev_scores)
     if scores.height == 0:
         raise InputError(
@@ -310,6 +360,14 @@ def tune_threshold(
             "can only be tuned on scored predictions"
         )
     result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
+    if result.f1 == 0:
+        warnings.append(
+            f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "
+            f"so the threshold {result.threshold:g} is the highest score, not a tuned one; "
+            "check that the dev predictions and the dev gold belong together"
+        )
+    for warning in warnings:
+        log.warning("warning: %s", warning)
     write_parquet(result.curve, curve_out)
     write_parquet(result.per_code, codes_out)
     tuned = {
@@ -323,9 +381,31 @@ def tune_threshold(
         "per_code": result.per_code.height,
         "per_code_file": Path(codes_out).name,  # beside this JSON
         "tuning": {"per_code": per_code, "min_support": min_support},
+        "warnings": warnings,
     }
     write_text(tuned_out, json.dumps(tuned, indent=2, sort_keys=True) + "\n")
     return result.threshold
+
+
+def _dev_test_overlap(
+    dev: pl.DataFrame, test: pl.DataFrame, *, model: str, dev_path: str, test_path: str,
+    same_file: bool,
+) -> str | None:  # fmt: skip
+    """What the dev gold shares with the test gold, in words (None: no document): the same
+    file content, the same labels, the same documents, or how many documents and which."""
+    shared = sorted(set(dev["doc_id"].to_list()) & set(test["doc_id"].to_list()))
+    if not shared:
+        return None
+    where = f"{model}: the dev gold {dev_path}"
+    if same_file or dev.equals(test):
+        return f"{where} has the same content as the test gold {test_path}"
+    dev_docs, test_docs = dev["doc_id"].n_unique(), test["doc_id"].n_unique()
+    if len(shared) == dev_docs == test_docs:
+        return f"{where} holds the same {dev_docs} documents as the test gold {test_path}"
+    return (
+        f"{where} shares {len(shared)} of its {dev_docs} documents with the test gold "
+        f"{test_path}: {preview(shared, 5)}"
+    )
 
 
 def _score_ancestors(
@@ -404,15 +484,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
     factor = 4 if path.suffix.lower() not in (".parquet", ".npz", ".npy") else 12
     current = limit or default_duckdb_limit()
     need = max(64 * 10**6 + factor * size, 2 * parse_bytes(current))
-    bound = (
-        f"engine.memory_limit {limit}"
-        if limit
-        else f"the default limit {current} (engine.memory_limit unset)"
-    )
+    flag = setting("memory_limit")
+    bound = f"{flag} {limit}" if limit else f"the default limit {current} ({flag} unset)"
     return (
         f"{name}: DuckDB ran out of memory normalising {path} ({size / 1e6:.1f} MB) under "
-        f"{bound}; raise engine.memory_limit, to about {math.ceil(need / 1e6)}MB or more "
-        "for this file"
+        f"{bound}; raise {flag}, to about {math.ceil(need / 1e6)}MB or more for this file"
     )
 
 

@@ -381,6 +381,7 @@ def _record_note(record: dict) -> str:
         parts.append(f"{record['other_version_rows']} rows of {other} skipped")
     if record.get("unknown_documents_dropped"):
         parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
+    parts += [f"warning: {warning}" for warning in record.get("warnings") or ()]
     return f"- **{md(record['name'])}**: " + md("; ".join(parts)) + "." if parts else ""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hieval.engine.groups import default_threads
 from hieval.errors import ConfigError, HievalError
+from hieval.hints import offers, setting
 
 #: Peak memory of a count job (one pass: counts, ICM sums, streamed per-document table), fitted
 #: to benchmarks/harness.py at 100x and 1000x MIMIC-III with 2 threads (1.14 GB for 10.8M
@@ -75,7 +76,7 @@ def parse_bytes(text: str) -> int:
     """``2GB``, ``1.5 GiB``, ``800MB`` as bytes (DuckDB's spelling of a memory limit)."""
     size = _size_bytes(text)
     if size is None:
-        raise ConfigError(f"engine.memory_limit {memory_limit_problem(text)}")
+        raise ConfigError(f"{setting('memory_limit')} {memory_limit_problem(text)}")
     return size
 
 
@@ -138,14 +139,17 @@ class Resources:
             return
         room = budget - fixed
         shards = math.ceil(BYTES_PER_LABEL * labels / room) if room > 0 else None
-        advice = (
-            f"set shards: {shards} (or more) in the config so that each count job holds a part"
-            if shards
-            else "raise engine.memory_limit: it is below the engine's fixed needs"
-        )
+        if shards and offers("shards"):
+            advice = (
+                f"set {setting('shards', shards)} (or more) so that each count job holds a part"
+            )
+        elif shards:
+            advice = f"raise {setting('memory_limit')} to {math.ceil(need / 1e9)}GB or more"
+        else:
+            advice = f"raise {setting('memory_limit')}: it is below the engine's fixed needs"
         raise HievalError(
             f"this count job has {labels:,} labels and needs about {need / 1e9:.1f} GB, above "
-            f"engine.memory_limit {self.memory_limit}; {advice}"
+            f"{setting('memory_limit', self.memory_limit)}; {advice}"
         )
 
 

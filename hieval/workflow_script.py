@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from hieval import hints
 from hieval.errors import HievalError
 
 log = logging.getLogger("hieval.workflow")
@@ -53,7 +54,8 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
     """Call ``main(snakemake)`` with logging configured for the rule."""
     handlers = configure_logging(smk.rule, smk.log[0] if smk.log else None)
     try:
-        main(smk)
+        with hints.entry_point(hints.WORKFLOW):
+            main(smk)
         log.info("done")
     except HievalError as exc:
         log.error("error: %s", exc)

@@ -14,6 +14,7 @@ def main(smk):
         test_record=smk.input.gold_record,
         per_code=smk.params.per_code,
         min_support=smk.params.min_support,
+        allow_dev_test_overlap=smk.params.allow_dev_test_overlap,
         curve_out=smk.output.curve,
         codes_out=smk.output.codes,
         tuned_out=smk.output.tuned,

@@ -60,14 +60,14 @@ CASES = {
         "doc_id,code\nd1,401.9\nd9,401.9\n",
         "pred.csv",
         (),
-        ["not in the gold: 'd9'", "unknown_docs: drop"],
+        ["not in the gold: 'd9'", "--unknown-docs drop"],
     ),
     "unknown code, error policy": (
         GOLD,
         "doc_id,code\nd1,401.99\n",
         "pred.csv",
         ("--unknown-codes", "error"),
-        ["not in the hierarchy: '401.99'", "unknown_codes: place"],
+        ["not in the hierarchy: '401.99'", "--unknown-codes place"],
     ),
     "malformed code": (
         GOLD,

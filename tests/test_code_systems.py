@@ -268,7 +268,7 @@ def test_place_is_refused_for_a_verbatim_tree(tmp_path, capsys):
         capsys,
         [*argv, "--out", str(tmp_path / "o"), "--unknown-codes", "place"],
         "code system is verbatim",
-        "set unknown_codes to error",
+        "set --unknown-codes error",
     )
     with pytest.raises(ConfigError, match="read verbatim"):
         validate_config(

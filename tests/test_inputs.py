@@ -302,7 +302,11 @@ def test_empty_doc_id(refuses, tmp_path):
 
 
 def test_unknown_format(refuses, tmp_path):
-    refuses(write(tmp_path / "gold.xlsx", "{}"), "cannot tell the format", "--format")
+    refuses(
+        write(tmp_path / "gold.xlsx", "{}"),
+        "cannot tell the format",
+        "format FORMAT in model model's row",
+    )
 
 
 def test_prediction_only_format_as_gold(refuses, tmp_path):

@@ -168,7 +168,10 @@ def test_cli_choices_are_the_code_constants():
     assert list(actions["unknown_codes"].choices) == list(UNKNOWN_CODE_POLICIES)
     assert list(actions["unknown_docs"].choices) == list(UNKNOWN_DOC_POLICIES)
     assert list(actions["code_format"].choices) == list(CODE_FORMATS)
-    assert list(actions["code_type"].choices) == list(CODE_TYPES)
+    # --code-type [NAME=]dx|proc: parsed by a type, which takes exactly the code constants
+    parse = actions["code_type"].type
+    assert [parse(kind) for kind in CODE_TYPES] == [(None, kind) for kind in CODE_TYPES]
+    assert [parse(f"gold={kind}") for kind in CODE_TYPES] == [("gold", k) for k in CODE_TYPES]
     assert list(actions["icm_empty_gold"].choices) == list(EMPTY_GOLD)
     assert list(actions["label_set"].choices) == list(LABEL_SETS)
 
@@ -187,7 +190,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 
 #: The library's layers, bottom-up, as the README's layout map draws them.
 LAYERS = (
-    ("errors", "atomic", "paths", "background", "codes", "data"),
+    ("errors", "hints", "atomic", "paths", "background", "codes", "data"),
     ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),

@@ -18,6 +18,7 @@ import duckdb
 
 from hieval.errors import InputError
 from hieval.formats import caml, dense, long, mimic4, text, wide
+from hieval.hints import setting
 
 GOLD, PREDICTIONS = "gold", "predictions"
 
@@ -118,8 +119,8 @@ def detect(path: Path, name: str) -> str:
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
     raise InputError(
-        f"{name}: cannot tell the format of {path} from its name; name it with the `format` "
-        f"column (or --format {name}=FORMAT), one of {', '.join(FORMATS)}"
+        f"{name}: cannot tell the format of {path} from its name; name it with "
+        f"{setting('format', 'FORMAT', file=name)}, FORMAT one of {', '.join(FORMATS)}"
     )
 
 

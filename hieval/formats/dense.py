@@ -15,13 +15,15 @@ import pyarrow as pa
 
 from hieval.errors import InputError
 from hieval.formats import text
+from hieval.hints import setting
 
 
 def _read_list(path: Path, name: str, what: str) -> list[str]:
     if not path.is_file():
         raise InputError(
-            f"{name}: the {what} list {path} does not exist; give it in the model sheet "
-            f"({'code_list' if what == 'code' else 'doc_list'}) or place it beside the matrix"
+            f"{name}: the {what} list {path} does not exist; give it with "
+            f"{setting('code_list' if what == 'code' else 'doc_list', 'PATH', file=name)} "
+            "or place it beside the matrix"
         )
     return [line.strip() for line in text.decode_whole(path, name).splitlines() if line.strip()]
 

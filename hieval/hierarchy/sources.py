@@ -26,6 +26,7 @@ from hieval.errors import CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table
 from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 SOURCES = ("package", "cms", "cophe", "icd10", "file")
 CMS_DX_FILE = "CMS32_DESC_LONG_DX.txt"
@@ -108,7 +109,7 @@ def download(
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         raise HierarchyError(
             f"cannot download {spec.url} ({getattr(exc, 'reason', exc)}); without network use "
-            f"hierarchy.source: package, or place the file at {dest} yourself"
+            f"{setting('hierarchy', 'package')}, or place the file at {dest} yourself"
         ) from None
     actual = sha256_bytes(data)
     if expected and actual != expected:
@@ -488,4 +489,4 @@ def load_source(
         return cophe_json_table(Path(path).read_bytes(), "cophe", canonical=True)
     if source == "file":
         return file_table(path)
-    raise HierarchyError(f"unknown hierarchy.source {source!r}; choose one of {SOURCES}")
+    raise HierarchyError(f"unknown {setting('hierarchy', repr(source))}; choose one of {SOURCES}")

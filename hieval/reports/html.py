@@ -483,6 +483,16 @@ def _provenance(inputs: ReportInputs) -> str:
     )
 
 
+def _warnings(inputs: ReportInputs) -> str:
+    """The input records' warnings (partial coverage, a setting ignored, tuning without
+    signal), first: they say the numbers below are not what they seem."""
+    warnings = [w for r in inputs.records for w in r.get("warnings") or ()]
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{_esc(w)}</li>" for w in warnings)
+    return f"<h2 id='warnings'>Warnings</h2><ul>{items}</ul>"
+
+
 def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     """The whole report as one HTML document, and its figures by name (SVG text) for those
     who want them as files."""
@@ -490,6 +500,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         "per_level": figures.per_level(inputs.tidy, levels=inputs.levels, models=inputs.models)
     }
     sections = [
+        _warnings(inputs),
         _leaderboard(inputs),
         _comparisons(inputs),
         "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 at each "

@@ -26,6 +26,7 @@ rule tune_threshold:
         hieval=HIEVAL_CODE,
         per_code=config["tuning"]["per_code"],
         min_support=config["tuning"]["min_support"],
+        allow_dev_test_overlap=config["tuning"]["allow_dev_test_overlap"],
     script:
         "../../scripts/tune_threshold.py"
 
