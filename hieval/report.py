@@ -235,7 +235,10 @@ HEADLINE = (
 SIGNIFICANCE = 0.05
 
 
-def _score(value: float, metric: str) -> str:
+def _score(value: float | None, metric: str) -> str:
+    """A score as the summary prints it; "–" for a bound no bootstrap replicate defines."""
+    if value is None:
+        return "–"
     return f"{value:.2f}" if metric == "icm" else _pct(value)
 
 

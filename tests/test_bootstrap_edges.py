@@ -1,0 +1,150 @@
+"""The bootstrap at its edges: replicates that draw nothing of a row, huge replicate counts,
+and comparisons without a randomization test (issue 30)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hieval.cli import main
+from hieval.metrics.uncertainty import doc_keys, poisson_weights
+
+SEED = 11
+REPLICATES = 400
+DIAGNOSES = ["401.9", "250.00", "428.0", "584.9", "V58.11"]
+PROCEDURES = ["96.04", "99.04"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One hierarchy cache for the module's CLI runs."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def _write(path: Path, rows: list[tuple[str, str]]) -> Path:
+    pl.DataFrame(rows, schema=["doc_id", "code"], orient="row").write_csv(path)
+    return path
+
+
+def _evaluate(folder: Path, cache: Path, gold: Path, preds: dict[str, Path], *extra: str) -> Path:
+    out = folder / "out"
+    args = ["evaluate", "--gold", str(gold), "--out", str(out), "--cache", str(cache)]
+    for name, path in preds.items():
+        args += ["--pred", f"{name}={path}"]
+    assert main([*args, "--seed", str(SEED), *extra]) == 0
+    return out
+
+
+def _weights(doc_ids: list[str], replicates: int = REPLICATES) -> np.ndarray:
+    """Each replicate's Poisson weights, columns in ``doc_ids``' order."""
+    return poisson_weights(doc_keys(doc_ids), seed=SEED, first=0, count=replicates)
+
+
+def _row(intervals: pl.DataFrame, family: str, average: str, metric: str, level: str = "leaf"):
+    part = intervals.filter(
+        (pl.col("family") == family)
+        & (pl.col("level") == level)
+        & (pl.col("average") == average)
+        & (pl.col("metric") == metric)
+    )
+    assert part.height == 1, (family, level, average, metric)
+    return part.row(0, named=True)
+
+
+# -- replicates that draw nothing of a row are left out ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_perfect(tmp_path_factory, cache) -> tuple[pl.DataFrame, np.ndarray]:
+    """A perfect model on a gold of 3 documents, bootstrapped; and the replicates' weights."""
+    folder = tmp_path_factory.mktemp("three")
+    rows = [("d1", "401.9"), ("d2", "250.00"), ("d3", "428.0"), ("d3", "96.04")]
+    gold = _write(folder / "gold.csv", rows)
+    pred = _write(folder / "pred.csv", rows)
+    out = _evaluate(folder, cache, gold, {"m": pred}, "--bootstrap", str(REPLICATES))
+    return pl.read_parquet(out / "intervals.parquet"), _weights(["d1", "d2", "d3"])
+
+
+def test_a_perfect_model_on_three_documents_has_the_interval_one_one(three_perfect):
+    """Every P/R/F1 and example-based row of a perfect model is 1 in every replicate that drew
+    a document: the interval is [1, 1], not [0, 1] (the replicates that drew none scored 0)."""
+    intervals, weights = three_perfect
+    drew_something = int((weights.sum(1) > 0).sum())
+    assert drew_something < REPLICATES  # the seed draws some empty replicates: the case
+    perfect = intervals.filter(
+        pl.col("metric").is_in(["precision", "recall", "f1"]) & (pl.col("value") == 1.0)
+    )
+    assert perfect.height > 20
+    assert (perfect["low"] == 1.0).all() and (perfect["high"] == 1.0).all()
+    flat = _row(intervals, "flat", "micro", "f1")
+    assert flat["replicates"] == drew_something
+    for family, level, metric in (("icm", "overall", "icm"), ("example", "leaf", "f1")):
+        row = _row(intervals, family, "mean", metric, level=level)
+        assert row["replicates"] == drew_something
+    # Counts are defined in every replicate (a replicate that drew nothing counts 0 TPs).
+    assert _row(intervals, "flat", "micro", "tp")["replicates"] == REPLICATES
+
+
+def test_the_procedures_slice_counts_the_replicates_that_drew_a_procedure(three_perfect):
+    intervals, weights = three_perfect
+    drew_d3 = int((weights[:, 2] > 0).sum())
+    proc = _row(intervals, "flat_proc", "micro", "f1")
+    assert proc["replicates"] == drew_d3 < REPLICATES
+    assert (proc["low"], proc["high"]) == (1.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def rare_procedures(tmp_path_factory, cache):
+    """100 documents, procedures in 3 of them; a model imperfect on the procedures."""
+    folder = tmp_path_factory.mktemp("rare")
+    rng = np.random.default_rng(4)
+    docs = [f"doc{d:03d}" for d in range(100)]
+    gold = [(d, c) for d in docs for c in rng.choice(DIAGNOSES, 2, replace=False)]
+    gold += [("doc010", "96.04"), ("doc050", "99.04"), ("doc090", "96.04")]
+    pred = [r for r in gold if r != ("doc050", "99.04")]
+    pred += [("doc050", "96.04"), ("doc070", "99.04")]
+    gold_file, pred_file = _write(folder / "gold.csv", gold), _write(folder / "pred.csv", pred)
+    out = _evaluate(folder, cache, gold_file, {"m": pred_file}, "--bootstrap", str(REPLICATES))
+    return pl.read_parquet(out / "intervals.parquet"), docs, gold, pred
+
+
+def _naive_micro(docs, gold, pred, keep, weights) -> np.ndarray:
+    """Micro P, R, F1 per replicate over the codes ``keep`` accepts, from the weighted
+    per-document counts; NaN where the replicate's documents hold none of those codes."""
+    position = {d: i for i, d in enumerate(docs)}
+    tp, fp, fn = (np.zeros(len(docs)) for _ in range(3))
+    gold_set, pred_set = {r for r in gold if keep(r[1])}, {r for r in pred if keep(r[1])}
+    for d, _ in gold_set & pred_set:
+        tp[position[d]] += 1
+    for d, _ in pred_set - gold_set:
+        fp[position[d]] += 1
+    for d, _ in gold_set - pred_set:
+        fn[position[d]] += 1
+    t, p, n = weights @ tp, weights @ fp, weights @ fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(t + p + n > 0, 2 * t / (2 * t + p + n), np.nan)
+    return f1
+
+
+@pytest.mark.parametrize(
+    ("family", "keep"),
+    [("flat_proc", lambda c: c in PROCEDURES), ("flat_dx", lambda c: c not in PROCEDURES)],
+)
+def test_slice_interval_is_the_naive_bootstrap_over_the_replicates_that_drew_it(
+    rare_procedures, family, keep
+):
+    """A naive bootstrap written here (weighted counts of the slice's codes, replicates without
+    any left out) gives the interval and the number of replicates."""
+    intervals, docs, gold, pred = rare_procedures
+    f1 = _naive_micro(docs, gold, pred, keep, _weights(docs))
+    defined = f1[~np.isnan(f1)]
+    low, high = np.quantile(defined, [0.025, 0.975])
+    row = _row(intervals, family, "micro", "f1")
+    assert row["replicates"] == defined.size
+    assert row["low"] == pytest.approx(low, rel=1e-12)
+    assert row["high"] == pytest.approx(high, rel=1e-12)
+    if family == "flat_proc":
+        assert defined.size < REPLICATES
