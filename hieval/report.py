@@ -286,7 +286,7 @@ def uncertainty_markdown(
             f"; **bold**: significant (paired randomization test, "
             f"{comparisons['permutations'][0]} permutations, Holm-adjusted p < {SIGNIFICANCE})."
             if tested
-            else " (no randomization test: `permutations` is 0)."
+            else "; no test (permutations: 0), so no p."
         ),
         "",
         "| A | B | " + " | ".join(h for h, *_ in HEADLINE) + " |",

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from helpers import snakemake
 
 from hieval.cli import main
 from hieval.metrics.uncertainty import doc_keys, poisson_weights
@@ -148,3 +149,48 @@ def test_slice_interval_is_the_naive_bootstrap_over_the_replicates_that_drew_it(
     assert row["high"] == pytest.approx(high, rel=1e-12)
     if family == "flat_proc":
         assert defined.size < REPLICATES
+
+
+# -- permutations 0: intervals of differences, no test ----------------------------------------
+
+NO_TEST = "no test (permutations: 0)"
+
+
+def _zoo(folder: Path) -> tuple[Path, dict[str, Path]]:
+    """A gold of 12 documents and two models (one perfect, one missing codes)."""
+    gold = [(f"d{d:02d}", DIAGNOSES[(d + k) % 5]) for d in range(12) for k in range(2)]
+    weaker = [r for i, r in enumerate(gold) if i % 3] + [("d00", "96.04")]
+    return _write(folder / "gold.csv", gold), {
+        "perfect": _write(folder / "perfect.csv", gold),
+        "weaker": _write(folder / "weaker.csv", weaker),
+    }
+
+
+def _assert_no_test_reported(report: Path) -> None:
+    comparisons = pl.read_parquet(report / "comparisons.parquet")
+    assert comparisons.height > 0
+    assert comparisons["p_value"].is_null().all() and comparisons["low"].is_not_null().any()
+    html = (report / "report.html").read_text()
+    assert "Which differences are real" in html and NO_TEST in html
+    assert NO_TEST in (report / "summary.md").read_text()
+
+
+def test_cli_with_permutations_0_reports_differences_without_a_test(tmp_path, cache):
+    gold, preds = _zoo(tmp_path)
+    out = _evaluate(tmp_path, cache, gold, preds, "--bootstrap", "30", "--permutations", "0")
+    _assert_no_test_reported(out)
+
+
+def test_workflow_with_permutations_0_reports_differences_without_a_test(tmp_path):
+    _, preds = _zoo(tmp_path)
+    (tmp_path / "models.tsv").write_text(
+        "model\tpredictions\n" + "".join(f"{m}\t{p.name}\n" for m, p in preds.items())
+    )
+    config = tmp_path / "my.yaml"
+    config.write_text(
+        "gold: gold.csv\nmodels: models.tsv\nmax_level: e0\n"
+        "uncertainty:\n  bootstrap: 30\n  permutations: 0\n"
+    )
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    _assert_no_test_reported(tmp_path / "results" / "report")
