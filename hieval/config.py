@@ -34,7 +34,7 @@ from hieval.errors import ConfigError, InputError
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
 from hieval.metrics.uncertainty_settings import Settings
-from hieval.resources import memory_limit_problem
+from hieval.resources import Resources, memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
 
@@ -404,13 +404,17 @@ def _sheet_lines(path: Path) -> list[str]:
 def load_workflow_config(config: dict[str, Any], schemas: str | Path) -> dict[str, ModelSpec]:
     """Everything the workflow checks before its first job, in one place (``common.smk`` and
     the tests call it): the config against ``schemas/config.schema.yaml`` (defaults filled in
-    place), the model sheet it names against ``schemas/models.schema.yaml``, and the tuning
-    setup. Returns the sheet's models by name; raises :class:`ConfigError` (or the sheet's
-    :class:`InputError`) with one line per problem."""
+    place), the model sheet it names against ``schemas/models.schema.yaml``, the tuning
+    setup and whether the bootstrap's replicates fit in memory. Returns the sheet's models by
+    name; raises :class:`ConfigError` (or the sheet's :class:`InputError`) with one line per
+    problem."""
     schemas = Path(schemas)
     validate_config(config, schemas / "config.schema.yaml")
     specs = load_model_sheet(config["models"], schemas / "models.schema.yaml")
     check_tuning(config, specs)
+    Resources(**config["engine"]).check_bootstrap(
+        config["uncertainty"]["bootstrap"], models=len(specs)
+    )
     return {spec.model: spec for spec in specs}
 
 

@@ -3,15 +3,18 @@ and comparisons without a randomization test (issue 30)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from helpers import snakemake
+from helpers import parse_time_refusal, snakemake
 
 from hieval.cli import main
+from hieval.errors import ConfigError
 from hieval.metrics.uncertainty import doc_keys, poisson_weights
+from hieval.resources import Resources
 
 SEED = 11
 REPLICATES = 400
@@ -194,3 +197,60 @@ def test_workflow_with_permutations_0_reports_differences_without_a_test(tmp_pat
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     _assert_no_test_reported(tmp_path / "results" / "report")
+
+
+# -- more replicates than memory holds: refused up front, naming the largest that fits --------
+
+HUGE = "1000000000"
+
+
+def _largest_named(message: str) -> int:
+    found = re.search(r"at most ([0-9,]+) fit", message)
+    assert found, message
+    return int(found.group(1).replace(",", ""))
+
+
+def test_cli_refuses_a_bootstrap_that_cannot_fit_and_names_what_fits(tmp_path, capsys):
+    gold, preds = _zoo(tmp_path)
+    out = tmp_path / "out"
+    args = ["evaluate", "--gold", str(gold), "--out", str(out), "--threads", "1"]
+    args += [f"--pred={m}={p}" for m, p in preds.items()]
+    assert main([*args, "--memory-limit", "4GB", "--bootstrap", HUGE]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "1,000,000,000" in err and "engine.memory_limit 4GB" in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["gold.csv", "perfect.csv", "weaker.csv"]
+    )
+    largest = _largest_named(err)
+    resources = Resources(threads=1, memory_limit="4GB")
+    resources.check_bootstrap(largest, models=2)  # the number named fits ...
+    with pytest.raises(ConfigError):
+        resources.check_bootstrap(largest + 1, models=2)  # ... and is the largest that does
+    # What fits is a real allowance: 2 models' replicates of every row within the 4 GB.
+    assert 50_000 < largest < 4e9 / (8 * 2 * 300)
+
+
+def test_cli_refuses_a_huge_bootstrap_without_a_memory_limit(tmp_path, capsys):
+    """Without engine.memory_limit the budget is the memory the process may use."""
+    gold, preds = _zoo(tmp_path)
+    args = ["evaluate", "--gold", str(gold), "--out", str(tmp_path / "out")]
+    args += [f"--pred={m}={p}" for m, p in preds.items()]
+    assert main([*args, "--bootstrap", "1000000000000"]) != 0
+    err = capsys.readouterr().err
+    assert "this process may use" in err and "Traceback" not in err
+    assert _largest_named(err) > 0 and not (tmp_path / "out").exists()
+
+
+def test_workflow_refuses_a_bootstrap_that_cannot_fit_at_parse_time(tmp_path):
+    _, preds = _zoo(tmp_path)
+    (tmp_path / "models.tsv").write_text(
+        "model\tpredictions\n" + "".join(f"{m}\t{p.name}\n" for m, p in preds.items())
+    )
+    config = tmp_path / "my.yaml"
+    config.write_text(
+        "gold: gold.csv\nmodels: models.tsv\nengine:\n  memory_limit: 4GB\n"
+        f"uncertainty:\n  bootstrap: {HUGE}\n"
+    )
+    message = parse_time_refusal(tmp_path, config)
+    assert "engine.memory_limit 4GB" in message and _largest_named(message) > 50_000
