@@ -154,6 +154,43 @@ def test_slice_interval_is_the_naive_bootstrap_over_the_replicates_that_drew_it(
         assert defined.size < REPLICATES
 
 
+SCORED = [
+    ("d1", "401.9", 0.9), ("d1", "428.0", 0.2), ("d2", "250.00", 0.8), ("d2", "401.9", 0.1),
+    ("d3", "428.0", 0.95), ("d3", "96.04", 0.9), ("d3", "250.00", 0.3),
+]  # fmt: skip
+SCORED_GOLD = [("d1", "401.9"), ("d2", "250.00"), ("d3", "428.0"), ("d3", "96.04")]
+
+
+def test_ranking_and_calibration_rows_leave_out_replicates_without_a_document(tmp_path, cache):
+    """A scored model on 3 documents: recall@K and MAP are 1 in every replicate with a
+    document ([1, 1]); Brier is the naive weighted ratio over those replicates alone."""
+    gold = _write(tmp_path / "gold.csv", SCORED_GOLD)
+    pred = tmp_path / "scored.csv"
+    pl.DataFrame(SCORED, schema=["doc_id", "code", "score"], orient="row").write_csv(pred)
+    out = _evaluate(tmp_path, cache, gold, {"m": pred}, "--bootstrap", str(REPLICATES))
+    intervals = pl.read_parquet(out / "intervals.parquet")
+    weights = _weights(["d1", "d2", "d3"])
+    drew = weights.sum(1) > 0
+    for metric in ("recall@5", "map", "r_precision"):
+        row = _row(intervals, "ranking", "mean", metric)
+        assert (row["low"], row["high"], row["replicates"]) == (1.0, 1.0, drew.sum()), metric
+    # Brier over the label space (every gold or scored code), each document's squared errors.
+    labels = sorted({c for _, c in SCORED_GOLD} | {c for _, c, _ in SCORED})
+    score = {(d, c): s for d, c, s in SCORED}
+    truth = set(SCORED_GOLD)
+    squared = np.array(
+        [
+            sum((score.get((d, c), 0.0) - ((d, c) in truth)) ** 2 for c in labels)
+            for d in ("d1", "d2", "d3")
+        ]
+    )
+    brier = (weights[drew] @ squared) / (weights[drew].sum(1) * len(labels))
+    low, high = np.quantile(brier, [0.025, 0.975])
+    row = _row(intervals, "calibration", "micro", "brier")
+    assert row["replicates"] == drew.sum() < REPLICATES
+    assert row["low"] == pytest.approx(low, rel=1e-9) and row["high"] == pytest.approx(high)
+
+
 # -- permutations 0: intervals of differences, no test ----------------------------------------
 
 NO_TEST = "no test (permutations: 0)"
