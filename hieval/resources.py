@@ -21,7 +21,8 @@ from hieval.errors import ConfigError, HievalError
 BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
 #: The bootstrap keeps every replicate's value of every tidy row of every model (float64) until
 #: the intervals are taken; a pair's paired differences, their quantiles' and median's copies
-#: are three more such arrays per pair in flight (one per thread). Its blocks of weights are
+#: are three more such arrays per pair in flight (one per thread; a lone model's intervals
+#: make the last two). Its blocks of weights are
 #: bounded (about 32 MB) and the per-document tables are the count job's size, so the model is
 #: the count job's fixed part plus these arrays.
 BYTES_PER_VALUE, COPIES_PER_PAIR = 8, 3
@@ -153,8 +154,9 @@ class Resources:
         return self._fixed_bytes() + replicates * self._replicate_bytes(models, rows)
 
     def _replicate_bytes(self, models: int, rows: int) -> int:
+        # at least one set of copies: a lone model's own quantiles and median
         pairs = models * (models - 1) // 2
-        in_flight = min(pairs, self.threads or default_threads())
+        in_flight = max(1, min(pairs, self.threads or default_threads()))
         return BYTES_PER_VALUE * rows * (models + COPIES_PER_PAIR * in_flight)
 
     def check_bootstrap(self, replicates: int, *, models: int, rows: int = ROWS_PER_MODEL) -> None:
