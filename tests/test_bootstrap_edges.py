@@ -102,22 +102,26 @@ def test_the_procedures_slice_counts_the_replicates_that_drew_a_procedure(three_
 
 @pytest.fixture(scope="module")
 def rare_procedures(tmp_path_factory, cache):
-    """100 documents, procedures in 3 of them; a model imperfect on the procedures."""
+    """100 documents, procedures in 4 of them; a model imperfect on the procedures: a
+    document with a missed procedure only (doc030: no predicted procedure), one with a
+    wrong procedure (doc050) and one with a procedure where the gold has none (doc070)."""
     folder = tmp_path_factory.mktemp("rare")
     rng = np.random.default_rng(4)
     docs = [f"doc{d:03d}" for d in range(100)]
     gold = [(d, c) for d in docs for c in rng.choice(DIAGNOSES, 2, replace=False)]
-    gold += [("doc010", "96.04"), ("doc050", "99.04"), ("doc090", "96.04")]
-    pred = [r for r in gold if r != ("doc050", "99.04")]
+    procedures = [("doc010", "96.04"), ("doc030", "99.04"), ("doc050", "99.04")]
+    gold += [*procedures, ("doc090", "96.04")]
+    pred = [r for r in gold if r not in procedures[1:]]
     pred += [("doc050", "96.04"), ("doc070", "99.04")]
     gold_file, pred_file = _write(folder / "gold.csv", gold), _write(folder / "pred.csv", pred)
     out = _evaluate(folder, cache, gold_file, {"m": pred_file}, "--bootstrap", str(REPLICATES))
     return pl.read_parquet(out / "intervals.parquet"), docs, gold, pred
 
 
-def _naive_micro(docs, gold, pred, keep, weights) -> np.ndarray:
+def _naive_micro(docs, gold, pred, keep, weights) -> dict[str, np.ndarray]:
     """Micro P, R, F1 per replicate over the codes ``keep`` accepts, from the weighted
-    per-document counts; NaN where the replicate's documents hold none of those codes."""
+    per-document counts; NaN where a metric divides by 0 in the replicate (P: nothing
+    predicted, R: no gold code, F1: neither)."""
     position = {d: i for i, d in enumerate(docs)}
     tp, fp, fn = (np.zeros(len(docs)) for _ in range(3))
     gold_set, pred_set = {r for r in gold if keep(r[1])}, {r for r in pred if keep(r[1])}
@@ -129,24 +133,30 @@ def _naive_micro(docs, gold, pred, keep, weights) -> np.ndarray:
         fn[position[d]] += 1
     t, p, n = weights @ tp, weights @ fp, weights @ fn
     with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = np.where(t + p + n > 0, 2 * t / (2 * t + p + n), np.nan)
-    return f1
+        return {
+            "precision": np.where(t + p > 0, t / (t + p), np.nan),
+            "recall": np.where(t + n > 0, t / (t + n), np.nan),
+            "f1": np.where(t + p + n > 0, 2 * t / (2 * t + p + n), np.nan),
+        }
 
 
+@pytest.mark.parametrize("metric", ["precision", "recall", "f1"])
 @pytest.mark.parametrize(
     ("family", "keep"),
     [("flat_proc", lambda c: c in PROCEDURES), ("flat_dx", lambda c: c not in PROCEDURES)],
 )
 def test_slice_interval_is_the_naive_bootstrap_over_the_replicates_that_drew_it(
-    rare_procedures, family, keep
+    rare_procedures, family, keep, metric
 ):
-    """A naive bootstrap written here (weighted counts of the slice's codes, replicates without
-    any left out) gives the interval and the number of replicates."""
+    """A naive bootstrap written here (weighted counts of the slice's codes, replicates in
+    which the metric divides by 0 left out) gives the interval and the number of replicates:
+    a replicate that drew the wrong procedure of doc070 alone says nothing of the recall, one
+    that drew the missed procedure of doc030 alone nothing of the precision."""
     intervals, docs, gold, pred = rare_procedures
-    f1 = _naive_micro(docs, gold, pred, keep, _weights(docs))
-    defined = f1[~np.isnan(f1)]
+    values = _naive_micro(docs, gold, pred, keep, _weights(docs))[metric]
+    defined = values[~np.isnan(values)]
     low, high = np.quantile(defined, [0.025, 0.975])
-    row = _row(intervals, family, "micro", "f1")
+    row = _row(intervals, family, "micro", metric)
     assert row["replicates"] == defined.size
     assert row["low"] == pytest.approx(low, rel=1e-12)
     assert row["high"] == pytest.approx(high, rel=1e-12)

@@ -68,7 +68,7 @@ from hieval.engine.counts import family_counts
 from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
-from hieval.metrics.prf import PRF, harmonic_f1
+from hieval.metrics.prf import PRF, PRF_DENOMINATORS, harmonic_f1
 from hieval.metrics.ranking_uncertainty import (
     CONVENTION,
     UNDEFINED,
@@ -373,9 +373,10 @@ def count_rows(
     col: dict[str, np.ndarray], layout: Layout, *, empty: float = CONVENTION
 ) -> dict[Key, np.ndarray]:
     """The rows that need only the replicate's column sums (``col``: name → values): TP, FP
-    and FN of every average, micro P/R/F1, per family, level and code type; micro P/R/F1 are
-    ``empty`` where the slice has no TP, FP nor FN (the zero-division convention of P without
-    predictions and R without gold is the point estimate's, and stays)."""
+    and FN of every average, micro P/R/F1, per family, level and code type; micro P, R and F1
+    are ``empty`` where their denominator is 0 (:data:`~hieval.metrics.prf.PRF_DENOMINATORS`:
+    the replicate drew no predicted code of the slice, no gold code, neither), where the
+    point estimate's zero-division convention would say 0."""
     out: dict[Key, np.ndarray] = {}
 
     def prf_rows(family: str, level: str, counts: dict[str, np.ndarray], averages=("micro",)):
@@ -383,9 +384,9 @@ def count_rows(
         for average in averages:
             for metric in COUNT_METRICS:
                 out[family, level, average, metric] = counts[metric]
-        scored = (tp + fp + fn) > 0
         for metric, formula in PRF.items():
-            out[family, level, "micro", metric] = np.where(scored, formula(tp, fp, fn), empty)
+            defined = PRF_DENOMINATORS[metric](tp, fp, fn) > 0
+            out[family, level, "micro", metric] = np.where(defined, formula(tp, fp, fn), empty)
 
     kinds = [""] + ([f"_{k}" for k in CODE_TYPES] if layout.split_kinds else [])
     for family, levels in _families(layout):
@@ -419,9 +420,10 @@ def assemble(
     count is ``n`` (replicates × 1).
 
     A row whose mean has nothing to average over in a replicate is ``empty`` there
-    (:data:`~hieval.metrics.ranking_uncertainty.UNDEFINED` for the bootstrap): micro P/R/F1
-    without TP, FP and FN (:func:`count_rows`), macro without a reached node, ICM and the
-    per-item metrics without an item, the per-label ones without an item or a label."""
+    (:data:`~hieval.metrics.ranking_uncertainty.UNDEFINED` for the bootstrap): micro P, R, F1
+    without a predicted, a gold, any code of the slice (:func:`count_rows`), macro without a
+    reached node, ICM and the per-item metrics without an item, the per-label ones without an
+    item or a label."""
     out = count_rows(col, layout, empty=empty)
     families = _families(layout)
 
