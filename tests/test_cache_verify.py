@@ -154,3 +154,43 @@ def test_a_truncated_icd9_cache_file_is_named(tmp_path, icd9_built, name):
     message = str(caught.value)
     assert name in message and str(folder) in message and "delete it to rebuild" in message
     assert not (tmp_path / "second" / "ancestors.parquet").exists()
+
+
+def _old_layout_key() -> str:
+    """The ICD-10 cache key before manifests held per-file sha256s (hieval up to issue 30)."""
+    import hashlib
+
+    from hieval.hierarchy import icd10
+
+    versions = icd10._versions()
+    pin = {"content": icd10.ICD10_CONTENT_SHA256, "build": icd10.BUILD_VERSION}
+    pin["levels"] = icd10.ICD10_LEVELS
+    digest = hashlib.sha256(json.dumps(pin, sort_keys=True).encode()).hexdigest()[:16]
+    cm, pcs = versions[icd10.CM_DISTRIBUTION], versions[icd10.PCS_DISTRIBUTION]
+    return f"icd10-cm{cm}-pcs{pcs}-{digest}"
+
+
+def test_an_old_layout_icd10_cache_is_left_alone_and_a_new_one_built(
+    tmp_path, icd10_built, monkeypatch
+):
+    """A folder written before per-file sha256s is stale: never read (its files could be
+    anything), never deleted (nothing lost); the verified cache is built beside it."""
+    from hieval.hierarchy import icd10
+    from hieval.hierarchy.table import read_level_table
+
+    (current,) = (p for p in icd10_built.iterdir() if p.name == icd10_cache_key())
+    old = tmp_path / "cache" / _old_layout_key()
+    shutil.copytree(current, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["files"]
+    manifest["key"] = old.name
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    table = read_level_table(current / "levels.parquet")
+    leaves = pl.read_parquet(current / "leaves.parquet")["code"].to_list()
+    monkeypatch.setattr(icd10, "build_icd10_table", lambda verify: (table, leaves))
+    monkeypatch.setattr(icd10, "validate", lambda *a, **k: [])
+    _, _, folder = cached_icd10_table(tmp_path / "cache")
+    assert folder != old and folder.name == icd10_cache_key()
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
+    assert set(json.loads((folder / "manifest.json").read_text())["files"]) == set(ICD10_FILES)
