@@ -616,6 +616,7 @@ def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> Non
     figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
+    resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
     work = out / "work"
     levels, ancestors, hierarchy = _hierarchy(args, work / "hierarchy", config["max_level"])
     common = {

@@ -35,7 +35,7 @@ from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
 from hieval.metrics.uncertainty_settings import Settings
-from hieval.resources import memory_limit_problem
+from hieval.resources import Resources, memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
 
@@ -500,8 +500,9 @@ def load_workflow_config(
     the tests call it): the config against ``schemas/config.schema.yaml`` (defaults filled in
     place; the ``command_line`` values, Snakemake's ``--config``, typed first:
     :func:`type_command_line`), the model sheet it names against
-    ``schemas/models.schema.yaml``, and the tuning setup. Returns the sheet's models by name;
-    raises :class:`ConfigError` (or the sheet's :class:`InputError`) with one line per
+    ``schemas/models.schema.yaml``, the tuning setup and whether the bootstrap's replicates
+    fit in memory. Returns the sheet's models by name; raises :class:`ConfigError` (or the
+    sheet's :class:`InputError`) with one line per
     problem."""
     schemas = Path(schemas)
     if command_line:
@@ -509,6 +510,9 @@ def load_workflow_config(
     validate_config(config, schemas / "config.schema.yaml")
     specs = load_model_sheet(config["models"], schemas / "models.schema.yaml")
     check_tuning(config, specs)
+    Resources(**config["engine"]).check_bootstrap(
+        config["uncertainty"]["bootstrap"], models=len(specs)
+    )
     return {spec.model: spec for spec in specs}
 
 

@@ -52,6 +52,7 @@ _SETTINGS = {
     "max_level": _Setting("--max-level", "max_level"),
     "hierarchy": _Setting("--hierarchy", "hierarchy.source"),
     "shards": _Setting(None, "shards"),
+    "bootstrap": _Setting("--bootstrap", "uncertainty.bootstrap"),
     "dev_gold": _Setting("--dev-gold", "dev_gold"),
     "allow_dev_test_overlap": _Setting("--allow-dev-test-overlap", "tuning.allow_dev_test_overlap"),
     "threshold": _Setting("--threshold", "threshold", sheet="threshold"),

@@ -918,6 +918,7 @@ def uncertainty(
     from hieval.metrics.ranking_uncertainty import ranking_units
     from hieval.metrics.uncertainty import uncertainty_tables
 
+    (resources or Resources()).check_bootstrap(settings.bootstrap, models=len(predictions))
     layout, units = zoo_units(
         gold=gold,
         predictions=predictions,

@@ -239,7 +239,10 @@ HEADLINE = (
 SIGNIFICANCE = 0.05
 
 
-def _score(value: float, metric: str) -> str:
+def _score(value: float | None, metric: str) -> str:
+    """A score as the summary prints it; "–" for a bound no bootstrap replicate defines."""
+    if value is None:
+        return "–"
     return f"{value:.2f}" if metric == "icm" else _pct(value)
 
 
@@ -287,7 +290,7 @@ def uncertainty_markdown(
             f"; **bold**: significant (paired randomization test, "
             f"{comparisons['permutations'][0]} permutations, Holm-adjusted p < {SIGNIFICANCE})."
             if tested
-            else " (no randomization test: `permutations` is 0)."
+            else "; no test (permutations: 0), so no p."
         ),
         "",
         "| A | B | " + " | ".join(h for h, *_ in HEADLINE) + " |",

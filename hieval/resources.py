@@ -20,6 +20,16 @@ from hieval.hints import offers, setting
 #: labels, 2.37 GB for 108M) and rounded up: a base, each thread's slice in flight, the keys
 #: and per-document sums.
 BASE_BYTES, BYTES_PER_THREAD, BYTES_PER_LABEL = 550 * 2**20, 200 * 2**20, 20
+#: The bootstrap keeps every replicate's value of every tidy row of every model (float64) until
+#: the intervals are taken; a pair's paired differences, their quantiles' and median's copies
+#: are three more such arrays per pair in flight (one per thread; a lone model's intervals
+#: make the last two). Its blocks of weights are
+#: bounded (about 32 MB) and the per-document tables are the count job's size, so the model is
+#: the count job's fixed part plus these arrays.
+BYTES_PER_VALUE, COPIES_PER_PAIR = 8, 3
+#: Tidy rows of one model at most, for the check made before any row exists: about 340 for
+#: ICD-9 without scores, about 620 for ICD-10 (seven levels) with ranking rows.
+ROWS_PER_MODEL = 1024
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
 
@@ -128,6 +138,49 @@ class Resources:
             ceiling = min(ceiling, parse_bytes(self.memory_limit))
         return planned <= ceiling
 
+    def memory_budget(self) -> tuple[int, str]:
+        """The bytes a job may use and what sets them: ``engine.memory_limit``, else DuckDB's
+        reading of the memory this process may use (80 % of the machine, container or SLURM
+        job: :func:`duckdb_default_limit`)."""
+        if self.memory_limit:
+            return parse_bytes(self.memory_limit), f"engine.memory_limit {self.memory_limit}"
+        own = duckdb_default_limit()
+        size = _size_bytes(own)
+        if size is None:  # DuckDB could not tell: no check
+            return 2**63, "no known limit"
+        return size, f"the {own} this process may use (80 % of its memory)"
+
+    def bootstrap_bytes(self, replicates: int, *, models: int, rows: int = ROWS_PER_MODEL) -> int:
+        """The planned peak of the bootstrap of ``models`` models of ``rows`` tidy rows each."""
+        return self._fixed_bytes() + replicates * self._replicate_bytes(models, rows)
+
+    def _replicate_bytes(self, models: int, rows: int) -> int:
+        # at least one set of copies: a lone model's own quantiles and median
+        pairs = models * (models - 1) // 2
+        in_flight = max(1, min(pairs, self.threads or default_threads()))
+        return BYTES_PER_VALUE * rows * (models + COPIES_PER_PAIR * in_flight)
+
+    def check_bootstrap(self, replicates: int, *, models: int, rows: int = ROWS_PER_MODEL) -> None:
+        """Refuse a bootstrap whose replicates cannot fit in :meth:`memory_budget`, naming the
+        largest number that does (before anything is read: a billion replicates would
+        otherwise fail after counting, allocating terabytes)."""
+        if replicates <= 0 or models <= 0:
+            return
+        need = self.bootstrap_bytes(replicates, models=models, rows=rows)
+        budget, source = self.memory_budget()
+        if need <= budget:
+            return
+        fit = (budget - self._fixed_bytes()) // self._replicate_bytes(models, rows)
+        advice = (
+            f"at most {fit:,} fit: set {setting('bootstrap', fit)} or fewer"
+            if fit > 0
+            else f"raise {setting('memory_limit')}: it is below the engine's fixed needs"
+        )
+        raise ConfigError(
+            f"bootstrap {replicates:,} replicates of {models} model(s) need about "
+            f"{_gigabytes(need)}, above {source}; {advice}"
+        )
+
     def check_budget(self, labels: int) -> None:
         """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
         if not self.memory_limit:
@@ -148,9 +201,13 @@ class Resources:
         else:
             advice = f"raise {setting('memory_limit')}: it is below the engine's fixed needs"
         raise HievalError(
-            f"this count job has {labels:,} labels and needs about {need / 1e9:.1f} GB, above "
+            f"this count job has {labels:,} labels and needs about {_gigabytes(need)}, above "
             f"{setting('memory_limit', self.memory_limit)}; {advice}"
         )
+
+
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:,.1f} GB"
 
 
 def label_rows(path) -> int:

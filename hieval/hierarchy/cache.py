@@ -16,39 +16,35 @@ holding each file's sha256:
   edited cache is refused with a message saying to delete it, never trusted.
 
 A user's own tree (``file``) is not cached: it is small, and it is the user's file that changes.
+
+Both this cache and the ICD-10 tree's (:mod:`hieval.hierarchy.icd10`) are written and verified
+by :mod:`hieval.hierarchy.cache_folder`: every file of every cache folder has its sha256 in the
+folder's manifest, checked before the folder is used.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 from hieval import codes
-from hieval.atomic import _honour_umask as honour_umask
 from hieval.errors import HierarchyError
 from hieval.hierarchy import icd9, ranges, sources
 from hieval.hierarchy import table as table_module
+from hieval.hierarchy.cache_folder import MANIFEST, publish, sha256_file, verified
 from hieval.hierarchy.table import LevelTable, read_level_table, write_level_table
 
 log = logging.getLogger(__name__)
 
 #: The sources whose built tables are cached (those whose content is pinned).
 CACHED_SOURCES = ("package", "cms", "cophe")
-LEVELS_FILE, ANCESTORS_FILE, MANIFEST = "levels.parquet", "ancestors.parquet", "manifest.json"
+LEVELS_FILE, ANCESTORS_FILE = "levels.parquet", "ancestors.parquet"
 #: The modules whose code decides the table: a change to any of them changes the key.
 _BUILDERS = (codes, icd9, ranges, sources, table_module)
-
-
-def _sha256(path: Path) -> str:
-    return sources.sha256_file(path)
 
 
 def _builder_digest() -> str:
@@ -75,27 +71,9 @@ def cache_key(source: str, path: str | Path | None) -> str:
     else:
         if path is None:
             raise HierarchyError(f"hierarchy.source {source!r} needs a path")
-        pin = {"file_sha256": _sha256(Path(path))}
+        pin = {"file_sha256": sha256_file(Path(path))}
     text = json.dumps({"source": source, "pin": pin, "builder": _builder_digest()}, sort_keys=True)
     return f"{source}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-def _check(folder: Path) -> dict:
-    """The manifest of a cached folder, once every file's sha256 matches it."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
-        recorded = manifest["files"]
-        actual = {name: _sha256(folder / name) for name in (LEVELS_FILE, ANCESTORS_FILE)}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise HierarchyError(
-            f"the hierarchy cache {folder} is damaged ({exc}); delete it to rebuild"
-        ) from None
-    if manifest.get("key") != folder.name or actual != recorded:
-        raise HierarchyError(
-            f"the hierarchy cache {folder} does not match its manifest (a file was changed or "
-            "truncated); delete it to rebuild"
-        )
-    return manifest
 
 
 def cached_tables(
@@ -108,31 +86,21 @@ def cached_tables(
     ``ancestors.parquet``: read from ``cache_dir`` (checked against its manifest), or built by
     ``build()`` (which validates it) and written there first.
 
-    A folder is written beside its final name and renamed into place, so it is complete once it
-    exists; a concurrent builder that loses the race keeps the winner's copy.
+    The folder is written whole (:func:`publish`) and verified before every use
+    (:func:`verified`).
     """
     folder = Path(cache_dir) / cache_key(source, path)
     if (folder / MANIFEST).is_file():
-        _check(folder)
+        verified(folder, (LEVELS_FILE, ANCESTORS_FILE))
         log.info("hierarchy %r from the cache %s", source, folder)
         return read_level_table(folder / LEVELS_FILE), folder
     built = build()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        honour_umask(staging, 0o777)  # a shared cache is readable as the user's umask allows
+
+    def write(staging: Path) -> dict:
         write_level_table(built, staging / LEVELS_FILE, staging / ANCESTORS_FILE)
-        manifest = {
-            "key": folder.name,
-            "source": source,
-            "nodes": built.frame.height,
-            "files": {name: _sha256(staging / name) for name in (LEVELS_FILE, ANCESTORS_FILE)},
-        }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        with contextlib.suppress(OSError):  # another process cached it first: keep theirs
-            os.replace(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    _check(folder)
+        return {"source": source, "nodes": built.frame.height}
+
+    publish(folder, write)
+    verified(folder, (LEVELS_FILE, ANCESTORS_FILE))
     log.info("hierarchy %r built and cached in %s", source, folder)
     return built, folder

@@ -44,23 +44,19 @@ CLI and the workflow build it once per machine.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 import warnings
 from importlib import metadata, resources
 from pathlib import Path
 
 import polars as pl
 
-from hieval.atomic import _honour_umask as honour_umask
 from hieval.codes import DX, PROC
 from hieval.errors import HierarchyError, preview
+from hieval.hierarchy.cache_folder import MANIFEST, damaged, publish, verified
 from hieval.hierarchy.icd9 import RANGE, ROOT
 from hieval.hierarchy.table import (
     LevelTable,
@@ -362,8 +358,14 @@ _LEVELS_FILE, _ANCESTORS_FILE, _LEAVES_FILE, _MANIFEST = (
     "levels.parquet",
     "ancestors.parquet",
     "leaves.parquet",
-    "manifest.json",
+    MANIFEST,
 )
+_FILES = (_LEVELS_FILE, _ANCESTORS_FILE, _LEAVES_FILE)
+_WHAT = "ICD-10 hierarchy cache"
+#: The cache folder's layout: 2 since its manifest holds every file's sha256. A folder of an
+#: older layout has another key, so it is never read (nor deleted: it is stale, not ours to
+#: remove); the new one is built beside it.
+_CACHE_LAYOUT = 2
 
 
 def icd10_cache_key() -> str:
@@ -372,7 +374,12 @@ def icd10_cache_key() -> str:
     versions = _versions()
     digest = hashlib.sha256(
         json.dumps(
-            {"content": ICD10_CONTENT_SHA256, "build": BUILD_VERSION, "levels": ICD10_LEVELS},
+            {
+                "content": ICD10_CONTENT_SHA256,
+                "build": BUILD_VERSION,
+                "levels": ICD10_LEVELS,
+                "layout": _CACHE_LAYOUT,
+            },
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
@@ -385,55 +392,44 @@ def cached_icd10_table(cache_dir: str | Path) -> tuple[LevelTable, list[str], Pa
     absent; also the folder, whose ``levels.parquet`` and ``ancestors.parquet`` the workflow
     can use directly.
 
-    A folder is complete once it exists: it is written beside its final name and renamed into
-    place (a concurrent builder that loses the race drops its copy). The table is validated
-    (strictly) once, before it is cached; the pinned content is always verified.
+    The folder is written whole, with every file's sha256 in its manifest
+    (:func:`hieval.hierarchy.cache.publish`), and verified before every use
+    (:func:`~hieval.hierarchy.cache.verified`): a changed or truncated file is refused with the
+    folder to delete. The table is validated (strictly) once, before it is cached; the pinned
+    content is always verified.
     """
     folder = Path(cache_dir) / icd10_cache_key()
-    if not (folder / _MANIFEST).is_file():
-        table, leaves = build_icd10_table(verify=True)
-        validate(table, leaves, strict=True)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
-            # a cache on a shared filesystem is readable as the user's umask allows
-            honour_umask(staging, 0o777)
-            write_level_table(table, staging / _LEVELS_FILE, staging / _ANCESTORS_FILE)
-            pl.DataFrame({"code": leaves}).write_parquet(staging / _LEAVES_FILE)
-            manifest = {
-                "key": folder.name,
-                "versions": _versions(),
-                "content_sha256": ICD10_CONTENT_SHA256,
-                "nodes": table.frame.height,
-                "leaves": len(leaves),
-            }
-            (staging / _MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-            with contextlib.suppress(OSError):  # another process cached it first: keep theirs
-                os.replace(staging, folder)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        if not (folder / _MANIFEST).is_file():
-            raise HierarchyError(f"cannot write the ICD-10 hierarchy cache {folder}")
-        return table, leaves, folder
-    return (*_read_cached(folder), folder)
+    if (folder / _MANIFEST).is_file():
+        return (*_read_cached(folder), folder)
+    table, leaves = build_icd10_table(verify=True)
+    validate(table, leaves, strict=True)
+
+    def write(staging: Path) -> dict:
+        write_level_table(table, staging / _LEVELS_FILE, staging / _ANCESTORS_FILE)
+        pl.DataFrame({"code": leaves}).write_parquet(staging / _LEAVES_FILE)
+        return {
+            "versions": _versions(),
+            "content_sha256": ICD10_CONTENT_SHA256,
+            "nodes": table.frame.height,
+            "leaves": len(leaves),
+        }
+
+    publish(folder, write)
+    verified(folder, _FILES, what=_WHAT)
+    return table, leaves, folder
 
 
 def _read_cached(folder: Path) -> tuple[LevelTable, list[str]]:
+    manifest = verified(folder, _FILES, what=_WHAT)
     try:
-        manifest = json.loads((folder / _MANIFEST).read_text())
         leaves = pl.read_parquet(folder / _LEAVES_FILE)["code"].to_list()
-    except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
-        raise HierarchyError(
-            f"the ICD-10 hierarchy cache {folder} is damaged ({exc}); delete it to rebuild"
-        ) from None
-    table = read_level_table(folder / _LEVELS_FILE)
+        table = read_level_table(folder / _LEVELS_FILE)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise damaged(folder, _WHAT, f"cannot be read ({exc})") from None
     if (
-        manifest.get("key") != folder.name
-        or manifest.get("nodes") != table.frame.height
+        manifest.get("nodes") != table.frame.height
         or manifest.get("leaves") != len(leaves)
         or table.levels != ICD10_LEVELS
     ):
-        raise HierarchyError(
-            f"the ICD-10 hierarchy cache {folder} does not match its manifest; delete it to rebuild"
-        )
+        raise damaged(folder, _WHAT, "does not match its manifest")
     return table, leaves

@@ -23,6 +23,7 @@ from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
 from hieval.errors import CodeError, HierarchyError, preview
+from hieval.hierarchy.cache_folder import sha256_file
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table
 from hieval.hierarchy.table import LevelTable
@@ -83,15 +84,6 @@ def describe(source: str, path: str | Path | None = None) -> str:
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def download(

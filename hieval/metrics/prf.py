@@ -34,12 +34,19 @@ def ratio(num, den):
     return np.divide(num, den, out=out, where=den > 0)
 
 
+#: The denominators of precision, recall and F1 from TP, FP and FN: where one is 0 the metric
+#: is undefined (no prediction, no gold, neither), and :func:`ratio` gives 0 by convention.
+PRF_DENOMINATORS: dict[str, Callable] = {
+    "precision": lambda tp, fp, fn: tp + fp,
+    "recall": lambda tp, fp, fn: tp + fn,
+    "f1": lambda tp, fp, fn: 2 * tp + fp + fn,
+}
 #: Precision, recall and F1 from TP, FP and FN (summed over a level for ``micro``, per node for
 #: ``macro``): the one place these formulas are written.
 PRF: dict[str, Callable] = {
-    "precision": lambda tp, fp, fn: ratio(tp, tp + fp),
-    "recall": lambda tp, fp, fn: ratio(tp, tp + fn),
-    "f1": lambda tp, fp, fn: ratio(2 * tp, 2 * tp + fp + fn),
+    "precision": lambda tp, fp, fn: ratio(tp, PRF_DENOMINATORS["precision"](tp, fp, fn)),
+    "recall": lambda tp, fp, fn: ratio(tp, PRF_DENOMINATORS["recall"](tp, fp, fn)),
+    "f1": lambda tp, fp, fn: ratio(2 * tp, PRF_DENOMINATORS["f1"](tp, fp, fn)),
 }
 
 

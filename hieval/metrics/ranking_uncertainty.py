@@ -218,8 +218,20 @@ def auc_pair_plans(a: RankingUnits, b: RankingUnits) -> dict[str, AucPlan]:
     return {level: auc_plan([a.auc[level], b.auc[level]]) for level in a.auc if level in b.auc}
 
 
-def _mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
-    out = np.zeros(np.broadcast_shapes(total.shape, count.shape))
+#: What a replicate row is where it has nothing to average over (its denominator is 0: no
+#: document, item, reached node, pair or code of its slice among the weighted documents):
+#: the point estimate's zero-division convention, which the randomization test keeps (its
+#: permutations hold every document, so they compare like with like) ...
+CONVENTION = 0.0
+#: ... or undefined, which the bootstrap uses: a replicate that drew nothing of a row says
+#: nothing about it, so it is left out of the row's interval (``replicates`` counts the rest).
+UNDEFINED = float("nan")
+
+
+def replicate_mean(total: np.ndarray, count: np.ndarray, *, empty: float) -> np.ndarray:
+    """total / count per replicate, ``empty`` where count is 0 (:data:`CONVENTION` or
+    :data:`UNDEFINED`)."""
+    out = np.full(np.broadcast_shapes(total.shape, count.shape), empty)
     return np.divide(total, count, out=out, where=count > 0)
 
 
@@ -229,12 +241,15 @@ def ranking_values(
     *,
     bins: int = ECE_BINS,
     auc_plans: dict[str, AucPlan] | None = None,
+    empty: float = CONVENTION,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
     per row of the weights (as :func:`hieval.metrics.uncertainty.replicate_values`): one
     component is a bootstrap replicate, two a swapped pair of models. ``auc_plans`` are the
     components' pairs sorted together (:func:`auc_pair_plans`); without them a single
-    component uses its own and several are sorted together here, per call."""
+    component uses its own and several are sorted together here, per call. ``empty`` is a
+    mean's value where no document counts (:func:`replicate_mean`); ROC-AUC is NaN wherever it
+    has no positive or no negative pair."""
     names = components[0][0].names
     sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}
@@ -253,15 +268,19 @@ def ranking_values(
                 auc[level] = auc_replicates(plan, [w for _, w in components])
             out[key] = auc[level][average]
         elif family == "ranking":
-            out[key] = _mean(col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"])
+            out[key] = replicate_mean(
+                col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"], empty=empty
+            )
         elif metric == "brier":
-            out[key] = _mean(col["calibration|brier"], col["calibration|pairs"])
+            out[key] = replicate_mean(
+                col["calibration|brier"], col["calibration|pairs"], empty=empty
+            )
         elif metric == "ece":
             gaps = sum(
                 np.abs(col[f"calibration|true|{b}"] - col[f"calibration|score|{b}"])
                 for b in range(bins)
             )
-            out[key] = _mean(gaps, col["calibration|pairs"])
+            out[key] = replicate_mean(gaps, col["calibration|pairs"], empty=empty)
         else:
             raise KeyError(f"no replicate formula for {key}")
     return out

@@ -68,8 +68,14 @@ from hieval.engine.counts import family_counts
 from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
-from hieval.metrics.prf import PRF, harmonic_f1
-from hieval.metrics.ranking_uncertainty import RankingUnits, auc_pair_plans
+from hieval.metrics.prf import PRF, PRF_DENOMINATORS, harmonic_f1
+from hieval.metrics.ranking_uncertainty import (
+    CONVENTION,
+    UNDEFINED,
+    RankingUnits,
+    auc_pair_plans,
+    replicate_mean,
+)
 from hieval.metrics.ranking_uncertainty import ranking_values as ranking_replicates
 from hieval.metrics.registry import (
     COUNT_METRICS,
@@ -303,22 +309,19 @@ def build_units(
 # -- replicate values ------------------------------------------------------------------------
 
 
-def _mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
-    out = np.zeros(np.broadcast_shapes(total.shape, count.shape))
-    return np.divide(total, count, out=out, where=count > 0)
-
-
 def _macro_rows(
-    out: dict[Key, np.ndarray], family: str, level: str, sums: dict, seen: np.ndarray
-) -> None:
-    """``macro`` and ``macro_hm`` P/R/F1 from per-node metric sums over ``seen`` nodes."""
-    macro = {metric: _mean(sums[metric], seen) for metric in PRF}
+    out: dict[Key, np.ndarray], family: str, level: str, sums: dict, seen: np.ndarray,
+    empty: float,
+) -> None:  # fmt: skip
+    """``macro`` and ``macro_hm`` P/R/F1 from per-node metric sums over ``seen`` nodes;
+    ``empty`` where no node is reached."""
+    macro = {metric: replicate_mean(sums[metric], seen, empty=empty) for metric in PRF}
     for metric, value in macro.items():
         out[family, level, "macro", metric] = value
     p, r = macro["precision"], macro["recall"]
     out[family, level, "macro_hm", "precision"] = p
     out[family, level, "macro_hm", "recall"] = r
-    out[family, level, "macro_hm", "f1"] = harmonic_f1(p, r)
+    out[family, level, "macro_hm", "f1"] = np.where(seen > 0, harmonic_f1(p, r), empty)
 
 
 #: The per-node reductions a replicate needs: sums over nodes of P, R and F1 (macro), the number
@@ -366,9 +369,14 @@ def _add(x: dict[str, np.ndarray], y: dict[str, np.ndarray]) -> dict[str, np.nda
 DocTotal = Callable[[object, np.ndarray], np.ndarray]
 
 
-def count_rows(col: dict[str, np.ndarray], layout: Layout) -> dict[Key, np.ndarray]:
+def count_rows(
+    col: dict[str, np.ndarray], layout: Layout, *, empty: float = CONVENTION
+) -> dict[Key, np.ndarray]:
     """The rows that need only the replicate's column sums (``col``: name → values): TP, FP
-    and FN of every average, micro P/R/F1, per family, level and code type."""
+    and FN of every average, micro P/R/F1, per family, level and code type; micro P, R and F1
+    are ``empty`` where their denominator is 0 (:data:`~hieval.metrics.prf.PRF_DENOMINATORS`:
+    the replicate drew no predicted code of the slice, no gold code, neither), where the
+    point estimate's zero-division convention would say 0."""
     out: dict[Key, np.ndarray] = {}
 
     def prf_rows(family: str, level: str, counts: dict[str, np.ndarray], averages=("micro",)):
@@ -377,7 +385,8 @@ def count_rows(col: dict[str, np.ndarray], layout: Layout) -> dict[Key, np.ndarr
             for metric in COUNT_METRICS:
                 out[family, level, average, metric] = counts[metric]
         for metric, formula in PRF.items():
-            out[family, level, "micro", metric] = formula(tp, fp, fn)
+            defined = PRF_DENOMINATORS[metric](tp, fp, fn) > 0
+            out[family, level, "micro", metric] = np.where(defined, formula(tp, fp, fn), empty)
 
     kinds = [""] + ([f"_{k}" for k in CODE_TYPES] if layout.split_kinds else [])
     for family, levels in _families(layout):
@@ -402,12 +411,20 @@ def assemble(
     nodes: dict[tuple[str, str], dict[str, np.ndarray]],
     doc_total: DocTotal,
     layout: Layout,
+    *,
+    empty: float = CONVENTION,
 ) -> dict[Key, np.ndarray]:
     """Every tidy metric per replicate, from the replicate's column sums (``col``: name →
     values), its per-node reductions per (family, level) (:func:`node_sums`) and
     ``doc_total(metric, n)``, the weighted sum over items of a per-item metric whose label
-    count is ``n`` (replicates × 1)."""
-    out = count_rows(col, layout)
+    count is ``n`` (replicates × 1).
+
+    A row whose mean has nothing to average over in a replicate is ``empty`` there
+    (:data:`~hieval.metrics.ranking_uncertainty.UNDEFINED` for the bootstrap): micro P, R, F1
+    without a predicted, a gold, any code of the slice (:func:`count_rows`), macro without a
+    reached node, ICM and the per-item metrics without an item, the per-label ones without an
+    item or a label."""
+    out = count_rows(col, layout, empty=empty)
     families = _families(layout)
 
     # Macro: per-node P/R/F1 averaged over the nodes the replicate's documents reach.
@@ -418,10 +435,10 @@ def assemble(
         pooled = None
         for level in levels:
             sums = nodes[family, level]
-            _macro_rows(out, family, level, sums, sums[SEEN])
+            _macro_rows(out, family, level, sums, sums[SEEN], empty)
             pooled = sums if pooled is None else _add(pooled, sums)
         if family != "flat" and levels:
-            _macro_rows(out, family, OVERALL, pooled, pooled[SEEN])
+            _macro_rows(out, family, OVERALL, pooled, pooled[SEEN], empty)
 
     # ICM and the comparison suite.
     items = col["item"]
@@ -433,22 +450,29 @@ def assemble(
         label_units = np.maximum(float(layout.n_labels), observed)
     else:
         label_units = observed
-    icm = _mean(col["icm|icm"], items)
+
+    def mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+        return replicate_mean(total, count, empty=empty)
+
+    icm = mean(col["icm|icm"], items)
+    # A label's value is a mean over the items: no label counts in a replicate without one.
+    labels_counted = np.where(items > 0, label_units, 0.0)
     for metric in SUITE:
         key = (metric.family, metric.level, metric.average, metric.metric)
         if metric.per_unit is None:
             if key[3] == "icm_norm":
-                out[key] = icm_norm(icm, _mean(col["icm|icm_gold"], items))
+                gold_icm = mean(col["icm|icm_gold"], items)
+                out[key] = np.where(items > 0, icm_norm(icm, gold_icm), empty)
             elif key[3] == "icm":
                 out[key] = icm
             else:
-                out[key] = _mean(col[f"{metric.family}|{metric.metric}"], items)
+                out[key] = mean(col[f"{metric.family}|{metric.metric}"], items)
         elif metric.source == NODES:  # per label, over the replicate's items
             unseen = metric.per_unit(*(np.zeros((1, 1)),) * 3, items[:, None])[:, 0]
             total = leaf[metric.metric] + (label_units - observed) * unseen
-            out[key] = _mean(total, label_units)
+            out[key] = mean(total, labels_counted)
         elif metric.source == DOCUMENTS:  # per item, over the replicate's label set
-            out[key] = _mean(doc_total(metric, label_units[:, None]), items)
+            out[key] = mean(doc_total(metric, label_units[:, None]), items)
     return out
 
 
@@ -464,10 +488,10 @@ def _count_bits(matrix: sparse.csr_matrix, n: int) -> np.ndarray:
 
 
 def replicate_values(
-    components: list[tuple[Units, np.ndarray]], layout: Layout
+    components: list[tuple[Units, np.ndarray]], layout: Layout, *, empty: float = CONVENTION
 ) -> dict[Key, np.ndarray]:
     """Every tidy metric of the weighted data set Σ_c W_c · (documents of model c), one value
-    per row of the weights.
+    per row of the weights; ``empty`` where a row has nothing to average over (:func:`assemble`).
 
     One component (a model, bootstrap weights) is a bootstrap replicate; two (model a with
     1 − S, model b with S) are a model whose documents were swapped with b's where S is 1 —
@@ -494,7 +518,7 @@ def replicate_values(
             total = total + (weighted @ values if values.ndim == 1 else (weighted * values).sum(1))
         return total
 
-    return assemble(col, nodes, doc_total, layout)
+    return assemble(col, nodes, doc_total, layout, empty=empty)
 
 
 def _node_values(tp, fp, fn, items) -> dict[str, np.ndarray]:
@@ -776,16 +800,22 @@ def block_values(
 ) -> np.ndarray:
     """One block of replicates × ``keys`` of one model, for the weights ``w``: the count, ICM
     and suite rows from its per-document tables, the ranking and calibration rows from its
-    scores' (:mod:`hieval.metrics.ranking_uncertainty`)."""
+    scores' (:mod:`hieval.metrics.ranking_uncertainty`).
+
+    A replicate in which a row has nothing to average over (it drew no document, item, node
+    or pair the row counts) is NaN there, and left out of the row's interval
+    (:func:`interval_bounds`), as ROC-AUC without a positive or a negative pair always was."""
     ranked = set(ranking.keys) if ranking is not None else set()
     own = [k for k in keys if k not in ranked]
     if _counts_only(units, own, layout):
         sums = w @ units.columns
-        values = count_rows({name: sums[:, i] for name, i in units.names.items()}, layout)
+        col = {name: sums[:, i] for name, i in units.names.items()}
+        values = count_rows(col, layout, empty=UNDEFINED)
     else:
-        values = replicate_values([(units, w)], layout)
+        values = replicate_values([(units, w)], layout, empty=UNDEFINED)
     if ranked:
-        values |= ranking_replicates([(ranking, w)], [k for k in keys if k in ranked])
+        ranked_keys = [k for k in keys if k in ranked]
+        values |= ranking_replicates([(ranking, w)], ranked_keys, empty=UNDEFINED)
     missing = [k for k in keys if k not in values]
     if missing:
         raise KeyError(f"no bootstrap formula for the tidy rows {missing[:5]}")

@@ -180,9 +180,11 @@ def _leaderboard(inputs: ReportInputs) -> str:
 
 
 def _comparisons(inputs: ReportInputs) -> str:
-    """Paired differences on the leaderboard's metrics, significant ones in bold."""
+    """Paired differences on the leaderboard's metrics, significant ones in bold; without a
+    randomization test (``permutations: 0``: p is null) the p columns say so."""
     if inputs.comparisons is None or inputs.comparisons.is_empty():
         return ""
+    tested = inputs.comparisons["p_adjusted"].is_not_null().any()
     rows = []
     for heading, family, level, average, metric in LEADERBOARD:
         part = inputs.comparisons.filter(
@@ -202,18 +204,28 @@ def _comparisons(inputs: ReportInputs) -> str:
                     f"<td{cls}>{_num(r['difference'], percent=percent)}</td>",
                     f"<td>[{_num(r['low'], percent=percent)}, {_num(r['high'], percent=percent)}]"
                     "</td>",
-                    f"<td>{r['p_value']:.3g}</td>",
-                    f"<td{cls}>{r['p_adjusted']:.3g}</td>",
+                    f"<td>{_p(r['p_value'])}</td>",
+                    f"<td{cls}>{_p(r['p_adjusted'])}</td>",
                 ]
             )
     if not rows:
         return ""
+    test = (
+        " and the paired randomization test's p, Holm-adjusted over the pairs of models; bold: "
+        "adjusted p &lt; 0.05."
+        if tested
+        else "; no test (permutations: 0), so no p."
+    )
     return (
         "<h2 id='comparisons'>Which differences are real</h2><p class='note'>Paired bootstrap "
-        "interval of each difference and the paired randomization test's p, Holm-adjusted over "
-        "the pairs of models; bold: adjusted p &lt; 0.05.</p>"
+        f"interval of each difference{test}</p>"
         + _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
     )
+
+
+def _p(value: float | None) -> str:
+    """A p-value, or "no test" where none was run (``permutations: 0``)."""
+    return "no test" if value is None else f"{value:.3g}"
 
 
 def _suite(inputs: ReportInputs) -> str:
