@@ -7,16 +7,20 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import logging
 import math
+import signal
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from hieval import __version__
 from hieval.atomic import staged_folder
@@ -449,7 +453,7 @@ def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
         spec = DOWNLOADS[source]
         path = cache / "hierarchy" / source / spec.filename
         if not path.exists():
-            console.print(f"downloading {spec.url}")
+            console.print(f"downloading {escape(spec.url)}")
             download(spec, path, hierarchy["sha256"])
         return source, path
     return source, Path(hierarchy["path"]) if hierarchy["path"] else None
@@ -492,41 +496,42 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
     return per_file
 
 
-#: Every entry ``hieval evaluate`` writes into OUT: an existing OUT holding nothing else is
-#: replaced by the new run's outputs; any other folder is refused, never deleted.
-OUTPUT_ENTRIES = frozenset(
-    {
-        "metrics.parquet",
-        "metrics.csv",
-        "summary.csv",
-        "summary.md",
-        "nodes",
-        "work",
-        "report.html",
-        "tables.tex",
-        "tables.md",
-        "figures",
-        "intervals.parquet",
-        "comparisons.parquet",
-        "thresholds",
-    }
-)
+def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Every file and folder ``hieval evaluate`` reads (or spills into), each with how a
+    message names it: none may lie inside the output folder, which a run replaces whole."""
+    named = [(f"--gold {path}", path) for path in args.gold]
+    named += [(f"--pred {name}={path}", path) for name, path in args.pred]
+    named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
+    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
+        named += [(f"{flag} {name}={path}", path) for name, path in pairs]
+    for flag, path in (
+        ("--dev-gold", args.dev_gold),
+        ("--train-gold", args.train_gold),
+        ("--cache", args.cache),
+        ("--temp-directory", args.temp_directory),
+        ("--hierarchy", hierarchy_config(args)["path"]),
+    ):
+        if path is not None:
+            named.append((f"{flag} {path}", Path(path)))
+    return named
 
 
 def _run_evaluate(args: argparse.Namespace) -> None:
     """Run every stage for the given gold and prediction files.
 
     Everything is written into a staging folder that replaces ``--out`` only when complete, so
-    the folder holds this run's outputs alone, and a failure leaves no partial set behind.
+    the folder holds this run's outputs alone, and a failure leaves no partial set behind;
+    ``--out`` is replaced only when it holds nothing but an earlier run's unchanged outputs
+    and none of this run's inputs (:func:`hieval.atomic.staged_folder`).
     """
     names = [name for name, _ in args.pred]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
-    with staged_folder(args.out, replaceable=OUTPUT_ENTRIES) as staging:
+    with staged_folder(args.out, inputs=_run_inputs(args)) as staging:
         _evaluate_into(args, names, staging)
     console.print(
-        f"[green]wrote[/green] {args.out}/metrics.parquet, summary.csv, summary.md "
+        f"[green]wrote[/green] {escape(str(args.out))}/metrics.parquet, summary.csv, summary.md "
         f"and nodes/ for {len(names)} model(s)"
     )
 
@@ -892,18 +897,57 @@ def _configure_logging() -> logging.Handler:
     return handler
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every
+    ``finally`` runs (the staging folder is removed) before the process exits."""
+
+
+#: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
+STOPPED = {KeyboardInterrupt: ("interrupted", 130), Terminated: ("terminated", 143)}
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """Turn the first SIGINT or SIGTERM into an exception in the main thread (later ones are
+    ignored, so the cleanup they start is not cut short); the previous handlers come back
+    on exit. Elsewhere than the main thread, Python cannot install handlers: nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def stop(signum: int, _frame) -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 only when every output was written)."""
+    """Entry point; returns the exit code (0 only when every output was written; 130 after
+    Ctrl-C, 143 after SIGTERM, with the staging folder removed)."""
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
     try:
-        if args.command == "evaluate":
-            _run_evaluate(args)
-        else:
-            _hierarchy(args, args.out)
+        with _stop_signals_raise():
+            if args.command == "evaluate":
+                _run_evaluate(args)
+            else:
+                _hierarchy(args, args.out)
     except HievalError as exc:
-        console.print(f"[red]hieval: error:[/red] {exc}")
+        console.print(f"[red]hieval: error:[/red] {escape(str(exc))}")
         return 1
+    except (KeyboardInterrupt, Terminated) as exc:
+        what, code = STOPPED[type(exc)]
+        console.print(f"[red]hieval:[/red] {what}")
+        return code
     finally:
         logging.getLogger("hieval").removeHandler(handler)
     return 0

@@ -58,6 +58,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hieval import paths
 from hieval.atomic import _honour_umask as honour_umask
 from hieval.codes import DX, PROC
 from hieval.errors import HierarchyError, preview
@@ -421,7 +422,7 @@ def cached_icd10_table(cache_dir: str | Path) -> tuple[LevelTable, list[str], Pa
 def _read_cached(folder: Path) -> tuple[LevelTable, list[str]]:
     try:
         manifest = json.loads((folder / _MANIFEST).read_text())
-        leaves = pl.read_parquet(folder / _LEAVES_FILE)["code"].to_list()
+        leaves = paths.read_parquet(folder / _LEAVES_FILE)["code"].to_list()
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise HierarchyError(
             f"the ICD-10 hierarchy cache {folder} is damaged ({exc}); delete it to rebuild"
