@@ -288,13 +288,14 @@ def _swap(staging: Path, target: Path, *, parent: Path) -> None:
         if problem:
             raise HievalError(problem)
         os.replace(staging, target)
-    except BaseException:
+    except BaseException as failure:
         try:
             os.replace(previous, target)
         except OSError as exc:
+            cause = f" ({_reason(failure)})" if isinstance(failure, _write_errors()) else ""
             raise HievalError(
-                f"cannot put the previous outputs back to {target} ({_reason(exc)}); they are "
-                f"in {previous}"
+                f"cannot write the outputs to {target}{cause}, nor put the previous outputs "
+                f"back ({_reason(exc)}); they are in {previous}: move them back yourself"
             ) from None
         shutil.rmtree(old, ignore_errors=True)
         raise
