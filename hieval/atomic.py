@@ -240,11 +240,17 @@ def staged_folder(
     target = Path(target)
     inputs = list(inputs)
     _refuse_inputs_inside(target, inputs)
-    _check_replaceable(target)
     parent = target.absolute().parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_staging(target, keep=[path for _, path in inputs])
+    except OSError as exc:
+        raise HievalError(
+            f"cannot clean up {_failed_path(exc) or parent}, left by an earlier run beside "
+            f"{target} ({_reason(exc)}); move it away yourself and rerun"
+        ) from None
+    _check_replaceable(target)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
     except OSError as exc:
         raise HievalError(

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +21,7 @@ import pytest
 from helpers import prebuilt_tables
 
 from hieval import cli
+from hieval.atomic import STAGING_MARKER
 from hieval.ownership import MANIFEST
 
 GOLD = "doc_id,code\nd1,401.9\nd1,96.04\nd2,364.11\n"
@@ -407,4 +411,116 @@ def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cach
     assert f"{out}/work/inputs/predictions/{name}.parquet" in line
     assert ".partial" not in line
     assert not out.exists()
+    assert leftovers(tmp_path) == []
+
+
+# --- Interrupted runs ----------------------------------------------------------------------
+
+#: A run that gets signal ``argv[1]`` from itself once its inputs are read (as from Ctrl-C or
+#: a scheduler's kill mid-run), then the CLI's arguments.
+STOPPED_RUN = """
+import os, signal, sys
+from hieval import cli
+count = cli.count_and_score
+def stop(**kwargs):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return count(**kwargs)
+cli.count_and_score = stop
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def stopped_run(signal_name: str, inputs, out: Path, cache: Path) -> subprocess.CompletedProcess:
+    gold, pred = inputs
+    args = ["evaluate", "--gold", gold, "--pred", f"m={pred}", "--out", out, "--cache", cache]
+    return subprocess.run(
+        [sys.executable, "-c", STOPPED_RUN, signal_name, *map(str, args), "--bootstrap", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "line", "code"),
+    [("SIGINT", "hieval: interrupted", 130), ("SIGTERM", "hieval: terminated", 143)],
+)
+@pytest.mark.parametrize("earlier_run", [False, True])
+def test_interrupted_run_says_so_and_cleans_up(
+    tmp_path, inputs, cache, signal_name, line, code, earlier_run
+):
+    """Ctrl-C printed a KeyboardInterrupt traceback; SIGTERM left `.OUT.*.partial/` forever."""
+    out = tmp_path / "eval"
+    if earlier_run:
+        assert evaluate(*inputs, out, cache=cache) == 0
+    before = snapshot(out) if earlier_run else None
+    done = stopped_run(signal_name, inputs, out, cache)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == line
+    assert "Traceback" not in done.stderr
+    assert leftovers(tmp_path) == []
+    assert (snapshot(out) if earlier_run else out.exists()) == (before or False)
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(done.stdout)
+
+
+def staging_of(pid: int, folder: Path, host: str | None = None) -> Path:
+    """A staging folder as a run of process ``pid`` leaves it."""
+    folder.mkdir()
+    (folder / "work").mkdir()
+    (folder / "work" / "gold.parquet").write_text("half written")
+    marker = {"pid": pid, "host": host or socket.gethostname()}
+    (folder / STAGING_MARKER).write_text(json.dumps(marker))
+    return folder
+
+
+def test_staging_of_a_killed_run_is_removed_by_the_next(tmp_path, inputs, cache):
+    """SIGKILL leaves the staging folder; the next run removes it (its owner is dead)."""
+    out = tmp_path / "eval"
+    done = stopped_run("SIGKILL", inputs, out, cache)
+    assert done.returncode == -9
+    assert len(leftovers(tmp_path)) == 1
+    assert evaluate(*inputs, out, cache=cache) == 0
+    assert leftovers(tmp_path) == []
+    assert flat_counts(out) == (1, 0, 2)
+
+
+def test_only_provably_dead_runs_staging_is_removed(tmp_path, inputs, cache):
+    """Look-alikes stay: no marker (the user's), a live owner, another machine's run, and a
+    dead run's folder holding an input of this run."""
+    gold = tmp_path / ".eval.input.partial" / "gold.csv"
+    kept = [
+        tmp_path / ".eval.mine.partial",
+        staging_of(os.getppid(), tmp_path / ".eval.alive.partial"),
+        staging_of(dead_pid(), tmp_path / ".eval.elsewhere.partial", host="another-host"),
+        staging_of(dead_pid(), gold.parent),
+    ]
+    kept[0].mkdir()
+    (kept[0] / "notes.txt").write_text("mine")
+    gold.write_text(GOLD)
+    removed = staging_of(dead_pid(), tmp_path / ".eval.dead.partial")
+    assert evaluate(gold, inputs[1], tmp_path / "eval", cache=cache) == 0
+    assert not removed.exists()
+    assert all(folder.is_dir() for folder in kept)
+    assert (kept[0] / "notes.txt").read_text() == "mine"
+
+
+def test_previous_outputs_a_killed_swap_left_aside_come_back(tmp_path, inputs, cache):
+    """A run killed between moving OUT aside and moving its staging folder in: the next run
+    puts the previous outputs back (then replaces them as its own), never deletes them blind."""
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, cache=cache, name="old") == 0
+    old = staging_of(dead_pid(), tmp_path / ".eval.killed.old")
+    shutil.rmtree(old / "work")
+    os.replace(out, old / "previous")
+    (old / "previous" / "work" / "mine.txt").write_text("saved during the dead run")
+    assert evaluate(*inputs, out, cache=cache) == 1  # back, holding a file of the user's
+    assert (out / "work" / "mine.txt").read_text() == "saved during the dead run"
+    assert (out / "nodes" / "old.csv").is_file()
     assert leftovers(tmp_path) == []
