@@ -289,7 +289,7 @@ def _swap(staging: Path, target: Path, *, parent: Path) -> None:
     os.replace(target, previous)
     try:
         problem = ownership.refusal(
-            target, ownership.foreign_entries(previous), what="output folder"
+            previous, ownership.foreign_entries(previous), what="output folder", shown_as=target
         )
         if problem:
             raise HievalError(problem)

@@ -200,7 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=PATH",
         help="a model's predictions doc_id,code[,score]; repeat for several models",
     )
-    ev.add_argument("--out", required=True, type=Path, help="output folder")
+    ev.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="output folder, replaced whole by the run: refused when it holds anything an "
+        "earlier run did not write (see OUT/.hieval-manifest.json) or an input of this run",
+    )
     ev.add_argument(
         "--train-gold",
         type=Path,

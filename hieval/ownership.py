@@ -102,11 +102,15 @@ def foreign_entries(folder: Path) -> list[str] | None:
     ]
 
 
-def refusal(folder: Path, foreign: list[str] | None, *, what: str) -> str | None:
+def refusal(
+    folder: Path, foreign: list[str] | None, *, what: str, shown_as: Path | None = None
+) -> str | None:
     """The one-line reason ``folder`` may not be replaced, or None when it may; ``what``
-    names the folder in the message (``output folder``)."""
+    names the folder in the message (``output folder``), as ``shown_as`` if given (the path
+    the user knows a folder moved aside by)."""
     if foreign is None:
         entries = list(walk(folder))
+        folder = shown_as or folder
         files = [name for name, entry in entries if entry.kind != "dir"]
         shown = preview(files or [name for name, _ in entries], limit=3)
         return (
@@ -114,6 +118,7 @@ def refusal(folder: Path, foreign: list[str] | None, *, what: str) -> str | None
             f"({MANIFEST}): it holds {shown}; choose a new --out, or empty it yourself"
         )
     if foreign:
+        folder = shown_as or folder
         return (
             f"{what} {folder} holds files hieval did not write or that changed since "
             f"({preview(foreign, limit=5)}); move them out of it or choose a new --out"

@@ -288,6 +288,35 @@ def test_file_added_during_the_run_is_not_deleted_at_the_swap(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("saved", ["work/late.txt", MANIFEST])
+def test_file_saved_as_the_folder_is_moved_aside_is_put_back(
+    tmp_path, inputs, cache, capsys, monkeypatch, saved
+):
+    """The last check and the move aside are two steps: a file saved between them (or a
+    manifest removed) is caught in the moved folder, which goes back whole."""
+    import hieval.atomic as atomic
+
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, cache=cache) == 0
+    real = os.replace
+
+    def save_then_move(src, dst):
+        if Path(src) == out and Path(dst).name == "previous":
+            if saved == MANIFEST:
+                (out / MANIFEST).unlink()
+            else:
+                (out / saved).write_text("saved at the last moment")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", save_then_move)
+    assert evaluate(*inputs, out, cache=cache) == 1
+    one_line_refusal(capsys, f"output folder {out} ", "choose a new --out")
+    if saved != MANIFEST:
+        assert (out / saved).read_text() == "saved at the last moment"
+    assert (out / "metrics.parquet").is_file()
+    assert leftovers(tmp_path) == []
+
+
 # --- A swap that fails half-way -------------------------------------------------------------
 
 
