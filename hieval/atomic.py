@@ -167,13 +167,14 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _refuse_inputs_inside(target: Path, inputs: list[tuple[str, Path]]) -> None:
-    """Refuse a run whose output folder holds one of its inputs: the run replaces the folder
-    whole, so the input would be deleted (and the next run would not find it)."""
+    """Refuse a run whose output folder holds one of its inputs (or the current folder): the
+    run replaces the folder whole, so the input would be deleted (and the next run would not
+    find it; the user's shell would sit in a deleted folder)."""
     for named, path in inputs:
         if _inside(path, target):
             raise HievalError(
                 f"{named} lies inside the output folder {target}, which a run replaces whole; "
-                "choose an --out that holds none of the run's inputs"
+                "choose an --out that does not hold it"
             )
 
 
@@ -238,8 +239,10 @@ def staged_folder(
     :class:`HievalError` naming the path that failed.
     """
     target = Path(target)
+    if target.name in ("", ".."):  # `.` or `..`: the folder's own name is needed beside it
+        target = Path(os.path.abspath(target))
     inputs = list(inputs)
-    _refuse_inputs_inside(target, inputs)
+    _refuse_inputs_inside(target, [*inputs, ("the current folder", Path.cwd())])
     parent = target.absolute().parent
     try:
         _remove_stale_staging(target, keep=[path for _, path in inputs])
@@ -284,9 +287,13 @@ def _swap(staging: Path, target: Path, *, parent: Path) -> None:
         os.replace(staging, target)
         return
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
-    _mark(old)
     previous = old / "previous"
-    os.replace(target, previous)
+    try:
+        _mark(old)
+        os.replace(target, previous)
+    except BaseException:
+        shutil.rmtree(old, ignore_errors=True)  # it holds nothing but the marker
+        raise
     try:
         problem = ownership.refusal(
             previous, ownership.foreign_entries(previous), what="output folder", shown_as=target

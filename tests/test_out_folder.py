@@ -212,6 +212,23 @@ def test_inputs_inside_out_are_refused_and_kept(tmp_path, cache, capsys, where):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("out", [".", "..", "../e"])
+def test_out_holding_the_current_folder_is_refused(
+    tmp_path, inputs, cache, capsys, monkeypatch, out
+):
+    """`--out .` in an empty folder moved the user's current folder away (and left a
+    `..*.old` folder beside it when that failed)."""
+    here = tmp_path / "e"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    gold, pred = inputs
+    args = ["evaluate", "--gold", str(gold), "--pred", f"m={pred}", "--out", out]
+    assert cli.main([*args, "--cache", str(cache), "--bootstrap", "0"]) == 1
+    one_line_refusal(capsys, "inside the output folder")
+    assert here.is_dir() and list(here.iterdir()) == []
+    assert leftovers(tmp_path) == [] and leftovers(tmp_path.parent) == []
+
+
 def test_input_that_an_earlier_run_wrote_is_still_an_input(tmp_path, inputs, cache, capsys):
     """Re-evaluating against OUT/work/inputs/gold.parquet of the last run would delete it."""
     out = tmp_path / "eval"
