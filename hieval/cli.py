@@ -412,7 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the level tables of a hierarchy",
         description="Writes OUT/levels.parquet and OUT/ancestors.parquet.",
     )
-    hi.add_argument("--out", required=True, type=Path, help="output folder")
+    hi.add_argument(
+        "--out", required=True, type=Path, help="output folder, replaced whole as evaluate's"
+    )
     _hierarchy_options(hi)
     return parser
 
@@ -513,13 +515,25 @@ def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
     for flag, path in (
         ("--dev-gold", args.dev_gold),
         ("--train-gold", args.train_gold),
-        ("--cache", args.cache),
         ("--temp-directory", args.temp_directory),
-        ("--hierarchy", hierarchy_config(args)["path"]),
     ):
         if path is not None:
-            named.append((f"{flag} {path}", Path(path)))
-    return named
+            named.append((f"{flag} {path}", path))
+    return named + _hierarchy_inputs(args)
+
+
+def _hierarchy_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The hierarchy's inputs (``--cache``, a tree file), named as :func:`_run_inputs` does."""
+    named = [(f"--cache {args.cache}", args.cache)]
+    tree = hierarchy_config(args)["path"]
+    return named + ([(f"--hierarchy {tree}", Path(tree))] if tree else [])
+
+
+def _run_hierarchy(args: argparse.Namespace) -> None:
+    """Build the level tables into ``--out``, replaced whole like ``evaluate``'s folder (a
+    user's ``levels.parquet`` there is refused, not overwritten)."""
+    with staged_folder(args.out, inputs=_hierarchy_inputs(args)) as staging:
+        _hierarchy(args, staging)
 
 
 def _run_evaluate(args: argparse.Namespace) -> None:
@@ -946,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "evaluate":
                 _run_evaluate(args)
             else:
-                _hierarchy(args, args.out)
+                _run_hierarchy(args)
     except HievalError as exc:
         console.print(f"[red]hieval: error:[/red] {escape(str(exc))}")
         return 1

@@ -193,6 +193,20 @@ def test_out_that_is_a_symlink_is_refused(tmp_path, inputs, cache, capsys):
     assert link.is_symlink() and (real / MANIFEST).is_file()
 
 
+def test_hierarchy_command_refuses_a_folder_of_the_users(tmp_path, cache, capsys):
+    """`hieval hierarchy --out tables` overwrote the user's tables/levels.parquet."""
+    out = tmp_path / "tables"
+    out.mkdir()
+    (out / "levels.parquet").write_text("the user's own table")
+    args = ["hierarchy", "--out", str(out), "--cache", str(cache)]
+    assert cli.main(args) == 1
+    one_line_refusal(capsys, "'levels.parquet'")
+    assert (out / "levels.parquet").read_text() == "the user's own table"
+    (out / "levels.parquet").unlink()
+    assert cli.main(args) == 0 and cli.main(args) == 0  # its own folder it replaces
+    assert (out / "ancestors.parquet").is_file() and leftovers(tmp_path) == []
+
+
 # --- Inputs inside --out ------------------------------------------------------------------
 
 
