@@ -7,7 +7,6 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -15,7 +14,6 @@ import math
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -922,31 +920,37 @@ class Terminated(BaseException):
     ``finally`` runs (the staging folder is removed) before the process exits."""
 
 
-#: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
-STOPPED = {KeyboardInterrupt: ("interrupted", 130), Terminated: ("terminated", 143)}
+#: What a run stopped by a signal says, and its exit code: 128 + the signal's number, as a
+#: shell reports it.
+STOPPED = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
 
 
-@contextlib.contextmanager
-def _stop_signals_raise() -> Iterator[None]:
-    """Turn the first SIGINT or SIGTERM into an exception in the main thread (later ones are
-    ignored, so the cleanup they start is not cut short); the previous handlers come back
-    on exit. Elsewhere than the main thread, Python cannot install handlers: nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopping = False
+class _StopSignals:
+    """Within ``with``: the first SIGINT or SIGTERM raises KeyboardInterrupt or
+    :class:`Terminated` in the main thread (later ones are ignored, so the cleanup the first
+    starts is not cut short), and ``received`` records it.
 
-    def stop(signum: int, _frame) -> None:
-        nonlocal stopping
-        if not stopping:
-            stopping = True
+    The record is what counts: a reader may turn the exception into its own (DuckDB raises
+    ``RuntimeError: Query interrupted``), which must not be reported as a failure. Outside the
+    main thread Python cannot install handlers, and nothing changes.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def _stop(self, signum: int, _frame) -> None:
+        if self.received is None:
+            self.received = signum
             raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._stop) for sig in STOPPED}
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
 
@@ -955,19 +959,24 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C, 143 after SIGTERM, with the staging folder removed)."""
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
+    stop = _StopSignals()
     try:
-        with _stop_signals_raise():
+        with stop:
             if args.command == "evaluate":
                 _run_evaluate(args)
             else:
                 _run_hierarchy(args)
-    except HievalError as exc:
+    except BaseException as exc:
+        if stop.received is None and isinstance(exc, KeyboardInterrupt):
+            stop.received = signal.SIGINT  # Ctrl-C outside the handlers' reach
+        if stop.received is not None:
+            what, code = STOPPED[stop.received]
+            console.print(f"[red]hieval:[/red] {what}")
+            return code
+        if not isinstance(exc, HievalError):
+            raise
         console.print(f"[red]hieval: error:[/red] {escape(str(exc))}")
         return 1
-    except (KeyboardInterrupt, Terminated) as exc:
-        what, code = STOPPED[type(exc)]
-        console.print(f"[red]hieval:[/red] {what}")
-        return code
     finally:
         logging.getLogger("hieval").removeHandler(handler)
     return 0

@@ -477,24 +477,34 @@ def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cach
 # --- Interrupted runs ----------------------------------------------------------------------
 
 #: A run that gets signal ``argv[1]`` from itself once its inputs are read (as from Ctrl-C or
-#: a scheduler's kill mid-run), then the CLI's arguments.
+#: a scheduler's kill mid-run), in Python or (``argv[2]`` = duckdb) in a DuckDB query, which
+#: turns the signal's exception into its own; then the CLI's arguments.
 STOPPED_RUN = """
-import os, signal, sys
+import os, signal, sys, threading
 from hieval import cli
 count = cli.count_and_score
 def stop(**kwargs):
-    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    if sys.argv[2] == "duckdb":
+        import duckdb
+        kill = lambda: os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        threading.Timer(0.3, kill).start()
+        duckdb.sql("SELECT count(*) FROM range(20000000000) t(i) WHERE i % 7 = 3").fetchall()
+    else:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
     return count(**kwargs)
 cli.count_and_score = stop
-sys.exit(cli.main(sys.argv[2:]))
+sys.exit(cli.main(sys.argv[3:]))
 """
 
 
-def stopped_run(signal_name: str, inputs, out: Path, cache: Path) -> subprocess.CompletedProcess:
+def stopped_run(
+    signal_name: str, inputs, out: Path, cache: Path, during: str = "python"
+) -> subprocess.CompletedProcess:
     gold, pred = inputs
     args = ["evaluate", "--gold", gold, "--pred", f"m={pred}", "--out", out, "--cache", cache]
+    args += ["--bootstrap", "0"]
     return subprocess.run(
-        [sys.executable, "-c", STOPPED_RUN, signal_name, *map(str, args), "--bootstrap", "0"],
+        [sys.executable, "-c", STOPPED_RUN, signal_name, during, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -505,16 +515,18 @@ def stopped_run(signal_name: str, inputs, out: Path, cache: Path) -> subprocess.
     ("signal_name", "line", "code"),
     [("SIGINT", "hieval: interrupted", 130), ("SIGTERM", "hieval: terminated", 143)],
 )
-@pytest.mark.parametrize("earlier_run", [False, True])
+@pytest.mark.parametrize(
+    ("earlier_run", "during"), [(False, "python"), (True, "python"), (False, "duckdb")]
+)
 def test_interrupted_run_says_so_and_cleans_up(
-    tmp_path, inputs, cache, signal_name, line, code, earlier_run
+    tmp_path, inputs, cache, signal_name, line, code, earlier_run, during
 ):
     """Ctrl-C printed a KeyboardInterrupt traceback; SIGTERM left `.OUT.*.partial/` forever."""
     out = tmp_path / "eval"
     if earlier_run:
         assert evaluate(*inputs, out, cache=cache) == 0
     before = snapshot(out) if earlier_run else None
-    done = stopped_run(signal_name, inputs, out, cache)
+    done = stopped_run(signal_name, inputs, out, cache, during)
     assert done.returncode == code, done.stderr
     assert done.stderr.strip().splitlines()[-1] == line
     assert "Traceback" not in done.stderr
