@@ -49,7 +49,11 @@ def _honour_umask(path: Path, mode: int) -> None:
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; rename it onto ``target`` on success."""
+    """Yield a temporary path in the target's folder; rename it onto ``target`` on success.
+
+    An OS error of the writer that names no file (pyarrow's ``No space left on device``)
+    is raised again naming ``target``, so that a message can say which write failed.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -60,6 +64,10 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         if tmp_path.is_file():
             _honour_umask(tmp_path, 0o666)
         os.replace(tmp_path, target)
+    except OSError as exc:
+        if exc.filename is None and exc.errno:
+            raise OSError(exc.errno, os.strerror(exc.errno), str(target)) from exc
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -193,16 +201,32 @@ def _check_replaceable(target: Path) -> None:
         raise HievalError(problem)
 
 
-def _write_failure(exc: Exception, *, staging: Path, target: Path) -> HievalError:
+#: What to do about a failed write, by the OS's error number.
+_ADVICE = {
+    errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter model name "
+    "or path",
+    errno.ENOSPC: "free some space there, or choose another place",
+    errno.EDQUOT: "free some space there, or choose another place",
+    errno.EACCES: "choose a place you can write to",
+    errno.EROFS: "choose a place you can write to",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another place",
+}
+
+
+def _write_failure(
+    exc: Exception, *, staging: Path, target: Path, places: list[tuple[str, Path]]
+) -> HievalError:
     """One line naming the path whose write failed (a file of the run shown at its final
-    place under ``target``, not in the staging folder), the OS's reason and what to do."""
+    place under ``target``, not in the staging folder; else the option whose folder it is
+    in, from ``places``, e.g. ``--cache``), the OS's reason and what to do."""
     failed = _failed_path(exc)
+    place = f"the outputs to {target}"
     if failed is not None and _inside(failed, staging):
-        failed = target / failed.resolve().relative_to(staging.resolve())
-    place = f"{failed}" if failed is not None else f"the outputs to {target}"
-    advice = "fix the cause and rerun"
-    if getattr(exc, "errno", None) == errno.ENAMETOOLONG:
-        advice = "the name is too long for the file system: use a shorter model name or path"
+        place = str(target / failed.resolve().relative_to(staging.resolve()))
+    elif failed is not None:
+        named = [named for named, path in places if _inside(failed, path)]
+        place = f"{failed}" + (f", in {named[0]}," if named else "")
+    advice = _ADVICE.get(getattr(exc, "errno", None), "fix the cause and rerun")
     return HievalError(
         f"cannot write {place} ({_reason(exc)}); nothing was written to {target}: {advice}"
     )
@@ -268,7 +292,7 @@ def staged_folder(
         ownership.write_manifest(staging)
         _swap(staging, target, parent=parent)
     except _write_errors() as exc:
-        raise _write_failure(exc, staging=staging, target=target) from None
+        raise _write_failure(exc, staging=staging, target=target, places=inputs) from None
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from helpers import prebuilt_tables
+from test_outputs import tmpfs
 
 from hieval import cli
 from hieval.atomic import STAGING_MARKER
@@ -456,10 +457,23 @@ def test_unwritable_cache_is_named(tmp_path, inputs, capsys):
     (tmp_path / "afile").write_text("a file")
     out = tmp_path / "eval"
     assert evaluate(*inputs, out, cache=tmp_path / "afile" / "cache") == 1
-    line = one_line_refusal(capsys, str(tmp_path / "afile" / "cache"), "Not a directory")
+    line = one_line_refusal(capsys, f"in --cache {tmp_path / 'afile' / 'cache'}, (Not a directory)")
     assert "the outputs to" not in line
     assert not out.exists()
     assert leftovers(tmp_path) == []
+
+
+def test_full_cache_is_named(tmp_path, inputs, capsys):
+    """A --cache on a full disk was reported as `cannot write the outputs to OUT`: the
+    writer's error named no file, so the table being written is named now (by every atomic
+    write: the ICD-10 tree's cache fails the same way, six seconds later)."""
+    with tmpfs(tmp_path / "disk", "size=64k") as disk:
+        out = tmp_path / "eval"
+        assert evaluate(*inputs, out, cache=disk / "cache") == 1
+        line = one_line_refusal(capsys, f"in --cache {disk / 'cache'}, (No space left on device)")
+        assert f"cannot write {disk / 'cache' / 'hierarchy'}" in line
+        assert "free some space" in line
+        assert not out.exists()
 
 
 def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cache, capsys):
