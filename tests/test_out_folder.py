@@ -502,7 +502,8 @@ def stop(**kwargs):
         import duckdb
         kill = lambda: os.kill(os.getpid(), getattr(signal, sys.argv[1]))
         threading.Timer(0.3, kill).start()
-        duckdb.sql("SELECT count(*) FROM range(20000000000) t(i) WHERE i % 7 = 3").fetchall()
+        query = "SELECT count(*) FROM range(5000000000) t(i) WHERE i % 7 = 3"
+        duckdb.connect().execute(query).fetchall()
     else:
         os.kill(os.getpid(), getattr(signal, sys.argv[1]))
     return count(**kwargs)
