@@ -10,18 +10,25 @@ filesystems), not the 0600 of a private temporary file.
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
+import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hieval import ownership
 from hieval.errors import HievalError
 
 if TYPE_CHECKING:
     import polars as pl
+
+log = logging.getLogger(__name__)
 
 
 def _umask() -> int:
@@ -42,7 +49,11 @@ def _honour_umask(path: Path, mode: int) -> None:
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; rename it onto ``target`` on success."""
+    """Yield a temporary path in the target's folder; rename it onto ``target`` on success.
+
+    An OS error of the writer that names no file (pyarrow's ``No space left on device``)
+    is raised again naming ``target``, so that a message can say which write failed.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -53,6 +64,10 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         if tmp_path.is_file():
             _honour_umask(tmp_path, 0o666)
         os.replace(tmp_path, target)
+    except OSError as exc:
+        if exc.filename is None and exc.errno:
+            raise OSError(exc.errno, os.strerror(exc.errno), str(target)) from exc
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -89,28 +104,178 @@ def _reason(exc: Exception) -> str:
     return (detail.group(1) if detail else str(exc).splitlines()[0]).strip()
 
 
+#: The marker inside a staging folder: which process on which machine owns it. A staging
+#: folder (``.OUT.*.partial``, ``.OUT.*.old``) is removed by a later run only when its marker
+#: names a process of this machine that no longer runs.
+STAGING_MARKER = ".hieval-staging.json"
+
+
+def _mark(folder: Path) -> None:
+    """Claim ``folder`` as this process's staging folder (see :data:`STAGING_MARKER`)."""
+    marker = {"pid": os.getpid(), "host": socket.gethostname()}
+    (folder / STAGING_MARKER).write_text(json.dumps(marker), encoding="utf-8")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts: it exists)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _dead_runs_folder(folder: Path) -> bool:
+    """Whether ``folder`` is provably the staging folder of a run that died (killed, or its
+    machine rebooted): its marker names a process of this machine that no longer exists."""
+    try:
+        marker = json.loads((folder / STAGING_MARKER).read_text(encoding="utf-8"))
+        pid, host = int(marker["pid"]), str(marker["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # not provably hieval's: never removed
+    return host == socket.gethostname() and pid > 0 and not _alive(pid)
+
+
+def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
+    """Remove the staging folders that dead runs left beside ``target`` (SIGKILL, power
+    loss), unless one holds a path in ``keep`` (an input of this run).
+
+    A dead run's ``.old`` folder holds the previous outputs it was swapping out: when
+    ``target`` is missing they are put back first, as the run would have on failing.
+    """
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        return
+    prefix = f".{target.name}."
+    for folder in sorted(parent.iterdir()):
+        name = folder.name
+        if not (name.startswith(prefix) and name.endswith((".partial", ".old"))):
+            continue
+        if folder.is_symlink() or not folder.is_dir() or not _dead_runs_folder(folder):
+            continue
+        if any(_inside(path, folder) for path in keep):
+            continue
+        previous = folder / "previous"
+        if name.endswith(".old") and previous.is_dir():
+            if not os.path.lexists(target):
+                os.replace(previous, target)
+            elif not ownership.remove_owned(previous):
+                continue
+        log.info("removing %s, left by a run that ended without cleaning up", folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (symbolic links resolved)."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _refuse_inputs_inside(target: Path, inputs: list[tuple[str, Path]]) -> None:
+    """Refuse a run whose output folder holds one of its inputs (or the current folder): the
+    run replaces the folder whole, so the input would be deleted (and the next run would not
+    find it; the user's shell would sit in a deleted folder)."""
+    for named, path in inputs:
+        if _inside(path, target):
+            raise HievalError(
+                f"{named} lies inside the output folder {target}, which a run replaces whole; "
+                "choose an --out that does not hold it"
+            )
+
+
+def _check_replaceable(target: Path) -> None:
+    """Refuse ``target`` unless it is missing, or a folder of hieval's own unchanged files."""
+    if os.path.islink(target):
+        raise HievalError(
+            f"output folder {target} is a symbolic link; give the folder it points to as --out"
+        )
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise HievalError(f"output folder {target} is an existing file; choose another --out")
+    problem = ownership.refusal(target, ownership.foreign_entries(target), what="output folder")
+    if problem:
+        raise HievalError(problem)
+
+
+#: What to do about a failed write, by the OS's error number.
+_ADVICE = {
+    errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter model name "
+    "or path",
+    errno.ENOSPC: "free some space there, or choose another place",
+    errno.EDQUOT: "free some space there, or choose another place",
+    errno.EACCES: "choose a place you can write to",
+    errno.EROFS: "choose a place you can write to",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another place",
+}
+
+
+def _write_failure(
+    exc: Exception, *, staging: Path, target: Path, places: list[tuple[str, Path]]
+) -> HievalError:
+    """One line naming the path whose write failed (a file of the run shown at its final
+    place under ``target``, not in the staging folder; else the option whose folder it is
+    in, from ``places``, e.g. ``--cache``), the OS's reason and what to do."""
+    failed = _failed_path(exc)
+    place = f"the outputs to {target}"
+    if failed is not None and _inside(failed, staging):
+        place = str(target / failed.resolve().relative_to(staging.resolve()))
+    elif failed is not None:
+        named = [named for named, path in places if _inside(failed, path)]
+        place = f"{failed}" + (f", in {named[0]}," if named else "")
+    advice = _ADVICE.get(getattr(exc, "errno", None), "fix the cause and rerun")
+    return HievalError(
+        f"cannot write {place} ({_reason(exc)}); nothing was written to {target}: {advice}"
+    )
+
+
+def _failed_path(exc: Exception) -> Path | None:
+    """The path an OS or DuckDB error is about, when it names one; a temporary file of
+    :func:`atomic_path` (``.NAME.XXXX.tmp``) is shown as the file it was to become."""
+    name = getattr(exc, "filename", None)
+    if name is None:
+        quoted = re.search(r'"(/[^"]+)"', str(exc))
+        name = quoted.group(1) if quoted else None
+    if name is None:
+        return None
+    path = Path(os.fsdecode(name))
+    temporary = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", path.name)
+    return path.with_name(temporary.group(1)) if temporary else path
+
+
 @contextlib.contextmanager
-def staged_folder(target: str | os.PathLike, *, replaceable: frozenset[str]) -> Iterator[Path]:
+def staged_folder(
+    target: str | os.PathLike, *, inputs: list[tuple[str, Path]] = ()
+) -> Iterator[Path]:
     """Yield an empty staging folder beside ``target``; on success it replaces ``target``.
 
     The output folder of a run then holds that run's outputs only (nothing of an earlier run
-    with other models survives), and a failure at any point — a bad input, a full disk —
-    leaves ``target`` as it was and no staging folder behind. An existing ``target`` is
-    replaced only when it is empty or holds nothing but the entries a run writes
-    (``replaceable``), so a user's own folder is never deleted. OS errors (read-only
-    filesystem, no permission, no space) become one :class:`HievalError` naming the folder.
+    with other models survives), and a failure at any point — a bad input, a full disk, an
+    interrupt — leaves ``target`` as it was and no staging folder behind. What hieval replaces
+    or deletes it has proved it wrote (:mod:`hieval.ownership`), checked before the run and
+    again at the swap: a user's file anywhere inside ``target``, even one added during the
+    run, is refused, never removed; so is a ``target`` holding one of the run's ``inputs``
+    (pairs of how the message names it, e.g. ``--gold gold.csv``, and its path). Staging
+    folders left by dead runs beside ``target`` are removed. OS errors become one
+    :class:`HievalError` naming the path that failed.
     """
     target = Path(target)
-    if target.exists() and not target.is_dir():
-        raise HievalError(f"output folder {target} is an existing file; choose another --out")
-    if target.is_dir():
-        foreign = sorted(p.name for p in target.iterdir() if p.name not in replaceable)
-        if foreign:
-            raise HievalError(
-                f"output folder {target} holds files hieval did not write ({', '.join(foreign[:5])}"
-                f"{', …' if len(foreign) > 5 else ''}); choose a new or empty --out"
-            )
+    if target.name in ("", ".."):  # `.` or `..`: the folder's own name is needed beside it
+        target = Path(os.path.abspath(target))
+    inputs = list(inputs)
+    _refuse_inputs_inside(target, [*inputs, ("the current folder", Path.cwd())])
     parent = target.absolute().parent
+    try:
+        _remove_stale_staging(target, keep=[path for _, path in inputs])
+    except OSError as exc:
+        raise HievalError(
+            f"cannot clean up {_failed_path(exc) or parent}, left by an earlier run beside "
+            f"{target} ({_reason(exc)}); move it away yourself and rerun"
+        ) from None
+    _check_replaceable(target)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
@@ -119,23 +284,57 @@ def staged_folder(target: str | os.PathLike, *, replaceable: frozenset[str]) -> 
             f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
             "folder you can write to"
         ) from None
-    old: Path | None = None
     try:
+        _mark(staging)
         _honour_umask(staging, 0o777)
         yield staging
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
-            os.replace(target, old / "previous")
-        os.replace(staging, target)
+        (staging / STAGING_MARKER).unlink()
+        ownership.write_manifest(staging)
+        _swap(staging, target, parent=parent)
     except _write_errors() as exc:
-        if old is not None and not target.exists():  # put the previous outputs back
-            with contextlib.suppress(OSError):
-                os.replace(old / "previous", target)
-        raise HievalError(
-            f"cannot write the outputs to {target} ({_reason(exc)}); nothing was written, "
-            "fix the cause and rerun"
-        ) from None
+        raise _write_failure(exc, staging=staging, target=target, places=inputs) from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap(staging: Path, target: Path, *, parent: Path) -> None:
+    """Move ``staging`` into place, moving the previous ``target`` aside first.
+
+    The previous folder is checked again (a file may have been added during the run) both
+    before and after it is moved aside; a foreign file puts it back and refuses. If the swap
+    fails half-way, the previous outputs go back to ``target``; if even that fails, the
+    message says where they are, and they are not deleted.
+    """
+    _check_replaceable(target)
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
+    previous = old / "previous"
+    try:
+        _mark(old)
+        os.replace(target, previous)
+    except BaseException:
+        shutil.rmtree(old, ignore_errors=True)  # it holds nothing but the marker
+        raise
+    try:
+        problem = ownership.refusal(
+            previous, ownership.foreign_entries(previous), what="output folder", shown_as=target
+        )
+        if problem:
+            raise HievalError(problem)
+        os.replace(staging, target)
+    except BaseException as failure:
+        try:
+            os.replace(previous, target)
+        except OSError as exc:
+            cause = f" ({_reason(failure)})" if isinstance(failure, _write_errors()) else ""
+            raise HievalError(
+                f"cannot write the outputs to {target}{cause}, nor put the previous outputs "
+                f"back ({_reason(exc)}); they are in {previous}: move them back yourself"
+            ) from None
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    if ownership.remove_owned(previous):
+        shutil.rmtree(old, ignore_errors=True)

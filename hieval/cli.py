@@ -11,12 +11,14 @@ import dataclasses
 import functools
 import logging
 import math
+import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from hieval import __version__, hints
 from hieval.atomic import staged_folder
@@ -206,7 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=PATH",
         help="a model's predictions doc_id,code[,score]; repeat for several models",
     )
-    ev.add_argument("--out", required=True, type=Path, help="output folder")
+    ev.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="output folder, replaced whole by the run: refused when it holds anything an "
+        "earlier run did not write (see OUT/.hieval-manifest.json) or an input of this run",
+    )
     ev.add_argument(
         "--train-gold",
         type=Path,
@@ -425,7 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the level tables of a hierarchy",
         description="Writes OUT/levels.parquet and OUT/ancestors.parquet.",
     )
-    hi.add_argument("--out", required=True, type=Path, help="output folder")
+    hi.add_argument(
+        "--out", required=True, type=Path, help="output folder, replaced whole as evaluate's"
+    )
     _hierarchy_options(hi)
     return parser
 
@@ -472,7 +482,7 @@ def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
         spec = DOWNLOADS[source]
         path = cache / "hierarchy" / source / spec.filename
         if not path.exists():
-            console.print(f"downloading {spec.url}")
+            console.print(f"downloading {escape(spec.url)}")
             download(spec, path, hierarchy["sha256"])
         return source, path
     return source, Path(hierarchy["path"]) if hierarchy["path"] else None
@@ -517,41 +527,54 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
     return per_file
 
 
-#: Every entry ``hieval evaluate`` writes into OUT: an existing OUT holding nothing else is
-#: replaced by the new run's outputs; any other folder is refused, never deleted.
-OUTPUT_ENTRIES = frozenset(
-    {
-        "metrics.parquet",
-        "metrics.csv",
-        "summary.csv",
-        "summary.md",
-        "nodes",
-        "work",
-        "report.html",
-        "tables.tex",
-        "tables.md",
-        "figures",
-        "intervals.parquet",
-        "comparisons.parquet",
-        "thresholds",
-    }
-)
+def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Every file and folder ``hieval evaluate`` reads (or spills into), each with how a
+    message names it: none may lie inside the output folder, which a run replaces whole."""
+    named = [(f"--gold {path}", path) for path in args.gold]
+    named += [(f"--pred {name}={path}", path) for name, path in args.pred]
+    named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
+    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
+        named += [(f"{flag} {name}={path}", path) for name, path in pairs]
+    for flag, path in (
+        ("--dev-gold", args.dev_gold),
+        ("--train-gold", args.train_gold),
+        ("--temp-directory", args.temp_directory),
+    ):
+        if path is not None:
+            named.append((f"{flag} {path}", path))
+    return named + _hierarchy_inputs(args)
+
+
+def _hierarchy_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The hierarchy's inputs (``--cache``, a tree file), named as :func:`_run_inputs` does."""
+    named = [(f"--cache {args.cache}", args.cache)]
+    tree = hierarchy_config(args)["path"]
+    return named + ([(f"--hierarchy {tree}", Path(tree))] if tree else [])
+
+
+def _run_hierarchy(args: argparse.Namespace) -> None:
+    """Build the level tables into ``--out``, replaced whole like ``evaluate``'s folder (a
+    user's ``levels.parquet`` there is refused, not overwritten)."""
+    with staged_folder(args.out, inputs=_hierarchy_inputs(args)) as staging:
+        _hierarchy(args, staging)
 
 
 def _run_evaluate(args: argparse.Namespace) -> None:
     """Run every stage for the given gold and prediction files.
 
     Everything is written into a staging folder that replaces ``--out`` only when complete, so
-    the folder holds this run's outputs alone, and a failure leaves no partial set behind.
+    the folder holds this run's outputs alone, and a failure leaves no partial set behind;
+    ``--out`` is replaced only when it holds nothing but an earlier run's unchanged outputs
+    and none of this run's inputs (:func:`hieval.atomic.staged_folder`).
     """
     names = [name for name, _ in args.pred]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
-    with staged_folder(args.out, replaceable=OUTPUT_ENTRIES) as staging:
+    with staged_folder(args.out, inputs=_run_inputs(args)) as staging:
         _evaluate_into(args, names, staging)
     console.print(
-        f"[green]wrote[/green] {args.out}/metrics.parquet, summary.csv, summary.md "
+        f"[green]wrote[/green] {escape(str(args.out))}/metrics.parquet, summary.csv, summary.md "
         f"and nodes/ for {len(names)} model(s)"
     )
 
@@ -929,18 +952,67 @@ def _configure_logging() -> logging.Handler:
     return handler
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every
+    ``finally`` runs (the staging folder is removed) before the process exits."""
+
+
+#: What a run stopped by a signal says, and its exit code: 128 + the signal's number, as a
+#: shell reports it.
+STOPPED = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
+
+
+class _StopSignals:
+    """Within ``with``: the first SIGINT or SIGTERM raises KeyboardInterrupt or
+    :class:`Terminated` in the main thread (later ones are ignored, so the cleanup the first
+    starts is not cut short), and ``received`` records it.
+
+    The record is what counts: a reader may turn the exception into its own (DuckDB raises
+    ``RuntimeError: Query interrupted``), which must not be reported as a failure. Outside the
+    main thread Python cannot install handlers, and nothing changes.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def _stop(self, signum: int, _frame) -> None:
+        if self.received is None:
+            self.received = signum
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._stop) for sig in STOPPED}
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 only when every output was written)."""
+    """Entry point; returns the exit code (0 only when every output was written; 130 after
+    Ctrl-C, 143 after SIGTERM, with the staging folder removed)."""
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
+    stop = _StopSignals()
     try:
-        with hints.entry_point(hints.CLI):
+        with stop, hints.entry_point(hints.CLI):
             if args.command == "evaluate":
                 _run_evaluate(args)
             else:
-                _hierarchy(args, args.out)
-    except HievalError as exc:
-        console.print(f"[red]hieval: error:[/red] {exc}")
+                _run_hierarchy(args)
+    except BaseException as exc:
+        if stop.received is None and isinstance(exc, KeyboardInterrupt):
+            stop.received = signal.SIGINT  # Ctrl-C outside the handlers' reach
+        if stop.received is not None:
+            what, code = STOPPED[stop.received]
+            console.print(f"[red]hieval:[/red] {what}")
+            return code
+        if not isinstance(exc, HievalError):
+            raise
+        console.print(f"[red]hieval: error:[/red] {escape(str(exc))}")
         return 1
     finally:
         logging.getLogger("hieval").removeHandler(handler)

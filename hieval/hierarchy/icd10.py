@@ -54,6 +54,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hieval import paths
 from hieval.codes import DX, PROC
 from hieval.errors import HierarchyError, preview
 from hieval.hierarchy.cache_folder import MANIFEST, damaged, publish, verified
@@ -422,7 +423,7 @@ def cached_icd10_table(cache_dir: str | Path) -> tuple[LevelTable, list[str], Pa
 def _read_cached(folder: Path) -> tuple[LevelTable, list[str]]:
     manifest = verified(folder, _FILES, what=_WHAT)
     try:
-        leaves = pl.read_parquet(folder / _LEAVES_FILE)["code"].to_list()
+        leaves = paths.read_parquet(folder / _LEAVES_FILE)["code"].to_list()
         table = read_level_table(folder / _LEVELS_FILE)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise damaged(folder, _WHAT, f"cannot be read ({exc})") from None
