@@ -107,7 +107,9 @@ def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, 
             f"{name}: {path} lacks column(s) {missing}; CAML gold needs "
             f"SUBJECT_ID,HADM_ID,TEXT,LABELS (found {names})"
         )
-    rel = long.read_csv(con, path, names, ",", GOLD_MAX_LINE_SIZE)
+    rel = long.read_csv(
+        con, path, names, ",", name=name, max_line_size=GOLD_MAX_LINE_SIZE, what=GOLD_WHAT
+    )
     rel.select(
         duckdb.SQLExpression("row_number() OVER ()").alias("_line"),
         duckdb.ColumnExpression(columns["HADM_ID"]).alias("doc_id"),
