@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hieval.errors import CodeError
+from hieval.errors import CodeError, preview_value
 
 DX, PROC = "dx", "proc"
 CODE_TYPES = (DX, PROC)
@@ -97,13 +97,16 @@ def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotte
     """
     code = _clean(raw)
     if code_type is not None and code_type not in CODE_TYPES:
-        raise CodeError(f"code_type {code_type!r} for code {raw!r} must be 'dx' or 'proc'")
+        raise CodeError(
+            f"code_type {preview_value(code_type)} for code {preview_value(raw)} must be 'dx' "
+            "or 'proc'"
+        )
     if code_format == "dotted" or "." in code:
         kind = kind_of_dotted(code)
         if kind is None or (code_type is not None and kind != code_type):
             expected = f"a {code_type} code" if code_type else "an ICD-9-CM code"
             raise CodeError(
-                f"malformed code {raw!r}: not {expected} in dotted form "
+                f"malformed code {preview_value(raw)}: not {expected} in dotted form "
                 "(diagnoses DDD.DD, VDD.DD, EDDD.D; procedures DD.DD)"
             )
         return IcdCode(code, kind)
@@ -111,11 +114,11 @@ def parse_code(raw: str, code_type: str | None = None, code_format: str = "dotte
     if code_type is not None:
         kinds = [k for k in kinds if k == code_type]
     if not kinds:
-        raise CodeError(f"malformed code {raw!r}: not an undotted ICD-9-CM code")
+        raise CodeError(f"malformed code {preview_value(raw)}: not an undotted ICD-9-CM code")
     if len(kinds) > 1:
         raise CodeError(
-            f"ambiguous undotted code {raw!r}: valid as a diagnosis and as a procedure; "
-            "add a code_type column (dx/proc) or set code_type for the file"
+            f"ambiguous undotted code {preview_value(raw)}: valid as a diagnosis and as a "
+            "procedure; add a code_type column (dx/proc) or set code_type for the file"
         )
     kind = kinds[0]
     split = (4 if code.startswith("E") else 3) if kind == DX else 2

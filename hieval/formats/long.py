@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import text
 from hieval.paths import duckdb_path
 
@@ -27,8 +27,8 @@ def check_header(path: Path, name: str, separator: str) -> list[str]:
     dupes = sorted({h for h in lowered if lowered.count(h) > 1})
     if dupes:
         raise InputError(
-            f"{name}: {path}, line 1: column {dupes[0]!r} appears more than once in the header "
-            f"{header}; remove the duplicate column"
+            f"{name}: {path}, line 1: column {preview_value(dupes[0])} appears more than once "
+            f"in the header ({preview(header, 20)}); remove the duplicate column"
         )
     return names
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 
 from hieval.codes import DX, PROC
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import long, text
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,8 @@ def code_type_of(columns: list[str], path: Path, name: str) -> str:
         table = "procedures_icd" if kind == PROC else "diagnoses_icd"
         raise InputError(
             f"{name}: {path} is named like a {'procedure' if named == PROC else 'diagnosis'} "
-            f"table but its columns {columns} are those of {table} (procedures_icd alone has "
-            f"'{PROCEDURE_MARKER}'); check that the right file is given"
+            f"table but its columns ({preview(columns, 20)}) are those of {table} "
+            f"(procedures_icd alone has '{PROCEDURE_MARKER}'); check that the right file is given"
         )
     return kind
 
@@ -116,11 +116,11 @@ def load(
     if missing:
         raise InputError(
             f"{name}: {path} lacks column(s) {missing}; a MIMIC-IV diagnoses_icd/procedures_icd "
-            f"table has {', '.join(REQUIRED)} (found {names})"
+            f"table has {', '.join(REQUIRED)} (found {preview(names, 20)})"
         )
     dupes = sorted({n for n in lowered if lowered.count(n) > 1})
     if dupes:
-        raise InputError(f"{name}: {path}: column {dupes[0]!r} appears more than once")
+        raise InputError(f"{name}: {path}: column {preview_value(dupes[0])} appears more than once")
     kind = code_type_of(names, path, name)
     column = {n.lower(): n for n in names}
     long.read_csv(
@@ -139,7 +139,9 @@ def load(
     bad = {v: first for v, (_n, first) in counts.items() if v not in ("9", "10")}
     if bad:
         value, row = min(bad.items(), key=lambda item: item[1])
-        raise InputError(f"{name}: {path}, row {row}: icd_version {value!r} must be 9 or 10")
+        raise InputError(
+            f"{name}: {path}, row {row}: icd_version {preview_value(value)} must be 9 or 10"
+        )
     other = 10 if icd_version == 9 else 9
     kept = counts.get(str(icd_version), (0, None))[0]
     skipped = sum(n for v, (n, _first) in counts.items() if v != str(icd_version))
