@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -142,3 +143,212 @@ def test_records_within_the_limit_are_all_read(tmp_path, icd9, small_limits):
     path.write_text("SUBJECT_ID,HADM_ID,TEXT,LABELS\n" + "\n".join(rows))
     gold = normalize(path, icd9, "caml_gold")
     assert gold.rows() == [*((str(i), "401.9") for i in range(5)), ("99", "96.04")]
+
+
+# --- A dense matrix's lists name each row and column once -------------------------------------
+
+DENSE_CODES = ["401.9", "96.04", "364.11"]
+
+
+def _dense(tmp_path: Path, stem: str, matrix, docs: list[str], codes: list[str]) -> Path:
+    path = tmp_path / f"{stem}.npy"
+    np.save(path, np.array(matrix))
+    (tmp_path / f"{stem}.docs.txt").write_text("\n".join(docs) + "\n")
+    (tmp_path / f"{stem}.codes.txt").write_text("\n".join(codes) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("docs", "codes", "message"),
+    [
+        (["1", "2", "2"], DENSE_CODES, "pred.docs.txt, line 3: document '2' is listed again"),
+        (["1", "2", " 1"], DENSE_CODES, "pred.docs.txt, line 3: document '1' is listed again"),
+        (["1", "2", "3"], ["401.9", "96.04", "401.9"], "line 3: code '401.9' is listed again"),
+        (["1", "\n2", "3", "3"], DENSE_CODES, "pred.docs.txt, line 5: document '3'"),
+    ],
+)
+def test_dense_lists_with_a_repeat_are_refused(tmp_path, capsys, docs, codes, message):
+    gold = tmp_path / "gold.csv"
+    gold.write_text("doc_id,code\n1,401.9\n2,96.04\n3,364.11\n")
+    matrix = [[0.9, 0.1, 0.0][: len(codes)]] * len(docs)
+    pred = _dense(tmp_path, "pred", matrix, docs, codes)
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, message, "(first on line")
+    assert "listed again" in line
+
+
+def test_a_dense_gold_with_a_repeated_code_is_refused(tmp_path, capsys):
+    gold = _dense(tmp_path, "gold", [[1, 0, 1], [0, 1, 0]], ["a", "b"], ["401.9", "96.04", "401.9"])
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\na,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    assert_refused(capsys, code, out, "gold.codes.txt, line 3: code '401.9' is listed again")
+
+
+def test_dense_lists_without_repeats_are_read(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text("doc_id,code\n1,401.9\n2,96.04\n3,364.11\n")
+    pred = _dense(tmp_path, "pred", np.eye(3, dtype=bool), ["1", "2", "3"], DENSE_CODES)
+    code, out = evaluate(tmp_path, gold, pred)
+    assert code == 0, capsys.readouterr().err
+    tidy = pl.read_parquet(out / "metrics.parquet")
+    micro = tidy.filter((pl.col("family") == "flat") & (pl.col("average") == "micro"))
+    assert dict(micro.select("metric", "value").iter_rows())["f1"] == 1.0
+
+
+# --- A corrupt gzip file is said to be corrupt ---------------------------------------------------
+
+
+def _mimic_rows(n: int) -> str:
+    return "".join(f"{i},{100 + i // 3},{i % 3 + 1},4019,9\n" for i in range(n))
+
+
+@pytest.mark.parametrize("rows", [3, 200_000])  # cut within the header's block, or far after
+@pytest.mark.parametrize("header", [MIMIC_HEADER, "doc_id,code"])
+def test_a_truncated_gzip_file_is_said_to_be_corrupt(tmp_path, capsys, rows, header):
+    data = gzip.compress(f"{header}\n{_mimic_rows(rows)}".encode())
+    gold = tmp_path / "diagnoses_icd.csv.gz"
+    gold.write_bytes(data[: len(data) // 2])
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n100,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, f"{gold} is a corrupt or truncated gzip file")
+    assert "cannot tell the format" not in line
+
+
+# --- Messages name the user's columns, not the readers' -----------------------------------------
+
+
+def test_a_mimic_table_without_icd_version_lists_its_own_columns(tmp_path, capsys):
+    gold = tmp_path / "diagnoses_icd.csv"
+    gold.write_text("subject_id,hadm_id,seq_num,icd_code\n1,100,1,4019\n")
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n100,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(
+        capsys, code, out, "found 'subject_id', 'hadm_id', 'seq_num', 'icd_code'", "icd_version"
+    )
+    assert "_line" not in line
+
+
+# --- An empty score is called empty --------------------------------------------------------------
+
+
+def test_an_empty_score_cell_is_called_empty(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code,score\nd1,401.9,0.9\nd2,364.11,\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, "pred.csv, line 3: empty score")
+    assert "None" not in line
+
+
+def test_a_null_score_in_parquet_is_called_empty(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "pred.parquet"
+    pl.DataFrame(
+        {"doc_id": ["d1", "d2"], "code": ["401.9", "364.11"], "score": [0.9, None]}
+    ).write_parquet(pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, "pred.parquet, row 2: empty score")
+    assert "None" not in line
+
+
+# --- Messages cut the values they quote ------------------------------------------------------
+
+LONG = "x" * 10_000
+
+
+def _cut(line: str) -> None:
+    """The value is quoted by its start, with its length, and the line stays short."""
+    assert "(10000 characters)" in line
+    assert LONG not in line
+    assert len(line) < 600, line
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])  # the DuckDB path and the fast path
+def test_a_long_document_id_is_cut(tmp_path, capsys, suffix):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / f"pred{suffix}"
+    frame = pl.DataFrame({"doc_id": ["d1", LONG], "code": ["401.9", "96.04"]})
+    frame.write_csv(pred) if suffix == ".csv" else frame.write_parquet(pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    _cut(assert_refused(capsys, code, out, "not in the gold: 'xxxxx"))
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "message"),
+    [
+        ("doc_id,code", f"d1,{LONG}", "malformed code 'xxx"),
+        ("doc_id,code,score", f"d1,401.9,{LONG}", "line 2: score 'xxx"),
+        ("doc_id,code,code_type", f"d1,401.9,{LONG}", "line 2: code_type 'xxx"),
+        (f"doc_id,code,{LONG}", "d1,401.9,x", "(found "),
+    ],
+)
+def test_long_cells_are_cut(tmp_path, capsys, header, row, message):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "pred.csv"
+    pred.write_text(f"{header}\n{row}\n")
+    if header.endswith(LONG):  # a header without doc_id: the columns found are listed
+        pred.write_text(f"id,code,{LONG}\n{row}\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    _cut(assert_refused(capsys, code, out, message))
+
+
+def test_a_long_psv_line_and_model_name_are_cut(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "preds_test.psv"
+    pred.write_text(f"d1|401.9\n{'word ' * 2000}\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, "preds_test.psv, line 2: expected")
+    assert "(10000 characters)" in line and len(line) < 600
+    out = tmp_path / "out2"
+    with pytest.raises(SystemExit):  # argparse refuses the option
+        main(["evaluate", "--gold", str(gold), "--pred", f"{LONG}!={pred}", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert "(10001 characters)" in err and LONG not in err
+
+
+# --- Label indices (CAML's LR files) get the README's hint, once --------------------------------
+
+
+def _indices(n: int, start: int) -> list[str]:
+    return [str(start + 7 * i) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("values", "extra"),
+    [
+        (_indices(600, 100), []),  # many indices, all of 3+ digits: 'ambiguous undotted code'
+        (_indices(600, 0), ["--code-type", "dx"]),  # after the old, wrong advice
+        (["3", "7", "5"], []),  # CAML's top-50 LR model: small indices
+        (["12", "100", "2041"], []),  # a few, one of two digits
+    ],
+)
+@pytest.mark.parametrize("suffix", [".psv", ".parquet"])
+def test_label_indices_get_one_line_with_the_hint(tmp_path, capsys, values, extra, suffix):
+    gold = tmp_path / "gold.csv"
+    gold.write_text("doc_id,code\nd1,401.9\nd2,364.11\n")  # diagnoses: valid with --code-type dx
+    pred = tmp_path / f"preds_test{suffix}"
+    docs = [f"d{i % 2 + 1}" for i in range(len(values))]
+    if suffix == ".psv":
+        pred.write_text("".join(f"{d}|{v}\n" for d, v in zip(docs, values, strict=True)))
+    else:
+        pl.DataFrame({"doc_id": docs, "code": values}).write_parquet(pred)
+    code, out = evaluate(tmp_path, gold, pred, *extra)
+    line = assert_refused(
+        capsys,
+        code,
+        out,
+        f"{pred} holds label indices, not codes",
+        f"{len(set(values))} distinct values are all whole numbers",
+        caml.INDEX_HINT,
+    )
+    err_lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert not err_lines  # already read: the whole message was one line
+    assert "code_type" not in line

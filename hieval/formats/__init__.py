@@ -117,6 +117,8 @@ def detect(path: Path, name: str) -> str:
         )
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
+    if suffix == ".gz":
+        text.check_gzip(path, name)  # a damaged file is said to be one, not of no known format
     raise InputError(
         f"{name}: cannot tell the format of {path} from its name; name it with the `format` "
         f"column (or --format {name}=FORMAT), one of {', '.join(FORMATS)}"

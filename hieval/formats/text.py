@@ -198,6 +198,13 @@ def _too_long(path: Path, name: str, where: str, size: int, limit: int, what: st
     )
 
 
+def check_gzip(path: Path, name: str) -> None:
+    """Decompress a gzip file to its end: a corrupt or truncated one is refused as such."""
+    with _open(path, name) as handle, _gzip_errors(path, name):
+        while handle.read(_BLOCK):
+            pass
+
+
 _BLANK = b" \t\r\n"
 _BLOCK = 1 << 20
 
