@@ -121,10 +121,10 @@ def _map_codes(
         if indices is not None:
             row, code, _msg = shown_errors[0]
             raise InputError(
-                f"{name}: {path} holds label indices, not codes: its {raw['code'].n_unique()} "
-                f"distinct values are all whole numbers, {indices[0]} to {indices[1]} (e.g. "
-                f"{places[row].removeprefix(f'{path}, ')}: {preview_value(code)}); "
-                + caml.INDEX_HINT
+                f"{name}: {path}: its {raw['code'].n_unique()} distinct codes are all whole "
+                f"numbers, {indices[0]} to {indices[1]} (e.g. "
+                f"{places[row].removeprefix(f'{path}, ')}: {preview_value(code)}), as label "
+                f"indices are; {caml.INDEX_HINT}"
             )
         shown = [f"{places[row]}: {msg}" for row, _code, msg in shown_errors]
         hint = ""

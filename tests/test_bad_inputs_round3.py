@@ -345,8 +345,7 @@ def test_label_indices_get_one_line_with_the_hint(tmp_path, capsys, values, extr
         capsys,
         code,
         out,
-        f"{pred} holds label indices, not codes",
-        f"{len(set(values))} distinct values are all whole numbers",
+        f"{pred}: its {len(set(values))} distinct codes are all whole numbers",
         caml.INDEX_HINT,
     )
     err_lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]

@@ -5,7 +5,9 @@ too long, no "not UTF-8" once shortened to one line), and it numbers records, no
 line or a quoted field spanning lines shifts every later row. So the fast path stays in DuckDB,
 and only when something must be reported is the file scanned here, splitting records exactly as
 DuckDB does (RFC 4180 quoting with ``"``, blank lines skipped), to name the physical line.
-Valid files pay nothing beyond reading their header.
+Valid files pay their header and the size of their last line (:func:`check_last_record`, for
+the one over-long record DuckDB drops instead of refusing). Gzip files are read through
+``gzip``, as DuckDB reads them; a damaged one is said to be damaged.
 
 Every text file is UTF-8; a leading byte-order mark (as Excel and Windows tools write) is
 dropped wherever a label file is read, so that it never sticks to the first column name or
