@@ -80,10 +80,18 @@ def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
         )
     code_type = str(types[columns.index("code")])
     if code_type != "VARCHAR":
+        integers = code_type in _INTEGER_TYPES
         raise InputError(
             f"{name}: column 'code' in {path} is {code_type}, not text; codes must be stored as "
             "strings because leading zeros matter (001.0 is not 1.0)"
+            + (f"; whole numbers may be label indices: {caml.INDEX_HINT}" if integers else "")
         )
+
+
+_INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}  # fmt: skip
 
 
 def _map_codes(

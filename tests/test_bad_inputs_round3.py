@@ -256,6 +256,23 @@ def test_a_null_score_in_parquet_is_called_empty(tmp_path, capsys):
     assert "None" not in line
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("pred.tsv", "doc_id\tcode\tscore\nd1\t401.9\t  \n", "pred.tsv, line 2: empty score"),
+        ("scores.json", '{"d1": {"401.9": 0.9, "96.04": null}}', "record 1: empty score"),
+    ],
+)
+def test_blank_and_null_scores_are_called_empty(tmp_path, capsys, name, content, message):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / name
+    pred.write_text(content)
+    code, out = evaluate(tmp_path, gold, pred)
+    line = assert_refused(capsys, code, out, message)
+    assert "score None" not in line and "score 'null'" not in line
+
+
 # --- Messages cut the values they quote ------------------------------------------------------
 
 LONG = "x" * 10_000
@@ -297,6 +314,15 @@ def test_long_cells_are_cut(tmp_path, capsys, header, row, message):
         pred.write_text(f"id,code,{LONG}\n{row}\n")
     code, out = evaluate(tmp_path, gold, pred)
     _cut(assert_refused(capsys, code, out, message))
+
+
+def test_a_long_document_id_in_json_scores_is_cut(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "scores.json"
+    pred.write_text(f'{{"{LONG}": {{"401.9": 0.9}}, "{LONG}": {{"96.04": 0.8}}}}')
+    code, out = evaluate(tmp_path, gold, pred)
+    _cut(assert_refused(capsys, code, out, "appears more than once"))
 
 
 def test_a_long_psv_line_and_model_name_are_cut(tmp_path, capsys):
@@ -351,3 +377,12 @@ def test_label_indices_get_one_line_with_the_hint(tmp_path, capsys, values, extr
     err_lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert not err_lines  # already read: the whole message was one line
     assert "code_type" not in line
+
+
+def test_integer_codes_in_parquet_get_the_hint(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "preds.parquet"
+    pl.DataFrame({"doc_id": ["d1", "d2"], "code": [100, 2041]}).write_parquet(pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    assert_refused(capsys, code, out, "is BIGINT, not text", caml.INDEX_HINT)

@@ -110,10 +110,15 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
                 f"{preview_value(repeated)} more than once; give each code one score"
             )
         # A document with no scores is kept (code NULL) so that it still counts as evaluated.
-        rows += [(number, str(doc), str(c), json.dumps(v)) for c, v in scores] or [
+        rows += [(number, str(doc), str(c), _score_text(v)) for c, v in scores] or [
             (number, str(doc), None, None)
         ]
     con.register("src", pl.DataFrame(rows, schema={**_ROWS, "score": pl.String}, orient="row"))
+
+
+def _score_text(value) -> str | None:
+    """A JSON score as text for validation; ``null`` is an empty score (None), not 'null'."""
+    return None if value is None else json.dumps(value)
 
 
 def looks_like_gold(path: Path, name: str) -> bool:
