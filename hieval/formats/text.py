@@ -200,15 +200,15 @@ def _too_long(path: Path, name: str, where: str, size: int, limit: int, what: st
     )
 
 
+_BLANK = b" \t\r\n"
+_BLOCK = 1 << 20
+
+
 def check_gzip(path: Path, name: str) -> None:
     """Decompress a gzip file to its end: a corrupt or truncated one is refused as such."""
     with _open(path, name) as handle, _gzip_errors(path, name):
         while handle.read(_BLOCK):
             pass
-
-
-_BLANK = b" \t\r\n"
-_BLOCK = 1 << 20
 
 
 def last_line_size(path: Path, name: str, limit: int) -> int:
