@@ -199,6 +199,8 @@ def _message(error: jsonschema.ValidationError) -> str:
             check_model_name(value)
         except InputError as exc:
             return str(exc)
+    if isinstance(value, str):  # jsonschema quotes the value whole
+        return error.message.replace(repr(value), preview_value(value))
     return error.message
 
 

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 
 from hieval.cli import main
-from hieval.errors import InputError
+from hieval.config import load_model_sheet, validate_config
+from hieval.errors import HievalError, InputError
 from hieval.formats import caml, long, mimic4, text
 from hieval.inputs import normalize_labels
 from hieval.label_options import LabelOptions
@@ -386,3 +387,19 @@ def test_integer_codes_in_parquet_get_the_hint(tmp_path, capsys):
     pl.DataFrame({"doc_id": ["d1", "d2"], "code": [100, 2041]}).write_parquet(pred)
     code, out = evaluate(tmp_path, gold, pred)
     assert_refused(capsys, code, out, "is BIGINT, not text", caml.INDEX_HINT)
+
+
+def test_a_long_value_in_the_model_sheet_is_cut(tmp_path):
+    sheet = tmp_path / "models.tsv"
+    sheet.write_text(f"model\tpredictions\tthreshold\nm\tpred.csv\t{LONG}\n")
+    schema = Path(__file__).resolve().parents[1] / "workflow/schemas/models.schema.yaml"
+    with pytest.raises(InputError) as caught:
+        load_model_sheet(sheet, schema)
+    _cut(str(caught.value))
+
+
+def test_a_long_string_in_the_config_is_cut():
+    schema = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+    with pytest.raises(HievalError) as caught:
+        validate_config({"gold": "gold.csv", "gold_format": LONG}, schema)
+    _cut(str(caught.value))
