@@ -61,14 +61,15 @@ log = logging.getLogger(__name__)
 ROLES = (GOLD, PREDICTIONS)
 
 
-def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
-    """``doc_id`` and ``code`` are there, and codes are text. The columns a message lists are
-    the file's own (not the readers' ``_line``)."""
+def _check_columns(path: Path, name: str, names: list[str], types) -> None:
+    """``doc_id`` and ``code`` are there (in any case), and codes are text. The columns a
+    message lists are the file's own, as written (not the readers' ``_line``)."""
+    columns = [c.lower() for c in names]
     missing = [c for c in ("doc_id", "code") if c not in columns]
     if missing:
-        found = [c for c in columns if c != "_line"]
+        found = [c for c in names if c != "_line"]
         hint = ""
-        if {"hadm_id", "icd_code"} <= set(found):
+        if {"hadm_id", "icd_code"} <= {c.lower() for c in found}:
             hint = (
                 f"; it looks like a MIMIC-IV table without its '{mimic4.REQUIRED[-1]}' column: "
                 "add that column (format mimic4_icd9 or mimic4_icd10), or rename hadm_id and "
@@ -332,7 +333,7 @@ def normalize_labels(
         columns = [c.lower() for c in src.columns]
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
-    _check_columns(path, name, columns, src.types)
+    _check_columns(path, name, src.columns, src.types)
     record = InputRecord(
         name=name,
         path=str(path),

@@ -220,15 +220,17 @@ def test_a_truncated_gzip_file_is_said_to_be_corrupt(tmp_path, capsys, rows, hea
 # --- Messages name the user's columns, not the readers' -----------------------------------------
 
 
-def test_a_mimic_table_without_icd_version_lists_its_own_columns(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "header", ["subject_id,hadm_id,seq_num,icd_code", "SUBJECT_ID,HADM_ID,SEQ_NUM,ICD_CODE"]
+)
+def test_a_mimic_table_without_icd_version_lists_its_own_columns(tmp_path, capsys, header):
     gold = tmp_path / "diagnoses_icd.csv"
-    gold.write_text("subject_id,hadm_id,seq_num,icd_code\n1,100,1,4019\n")
+    gold.write_text(f"{header}\n1,100,1,4019\n")
     pred = tmp_path / "pred.csv"
     pred.write_text("doc_id,code\n100,401.9\n")
     code, out = evaluate(tmp_path, gold, pred)
-    line = assert_refused(
-        capsys, code, out, "found 'subject_id', 'hadm_id', 'seq_num', 'icd_code'", "icd_version"
-    )
+    found = ", ".join(repr(column) for column in header.split(","))
+    line = assert_refused(capsys, code, out, f"(found {found})", "without its 'icd_version'")
     assert "_line" not in line
 
 
