@@ -223,8 +223,8 @@ def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool
             label = f"document {preview_value(doc)}, code {preview_value(code)}"
             if score is None or not score.strip():
                 raise InputError(
-                    f"{name}: {where_one(row)}: empty score ({label}); give every predicted "
-                    "code a score, or remove the row"
+                    f"{name}: {where_one(row)}: empty score ({label}); every code listed "
+                    "needs a score: fill it in, or leave the code out"
                 )
             raise InputError(
                 f"{name}: {where_one(row)}: score {preview_value(score)} is not a finite number "

@@ -259,6 +259,17 @@ def test_a_null_score_in_parquet_is_called_empty(tmp_path, capsys):
     assert "None" not in line
 
 
+def test_an_empty_cell_of_a_wide_table_is_called_empty(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text(GOLD)
+    pred = tmp_path / "wide.parquet"
+    pl.DataFrame(
+        {"_id": ["d1", "d2"], "target": [["401.9"], ["364.11"]], "401.9": [0.9, None]}
+    ).write_parquet(pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    assert_refused(capsys, code, out, "wide.parquet, row 2: empty score (document 'd2'")
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
