@@ -38,7 +38,7 @@ from hieval.config import (
     uncertainty_settings,
 )
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
-from hieval.errors import HievalError
+from hieval.errors import HievalError, preview_value
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.label_options import (
@@ -74,7 +74,7 @@ def _named_path(text: str) -> tuple[str, Path]:
     """NAME=PATH where NAME is a model or ``gold`` (checked against the models later)."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {preview_value(text)}")
     return name, Path(path)
 
 
@@ -93,9 +93,9 @@ def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {preview_value(text)}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {preview_value(text)}")
     return value
 
 
@@ -103,7 +103,8 @@ def _named_format(text: str) -> tuple[str, str]:
     name, sep, fmt = text.partition("=")
     if not sep or not name or fmt not in FORMATS:
         raise argparse.ArgumentTypeError(
-            f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got {text!r}"
+            f"expected NAME=FORMAT with FORMAT one of {', '.join(FORMATS)}, got "
+            f"{preview_value(text)}"
         )
     return name, fmt
 
@@ -137,7 +138,9 @@ def _at_least_one(what: str):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number, got {preview_value(text)}"
+            ) from None
         if value < 1:
             raise argparse.ArgumentTypeError(f"{what} must be at least 1, got {value}")
         return value
@@ -152,7 +155,9 @@ def _at_least_zero(what: str):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number, got {preview_value(text)}"
+            ) from None
         if value < 0:
             raise argparse.ArgumentTypeError(f"{what} must be at least 0, got {value}")
         return value
@@ -521,7 +526,8 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
         for name, value in pairs:
             if name != "gold" and name not in names:
                 raise HievalError(
-                    f"{flag} {name}=...: no model {name!r} (models: {', '.join(names)}; or `gold`)"
+                    f"{flag} NAME=...: no model {preview_value(name)} (models: "
+                    f"{', '.join(names)}; or `gold`)"
                 )
             per_file.setdefault(name, {})[key] = str(value)
     return per_file
@@ -875,7 +881,7 @@ def _tune_thresholds(
     strays = sorted(set(dev) - set(names))
     if strays:
         raise HievalError(
-            f"--dev-pred {strays[0]}=...: no model {strays[0]!r} (models: {', '.join(names)})"
+            f"--dev-pred NAME=...: no model {preview_value(strays[0])} (models: {', '.join(names)})"
         )
     specs = [
         ModelSpec(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hieval.errors import CodeError
+from hieval.errors import CodeError, preview_value
 from hieval.hints import setting
 
 DX, PROC = "dx", "proc"
@@ -109,13 +109,16 @@ def parse_code(
     """
     code = _clean(raw)
     if code_type is not None and code_type not in CODE_TYPES:
-        raise CodeError(f"code_type {code_type!r} for code {raw!r} must be 'dx' or 'proc'")
+        raise CodeError(
+            f"code_type {preview_value(code_type)} for code {preview_value(raw)} must be 'dx' "
+            "or 'proc'"
+        )
     if code_format == "dotted" or "." in code:
         kind = kind_of_dotted(code)
         if kind is None or (code_type is not None and kind != code_type):
             expected = f"a {code_type} code" if code_type else "an ICD-9-CM code"
             raise CodeError(
-                f"malformed code {raw!r}: not {expected} in dotted form "
+                f"malformed code {preview_value(raw)}: not {expected} in dotted form "
                 "(diagnoses DDD.DD, VDD.DD, EDDD.D; procedures DD.DD)"
             )
         return IcdCode(code, kind)
@@ -125,11 +128,11 @@ def parse_code(
     elif len(kinds) > 1 and default_type is not None:
         kinds = [default_type]
     if not kinds:
-        raise CodeError(f"malformed code {raw!r}: not an undotted ICD-9-CM code")
+        raise CodeError(f"malformed code {preview_value(raw)}: not an undotted ICD-9-CM code")
     if len(kinds) > 1:
         raise CodeError(
-            f"ambiguous undotted code {raw!r}: valid as a diagnosis and as a procedure; "
-            f"add a code_type column (dx/proc) or set {setting('code_type', 'dx|proc')}"
+            f"ambiguous undotted code {preview_value(raw)}: valid as a diagnosis and as a "
+            f"procedure; add a code_type column (dx/proc) or set {setting('code_type', 'dx|proc')}"
         )
     kind = kinds[0]
     split = (4 if code.startswith("E") else 3) if kind == DX else 2

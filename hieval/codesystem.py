@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hieval.codes import ICD9_LEVELS, PROC, IcdCode, icd9_branch, kind_of_dotted, parse_code
-from hieval.errors import CodeError, preview
+from hieval.errors import CodeError, preview, preview_value
 from hieval.hierarchy.icd9 import icd9_nodes
 from hieval.hierarchy.table import LevelTable
 from hieval.hints import setting
@@ -118,7 +118,7 @@ class CodeSystem:
             return normalize_icd10(raw, code_type, default_type=default_type)
         label = raw.strip(" ")
         if not label:
-            raise CodeError(f"empty label {raw!r}")
+            raise CodeError(f"empty label {preview_value(raw)}")
         return label, None
 
     def mismatch_hint(self, codes: list[str]) -> str | None:

@@ -30,7 +30,7 @@ from hieval.codes import ICD9_LEVELS
 from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
-from hieval.errors import ConfigError, InputError
+from hieval.errors import ConfigError, InputError, preview_value
 from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
@@ -134,13 +134,13 @@ def check_model_name(name: str) -> None:
     """Refuse a model name that is not a safe file name or is reserved (``gold``)."""
     if name in RESERVED_MODEL_NAMES:
         raise InputError(
-            f"model name {name!r} is reserved (it names the gold's own files and options); "
-            "choose another name"
+            f"model name {preview_value(name)} is reserved (it names the gold's own files and "
+            "options); choose another name"
         )
     if not re.fullmatch(MODEL_NAME_PATTERN, name):
         raise InputError(
-            f"model name {name!r} may only use letters, digits and _ . + -, and must start "
-            "with a letter or digit"
+            f"model name {preview_value(name)} may only use letters, digits and _ . + -, and "
+            "must start with a letter or digit"
         )
 
 
@@ -181,26 +181,29 @@ def _message(error: jsonschema.ValidationError) -> str:
             numeric = [e for e in error.context if list(e.relative_schema_path)[:1] == [0]]
             if numeric:
                 return _message(numeric[0])
-        return f"{value!r} must be a number in [0, 1] or {TUNE}"
+        return f"{preview_value(value)} must be a number in [0, 1] or {TUNE}"
     if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
         expected = error.validator_value
         if "number" in (expected if isinstance(expected, list) else [expected]):
             return f"{value} is not a finite number"
     if error.validator == "pattern" and error.validator_value == LITERAL_PATH_PATTERN:
         return (
-            f"path {value!r} contains {{ or }}, which Snakemake would expand as a wildcard; "
-            "rename the file or folder without braces"
+            f"path {preview_value(value)} contains {{ or }}, which Snakemake would expand as a "
+            "wildcard; rename the file or folder without braces"
         )
     if error.validator == "oneOf":
-        return f"{value!r} is neither a path nor a list of paths"
+        return f"{preview_value(value)} is neither a path nor a list of paths"
     if error.validator == "enum" and None in error.validator_value:
         # a null choice means "the default": users pick among the named ones
-        return f"{value!r} is not one of {[v for v in error.validator_value if v is not None]}"
+        named = [v for v in error.validator_value if v is not None]
+        return f"{preview_value(value)} is not one of {named}"
     if error.validator == "pattern" and error.validator_value == MODEL_NAME_PATTERN:
         try:
             check_model_name(value)
         except InputError as exc:
             return str(exc)
+    if isinstance(value, str):  # jsonschema quotes the value whole
+        return error.message.replace(repr(value), preview_value(value))
     return error.message
 
 
@@ -475,7 +478,9 @@ def _convert(value: str, column: str, where: str):
         return _NUMERIC[column](value)
     except ValueError:
         kind = "a whole number" if column == "top_k" else "a number (or tune)"
-        raise InputError(f"{where}: column {column!r} must be {kind}, got {value!r}") from None
+        raise InputError(
+            f"{where}: column {column!r} must be {kind}, got {preview_value(value)}"
+        ) from None
 
 
 def _sheet_lines(path: Path) -> list[str]:
@@ -563,13 +568,13 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
         name = row["model"]
         if name in seen:
             raise InputError(
-                f"{where}: model {name!r} is already defined on line {seen[name]}; "
+                f"{where}: model {preview_value(name)} is already defined on line {seen[name]}; "
                 "model names must be unique"
             )
         seen[name] = line
         if Path(row["predictions"]).is_dir():
             raise InputError(
-                f"{where}: predictions {row['predictions']!r} is a directory; "
+                f"{where}: predictions {preview_value(row['predictions'])} is a directory; "
                 "point it at a prediction file"
             )
         specs.append(ModelSpec(**row))

@@ -27,12 +27,31 @@ class ConfigError(HievalError, ValueError):
     """A setting (config key, command-line option or parameter) that hieval refuses."""
 
 
+#: How much of a user's value a message quotes; the rest is counted, not shown.
+VALUE_CHARS = 60
+
+
+def preview_value(value: object, limit: int = VALUE_CHARS) -> str:
+    """A user's value as a message quotes it: ``repr`` for text, cut to its first ``limit``
+    characters with the full length said, e.g. ``'a note pasted as an id…' (10000 characters)``.
+
+    Why: a message is one line that names the value; a 10,000-character document id (a note in
+    the id column) would bury the line and flood a log.
+    """
+    if not isinstance(value, str):
+        return str(value)
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
+
+
 def preview(items, limit: int = 10) -> str:
-    """Render up to ``limit`` offending values and how many more there are.
+    """Render up to ``limit`` offending values (each cut by :func:`preview_value`) and how many
+    more there are.
 
     Error messages name examples instead of dumping thousands of codes.
     """
     items = list(items)
-    shown = ", ".join(repr(i) if isinstance(i, str) else str(i) for i in items[:limit])
+    shown = ", ".join(preview_value(i) for i in items[:limit])
     more = len(items) - limit
     return shown + (f" (and {more} more)" if more > 0 else "")

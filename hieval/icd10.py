@@ -32,7 +32,7 @@ import polars as pl
 
 from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
 from hieval.codes import parse_code as normalize_icd9
-from hieval.errors import CodeError, preview
+from hieval.errors import CodeError, preview, preview_value
 from hieval.hierarchy.table import LevelTable
 from hieval.hints import setting
 
@@ -92,14 +92,18 @@ def normalize_icd10(
     with a message saying what to do; a code that looks like ICD-9 says so.
     """
     if code_type is not None and code_type not in CODE_TYPES:
-        raise CodeError(f"code_type {code_type!r} for code {raw!r} must be 'dx' or 'proc'")
+        raise CodeError(
+            f"code_type {preview_value(code_type)} for code {preview_value(raw)} must be 'dx' "
+            "or 'proc'"
+        )
     code = _clean(raw)
     readings = _readings(code)
     if code_type is not None and readings and code_type not in readings:
         (other,) = readings
         raise CodeError(
-            f"code {raw!r} is an ICD-10-{'CM diagnosis' if other == DX else 'PCS procedure'} "
-            f"code but its code_type is {code_type!r}; fix the code or its code_type"
+            f"code {preview_value(raw)} is an ICD-10-"
+            f"{'CM diagnosis' if other == DX else 'PCS procedure'} code but its code_type is "
+            f"{preview_value(code_type)}; fix the code or its code_type"
         )
     if code_type is not None:
         readings = {k: v for k, v in readings.items() if k == code_type}
@@ -107,15 +111,15 @@ def normalize_icd10(
         readings = {default_type: readings[default_type]}
     if len(readings) > 1:
         raise CodeError(
-            f"ambiguous code {raw!r}: valid as an ICD-10-CM diagnosis ({readings[DX]}) and as an "
-            "ICD-10-PCS procedure; add a code_type column (dx/proc) or set "
-            + setting("code_type", "dx|proc")
+            f"ambiguous code {preview_value(raw)}: valid as an ICD-10-CM diagnosis "
+            f"({readings[DX]}) and as an ICD-10-PCS procedure; add a code_type column (dx/proc) "
+            f"or set {setting('code_type', 'dx|proc')}"
         )
     if not readings:
         hint = " (it looks like an ICD-9 code)" if looks_like(raw) == ICD9 else ""
         raise CodeError(
-            f"malformed code {raw!r}{hint}: not an ICD-10 code (CM diagnoses like E11.9 or E119, "
-            "T36.0X1A; PCS procedures of 7 characters like 0DTJ4ZZ)"
+            f"malformed code {preview_value(raw)}{hint}: not an ICD-10 code (CM diagnoses like "
+            "E11.9 or E119, T36.0X1A; PCS procedures of 7 characters like 0DTJ4ZZ)"
         )
     ((kind, canonical),) = readings.items()
     return canonical, kind

@@ -29,8 +29,17 @@ from hieval import codesystem, normalize_ranks
 from hieval.atomic import atomic_path
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import CodeSystem
-from hieval.errors import CodeError, ConfigError, InputError
-from hieval.formats import GOLD, PREDICTIONS, Extras, locate, mimic4, open_source, read_error
+from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
+from hieval.formats import (
+    GOLD,
+    PREDICTIONS,
+    Extras,
+    caml,
+    locate,
+    mimic4,
+    open_source,
+    read_error,
+)
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
@@ -52,19 +61,38 @@ log = logging.getLogger(__name__)
 ROLES = (GOLD, PREDICTIONS)
 
 
-def _check_columns(path: Path, name: str, columns: list[str], types) -> None:
+def _check_columns(path: Path, name: str, names: list[str], types) -> None:
+    """``doc_id`` and ``code`` are there (in any case), and codes are text. The columns a
+    message lists are the file's own, as written (not the readers' ``_line``)."""
+    columns = [c.lower() for c in names]
     missing = [c for c in ("doc_id", "code") if c not in columns]
     if missing:
+        found = [c for c in names if c != "_line"]
+        hint = ""
+        if {"hadm_id", "icd_code"} <= {c.lower() for c in found}:
+            hint = (
+                f"; it looks like a MIMIC-IV table without its '{mimic4.REQUIRED[-1]}' column: "
+                "add that column (format mimic4_icd9 or mimic4_icd10), or rename hadm_id and "
+                "icd_code to doc_id and code"
+            )
         raise InputError(
             f"{name}: {path} lacks column(s) {missing}; long format needs 'doc_id,code[,score]' "
-            f"(found {columns})"
+            f"(found {preview(found, 20)}){hint}"
         )
     code_type = str(types[columns.index("code")])
     if code_type != "VARCHAR":
+        integers = code_type in _INTEGER_TYPES
         raise InputError(
             f"{name}: column 'code' in {path} is {code_type}, not text; codes must be stored as "
             "strings because leading zeros matter (001.0 is not 1.0)"
+            + (f"; whole numbers may be label indices: {caml.INDEX_HINT}" if integers else "")
         )
+
+
+_INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}  # fmt: skip
 
 
 def _map_codes(
@@ -79,7 +107,8 @@ def _map_codes(
     rows,
 ) -> pl.DataFrame:
     """Normalise each distinct (raw code, code_type) once, as the code system reads codes;
-    fail with examples on bad codes (and say so when they look like the other ICD system).
+    fail with examples on bad codes (and say so when they look like the other ICD system); a
+    file of label indices instead of codes gets one line saying so (:func:`caml.label_indices`).
 
     A file holds a few thousand distinct codes however many rows it has, so this loop is
     milliseconds; the rows are mapped by one join (:func:`_apply_mapping`). ``rows()`` gives
@@ -97,14 +126,18 @@ def _map_codes(
         first = {(code, ctype): row for code, ctype, row in rows().iter_rows()}
         shown_errors = [(first[code, ctype], code, msg) for code, ctype, msg in errors[:10]]
         places = where(row for row, _code, _msg in shown_errors)
+        indices = caml.label_indices(raw["code"])
+        if indices is not None:
+            row, code, _msg = shown_errors[0]
+            raise InputError(
+                f"{name}: {path}: its {raw['code'].n_unique()} distinct codes are all whole "
+                f"numbers, {indices[0]} to {indices[1]} (e.g. "
+                f"{places[row].removeprefix(f'{path}, ')}: {preview_value(code)}), as label "
+                f"indices are; {caml.INDEX_HINT}"
+            )
         shown = [f"{places[row]}: {msg}" for row, _code, msg in shown_errors]
         hint = ""
-        if all(code.strip().isdigit() and len(code.strip()) < 3 for code, _type, _msg in errors):
-            hint = (
-                "\n  these look like label indices (as CAML's LR model writes), not codes; "
-                "map them to codes with the model's label list first"
-            )
-        elif mismatch := system.mismatch_hint([code for code, _type, _msg in errors[:50]]):
+        if mismatch := system.mismatch_hint([code for code, _type, _msg in errors[:50]]):
             hint = f"\n  {mismatch}"
         raise InputError(
             f"{name}: {len(errors)} bad code(s) in {path}:\n  "
@@ -177,7 +210,8 @@ def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool
         ).fetchone()
         if bad_type:
             raise InputError(
-                f"{name}: {where_one(bad_type[0])}: code_type {bad_type[1]!r} must be dx or proc"
+                f"{name}: {where_one(bad_type[0])}: code_type {preview_value(bad_type[1])} must "
+                "be dx or proc"
             )
     if has_score:
         bad = con.execute("""
@@ -185,9 +219,16 @@ def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool
             WHERE code IS NOT NULL AND (score IS NULL OR isnan(score) OR isinf(score))
             ORDER BY row, code LIMIT 1""").fetchone()
         if bad:
+            row, score, doc, code = bad
+            label = f"document {preview_value(doc)}, code {preview_value(code)}"
+            if score is None or not score.strip():
+                raise InputError(
+                    f"{name}: {where_one(row)}: empty score ({label}); every code listed "
+                    "needs a score: fill it in, or leave the code out"
+                )
             raise InputError(
-                f"{name}: {where_one(bad[0])}: score {bad[1]!r} is not a finite number "
-                f"(document {bad[2]!r}, code {bad[3]!r}); fix or remove it"
+                f"{name}: {where_one(row)}: score {preview_value(score)} is not a finite number "
+                f"({label}); fix or remove it"
             )
     raise AssertionError(f"{name}: a bad row was counted but not found again")
 
@@ -292,7 +333,7 @@ def normalize_labels(
         columns = [c.lower() for c in src.columns]
     except duckdb.Error as exc:
         raise read_error(path, file_format, name, exc) from None
-    _check_columns(path, name, columns, src.types)
+    _check_columns(path, name, src.columns, src.types)
     record = InputRecord(
         name=name,
         path=str(path),
@@ -487,10 +528,10 @@ def _count_duplicates(con, record: InputRecord, name: str, rows: str | None = No
             SELECT doc_id, code FROM {rows} WHERE code IS NOT NULL
             GROUP BY ALL HAVING sum(n) > 1 ORDER BY ALL LIMIT 1""").fetchone()
         log.info(
-            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %s code %s",
             name,
             record.duplicates_removed,
-            *example,
+            *(preview_value(value) for value in example),
         )
 
 

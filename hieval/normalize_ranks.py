@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from hieval import codesystem
 from hieval.atomic import atomic_path
 from hieval.background import PendingFile
-from hieval.errors import CodeError
+from hieval.errors import CodeError, preview_value
 from hieval.formats import wide
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
@@ -146,11 +146,11 @@ def normalize(
     if record.duplicates_removed:
         first = int(keys[np.argmin(distinct)])  # the first False: the smallest repeated pair
         log.info(
-            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %r code %r",
+            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %s code %s",
             name,
             record.duplicates_removed,
-            docs[first >> RANK_BITS].as_py(),
-            codes[first & _RANK_MASK],
+            preview_value(docs[first >> RANK_BITS].as_py()),
+            preview_value(codes[first & _RANK_MASK]),
         )
         keys = keys[distinct]
     if drop_code.any():

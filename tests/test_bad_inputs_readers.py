@@ -475,8 +475,8 @@ def test_label_indices_are_refused_with_a_hint(tmp_path, capsys):
         capsys,
         code,
         out,
-        "preds_test.psv, line 1: malformed code '3'",
-        "look like label indices",
+        "preds_test.psv: its 3 distinct codes are all whole numbers, 3 to 7 (e.g. line 1: '3')",
+        "map them through the model's label list first",
     )
 
 

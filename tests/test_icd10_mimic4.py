@@ -166,7 +166,7 @@ def test_missing_columns(tmp_path):
 def test_corrupt_gzip(tmp_path):
     path = tmp_path / "diagnoses_icd.csv.gz"
     path.write_bytes(gzip.compress((DX_HEADER + "\n").encode())[:8] + b"garbage")
-    with pytest.raises(InputError, match="not a readable gzip file"):
+    with pytest.raises(InputError, match="corrupt or truncated gzip file"):
         src(path, "mimic4_icd10")
 
 

@@ -376,7 +376,7 @@ def test_code_type_per_model_wins_over_every_file(tmp_path, cache, capsys):
 def test_code_type_for_an_unknown_file_is_refused(tmp_path, cache, capsys):
     code, out = _kinds_run(tmp_path, cache, GOLD, GOLD, "--code-type", "nope=dx")
     err = _err(capsys)
-    assert code == 1 and "--code-type nope=...: no model 'nope'" in err
+    assert code == 1 and "--code-type NAME=...: no model 'nope'" in err
     assert "Traceback" not in err and not out.exists()
 
 

@@ -118,6 +118,8 @@ def detect(path: Path, name: str) -> str:
         )
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
+    if suffix == ".gz":
+        text.check_gzip(path, name)  # a damaged file is said to be one, not of no known format
     raise InputError(
         f"{name}: cannot tell the format of {path} from its name; name it with "
         f"{setting('format', 'FORMAT', file=name)}, FORMAT one of {', '.join(FORMATS)}"
@@ -140,13 +142,24 @@ def check_file(path: Path, name: str) -> None:
 
 
 def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:
-    """Separator, longest record and what a record holds, for formats DuckDB reads as CSV."""
+    """Separator, longest record and what a record holds, for formats DuckDB reads as CSV
+    whose records are numbered by their line (MIMIC-IV tables are numbered by row)."""
     if fmt == "caml_gold":
         return ",", caml.GOLD_MAX_LINE_SIZE, caml.GOLD_WHAT
     separator = long.SEPARATORS.get(path.suffix.lower())
     if fmt == "long" and separator is not None:
-        return separator, long.MAX_LINE_SIZE, f"long format ({long.WHAT})"
+        return separator, long.MAX_LINE_SIZE, long.LONG_WHAT
     return None
+
+
+def _diagnosable(path: Path, fmt: str, name: str) -> tuple[str, int, str] | None:
+    """The layout :func:`text.diagnose` scans a file refused by DuckDB with."""
+    if fmt.startswith("mimic4_"):
+        try:
+            return mimic4.separator_of(path, name), mimic4.MAX_LINE_SIZE, mimic4.WHAT
+        except InputError:
+            return None
+    return _csv_layout(path, fmt)
 
 
 def locate(path: Path, fmt: str, name: str, rows: Iterable[int]) -> dict[int, str]:
@@ -180,7 +193,7 @@ def _duckdb_reason(exc: duckdb.Error) -> str:
 def read_error(path: Path, fmt: str, name: str, exc: duckdb.Error) -> InputError:
     """The user's message for a file DuckDB failed to read: the real reason where it can be
     found (a line that is not UTF-8, too long, or with the wrong number of fields)."""
-    layout = _csv_layout(path, fmt)
+    layout = _diagnosable(path, fmt, name)
     if layout is not None:
         text.diagnose(path, name, *layout)  # raises the precise message when it finds one
     elif path.suffix.lower() == ".parquet":

@@ -10,15 +10,26 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import long, text
 
 _ROWS = {"_line": pl.Int64, "doc_id": pl.String, "code": pl.String}
+# CAML's logistic-regression baseline writes label indices (0..N-1 into its label list), not
+# codes. A label index is a whole number written without a leading zero; undotted ICD-9 codes
+# of one or two digits do not occur, and a codes file of many distinct values holds some with
+# a leading zero (001-139, 00-09), V or E codes.
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+INDEX_MIN_DISTINCT = 20
+INDEX_HINT = (
+    "CAML's LR outputs hold label indices, not codes: map them through the model's label list first"
+)
 # A gold record carries the whole note (all of an admission's notes concatenated): real MIMIC
 # discharge summaries run to hundreds of kB, so allow far more than DuckDB's 2 MB default.
 GOLD_MAX_LINE_SIZE = 16 * text.MB
@@ -38,11 +49,28 @@ def load_psv(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, e
         if not doc or (not sep and len(doc.split()) != 1):
             raise InputError(
                 f"{name}: {path}, line {number}: expected 'hadm_id|code|code|...', "
-                f"got {line[:80]!r}"
+                f"got {preview_value(line)}"
             )
         codes = [c for c in rest.split("|") if c.strip()]
         rows += [(number, doc, c) for c in codes] or [(number, doc, None)]
     con.register("src", pl.DataFrame(rows, schema=_ROWS, orient="row"))
+
+
+def label_indices(codes: Iterable[str]) -> tuple[int, int] | None:
+    """The smallest and largest value when a file's distinct codes look like label indices:
+    all whole numbers without a leading zero, and either many of them or one of one or two
+    digits (never an ICD code). None otherwise.
+
+    Asked only of files whose codes the code system refused: there, "ambiguous undotted code
+    '100'" would advise a code_type, which turns indices into wrong codes.
+    """
+    values = {code.strip() for code in codes}
+    if not values or not all(_INDEX.fullmatch(value) for value in values):
+        return None
+    numbers = sorted(int(value) for value in values)
+    if len(numbers) >= INDEX_MIN_DISTINCT or numbers[0] < 100:
+        return numbers[0], numbers[-1]
+    return None
 
 
 class _Pairs(list):
@@ -70,22 +98,27 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
     for number, (doc, scores) in enumerate(data, start=1):
         if doc in seen:
             raise InputError(
-                f"{name}: {path}: document {doc!r} appears more than once; JSON keeps only the "
-                "last, so write each document once with all its scores"
+                f"{name}: {path}: document {preview_value(doc)} appears more than once; JSON "
+                "keeps only the last, so write each document once with all its scores"
             )
         seen.add(doc)
         codes = [c for c, _ in scores]
         if len(set(codes)) != len(codes):
             repeated = next(c for i, c in enumerate(codes) if c in codes[:i])
             raise InputError(
-                f"{name}: {path}: document {doc!r} lists code {repeated!r} more than once; "
-                "give each code one score"
+                f"{name}: {path}: document {preview_value(doc)} lists code "
+                f"{preview_value(repeated)} more than once; give each code one score"
             )
         # A document with no scores is kept (code NULL) so that it still counts as evaluated.
-        rows += [(number, str(doc), str(c), json.dumps(v)) for c, v in scores] or [
+        rows += [(number, str(doc), str(c), _score_text(v)) for c, v in scores] or [
             (number, str(doc), None, None)
         ]
     con.register("src", pl.DataFrame(rows, schema={**_ROWS, "score": pl.String}, orient="row"))
+
+
+def _score_text(value) -> str | None:
+    """A JSON score as text for validation; ``null`` is an empty score (None), not 'null'."""
+    return None if value is None else json.dumps(value)
 
 
 def looks_like_gold(path: Path, name: str) -> bool:
@@ -105,9 +138,11 @@ def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, 
     if missing:
         raise InputError(
             f"{name}: {path} lacks column(s) {missing}; CAML gold needs "
-            f"SUBJECT_ID,HADM_ID,TEXT,LABELS (found {names})"
+            f"SUBJECT_ID,HADM_ID,TEXT,LABELS (found {preview(names, 20)})"
         )
-    rel = long.read_csv(con, path, names, ",", GOLD_MAX_LINE_SIZE)
+    rel = long.read_csv(
+        con, path, names, ",", name=name, max_line_size=GOLD_MAX_LINE_SIZE, what=GOLD_WHAT
+    )
     rel.select(
         duckdb.SQLExpression("row_number() OVER ()").alias("_line"),
         duckdb.ColumnExpression(columns["HADM_ID"]).alias("doc_id"),

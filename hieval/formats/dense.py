@@ -13,19 +13,38 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from hieval.errors import InputError
+from hieval.errors import InputError, preview_value
 from hieval.formats import text
 from hieval.hints import setting
 
 
 def _read_list(path: Path, name: str, what: str) -> list[str]:
+    """The entries of a code or document list, one per non-blank line.
+
+    An entry listed twice would name two columns (or rows) of the matrix with one id, and the
+    two would be merged without a word: refused, naming both lines.
+    """
     if not path.is_file():
         raise InputError(
             f"{name}: the {what} list {path} does not exist; give it with "
             f"{setting('code_list' if what == 'code' else 'doc_list', 'PATH', file=name)} "
             "or place it beside the matrix"
         )
-    return [line.strip() for line in text.decode_whole(path, name).splitlines() if line.strip()]
+    entries: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(text.decode_whole(path, name).splitlines(), start=1):
+        entry = line.strip()
+        if not entry:
+            continue
+        if entry in first_line:
+            raise InputError(
+                f"{name}: {path}, line {number}: {what} {preview_value(entry)} is listed again "
+                f"(first on line {first_line[entry]}); each row and column of the matrix needs "
+                f"its own {what}: remove the repeat or fix the list"
+            )
+        first_line[entry] = number
+        entries.append(entry)
+    return entries
 
 
 def _matrix(path: Path, name: str) -> np.ndarray:
@@ -61,9 +80,9 @@ def _check_decisions(
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
         raise InputError(
-            f"{name}: {path}, row {row + 1} (document {docs[row]!r}), column {col + 1} "
-            f"(code {codes[col]!r}): value {matrix[row, col].item()!r} is not 0 or 1; a gold "
-            f"matrix holds 0/1 decisions ({int(bad.sum())} cell(s) are neither)"
+            f"{name}: {path}, row {row + 1} (document {preview_value(docs[row])}), column "
+            f"{col + 1} (code {preview_value(codes[col])}): value {matrix[row, col].item()!r} is "
+            f"not 0 or 1; a gold matrix holds 0/1 decisions ({int(bad.sum())} cell(s) are neither)"
         )
 
 

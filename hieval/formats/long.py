@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import text
 from hieval.paths import duckdb_path
 
@@ -15,6 +15,7 @@ SEPARATORS = {".csv": ",", ".tsv": "\t", ".txt": "\t"}
 # an unbalanced quote swallowing the rest), which deserves a message rather than a long read.
 MAX_LINE_SIZE = 2 * text.MB
 WHAT = "doc_id,code[,score]"
+LONG_WHAT = f"long format ({WHAT})"
 
 
 def check_header(path: Path, name: str, separator: str) -> list[str]:
@@ -26,20 +27,30 @@ def check_header(path: Path, name: str, separator: str) -> list[str]:
     dupes = sorted({h for h in lowered if lowered.count(h) > 1})
     if dupes:
         raise InputError(
-            f"{name}: {path}, line 1: column {dupes[0]!r} appears more than once in the header "
-            f"{header}; remove the duplicate column"
+            f"{name}: {path}, line 1: column {preview_value(dupes[0])} appears more than once "
+            f"in the header ({preview(header, 20)}); remove the duplicate column"
         )
     return names
 
 
 def read_csv(
-    con: duckdb.DuckDBPyConnection, path: Path, names: list[str], separator: str, max_line_size: int
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    names: list[str],
+    separator: str,
+    *,
+    name: str,
+    max_line_size: int,
+    what: str,
 ) -> duckdb.DuckDBPyRelation:
     """``path`` as text columns named from its header, with no sniffing.
 
     Sniffing guesses: it can take a ragged row for the header or skip leading rows. With the
     columns given, every row must match the header, quotes are RFC 4180 and codes stay text.
+    A record longer than ``max_line_size`` (``what`` says what a record holds) is refused
+    wherever it is: DuckDB refuses it, except at the end of the file, which is checked here.
     """
+    text.check_last_record(path, name, separator, max_line_size, what)
     return con.read_csv(
         duckdb_path(path),
         header=True,
@@ -68,5 +79,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     names = check_header(path, name, separator)
     if not names:
         raise InputError(f"{name}: {path} holds only blank lines; long format needs a header")
-    read_csv(con, path, names, separator, MAX_LINE_SIZE).create_view("long_in", replace=True)
+    read_csv(
+        con, path, names, separator, name=name, max_line_size=MAX_LINE_SIZE, what=LONG_WHAT
+    ).create_view("long_in", replace=True)
     con.sql("SELECT *, row_number() OVER () AS _line FROM long_in").create_view("src", replace=True)

@@ -15,24 +15,20 @@ Diagnosis or procedure? The code syntax cannot say (``4019`` is diagnosis 401.9 
 (files get renamed): ``procedures_icd`` is the table with ``chartdate``. A file name that says
 the opposite (``diagnoses_icd`` with a ``chartdate`` column) is refused as a likely mix-up.
 
-Gzip: DuckDB's CSV reader decompresses ``.gz`` by itself; the header is read here through
-``gzip`` because :mod:`hieval.formats.text` (header, BOM, line numbers in messages) reads
-plain files only. So places in messages are data-row numbers (``row 12``), not file lines.
+Gzip: DuckDB's CSV reader decompresses ``.gz`` by itself, and :mod:`hieval.formats.text`
+(header, BOM, over-long and corrupt lines) reads through ``gzip``. Places of bad values in
+messages are data-row numbers (``row 12``), not file lines.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import logging
-import zlib
 from pathlib import Path
 
 import duckdb
 
 from hieval.codes import DX, PROC
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import long, text
 
 log = logging.getLogger(__name__)
@@ -45,10 +41,11 @@ VERSIONS = (9, 10)
 _SEPARATORS = {".csv": ",", ".tsv": "\t"}
 # A MIMIC-IV row is a few ids and a code; a megabyte-long line is the wrong file.
 MAX_LINE_SIZE = text.MB
+WHAT = "a MIMIC-IV table (subject_id,hadm_id,...,icd_code,icd_version)"
 _COUNTS_TABLE = "mimic4_version_counts"
 
 
-def _separator(path: Path, name: str) -> str:
+def separator_of(path: Path, name: str) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
@@ -62,32 +59,20 @@ def _separator(path: Path, name: str) -> str:
 
 def read_header(path: Path, name: str, separator: str = ",") -> list[str]:
     """The header's column names of a plain or gzip-compressed CSV (BOM and spaces dropped)."""
-    if path.suffix.lower() != ".gz":
-        return [h.strip() for h in text.header(path, name, separator)]
-    try:
-        with gzip.open(path, "rb") as handle:
-            raw = handle.readline(MAX_LINE_SIZE)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(
-            f"{name}: {path} is not a readable gzip file ({exc}); check that it was copied whole"
-        ) from None
-    raw = raw.removeprefix(text.UTF8_BOM)
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(text.not_utf8(path, name, 1, raw, exc)) from None
-    fields = next(csv.reader(io.StringIO(line), delimiter=separator), [])
-    return [f.strip() for f in fields]
+    return [h.strip() for h in text.header(path, name, separator)]
 
 
 def looks_like_mimic4(path: Path, name: str) -> bool:
-    """True when the header has ``hadm_id``, ``icd_code`` and ``icd_version``."""
+    """True when the header has ``hadm_id``, ``icd_code`` and ``icd_version``.
+
+    A file that cannot be read (a corrupt gzip file, a header that is not UTF-8) is an error
+    here, not "some other format": the reason is what the user needs to hear.
+    """
     try:
-        separator = _separator(path, name)
-        header = {h.lower() for h in read_header(path, name, separator)}
+        separator = separator_of(path, name)
     except InputError:
         return False
-    return set(REQUIRED) <= header
+    return set(REQUIRED) <= {h.lower() for h in read_header(path, name, separator)}
 
 
 def code_type_of(columns: list[str], path: Path, name: str) -> str:
@@ -99,8 +84,8 @@ def code_type_of(columns: list[str], path: Path, name: str) -> str:
         table = "procedures_icd" if kind == PROC else "diagnoses_icd"
         raise InputError(
             f"{name}: {path} is named like a {'procedure' if named == PROC else 'diagnosis'} "
-            f"table but its columns {columns} are those of {table} (procedures_icd alone has "
-            f"'{PROCEDURE_MARKER}'); check that the right file is given"
+            f"table but its columns ({preview(columns, 20)}) are those of {table} "
+            f"(procedures_icd alone has '{PROCEDURE_MARKER}'); check that the right file is given"
         )
     return kind
 
@@ -124,21 +109,23 @@ def load(
     """
     if icd_version not in VERSIONS:
         raise InputError(f"{name}: icd_version must be 9 or 10, not {icd_version!r}")
-    separator = _separator(path, name)
+    separator = separator_of(path, name)
     names = read_header(path, name, separator)
     lowered = [n.lower() for n in names]
     missing = [c for c in REQUIRED if c not in lowered]
     if missing:
         raise InputError(
             f"{name}: {path} lacks column(s) {missing}; a MIMIC-IV diagnoses_icd/procedures_icd "
-            f"table has {', '.join(REQUIRED)} (found {names})"
+            f"table has {', '.join(REQUIRED)} (found {preview(names, 20)})"
         )
     dupes = sorted({n for n in lowered if lowered.count(n) > 1})
     if dupes:
-        raise InputError(f"{name}: {path}: column {dupes[0]!r} appears more than once")
+        raise InputError(f"{name}: {path}: column {preview_value(dupes[0])} appears more than once")
     kind = code_type_of(names, path, name)
     column = {n.lower(): n for n in names}
-    long.read_csv(con, path, names, separator, MAX_LINE_SIZE).select(
+    long.read_csv(
+        con, path, names, separator, name=name, max_line_size=MAX_LINE_SIZE, what=WHAT
+    ).select(
         duckdb.SQLExpression("row_number() OVER ()").alias("_line"),
         duckdb.ColumnExpression(column["hadm_id"]).alias("doc_id"),
         duckdb.ColumnExpression(column["icd_code"]).alias("code"),
@@ -152,7 +139,9 @@ def load(
     bad = {v: first for v, (_n, first) in counts.items() if v not in ("9", "10")}
     if bad:
         value, row = min(bad.items(), key=lambda item: item[1])
-        raise InputError(f"{name}: {path}, row {row}: icd_version {value!r} must be 9 or 10")
+        raise InputError(
+            f"{name}: {path}, row {row}: icd_version {preview_value(value)} must be 9 or 10"
+        )
     other = 10 if icd_version == 9 else 9
     kept = counts.get(str(icd_version), (0, None))[0]
     skipped = sum(n for v, (n, _first) in counts.items() if v != str(icd_version))

@@ -5,7 +5,9 @@ too long, no "not UTF-8" once shortened to one line), and it numbers records, no
 line or a quoted field spanning lines shifts every later row. So the fast path stays in DuckDB,
 and only when something must be reported is the file scanned here, splitting records exactly as
 DuckDB does (RFC 4180 quoting with ``"``, blank lines skipped), to name the physical line.
-Valid files pay nothing beyond reading their header.
+Valid files pay their header and the size of their last line (:func:`check_last_record`, for
+the one over-long record DuckDB drops instead of refusing). Gzip files are read through
+``gzip``, as DuckDB reads them; a damaged one is said to be damaged.
 
 Every text file is UTF-8; a leading byte-order mark (as Excel and Windows tools write) is
 dropped wherever a label file is read, so that it never sticks to the first column name or
@@ -15,7 +17,9 @@ document id.
 from __future__ import annotations
 
 import csv
+import gzip
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,11 +49,35 @@ def unreadable(path: Path, name: str, exc: OSError) -> InputError:
     )
 
 
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` is read through gzip (DuckDB decompresses ``.gz`` by its name too)."""
+    return path.suffix.lower() == ".gz"
+
+
 def _open(path: Path, name: str):
+    """The file's bytes, decompressed when it is gzip, so that lines are the lines DuckDB
+    reads."""
     try:
-        return path.open("rb")
+        return gzip.open(path, "rb") if is_gzip(path) else path.open("rb")
     except OSError as exc:
         raise unreadable(path, name, exc) from None
+
+
+def corrupt_gzip(path: Path, name: str, exc: Exception) -> InputError:
+    """The message for a gzip file that cannot be decompressed (truncated or damaged)."""
+    return InputError(
+        f"{name}: {path} is a corrupt or truncated gzip file ({exc}); copy or download it again "
+        "whole (gzip -t checks it)"
+    )
+
+
+@contextmanager
+def _gzip_errors(path: Path, name: str) -> Iterator[None]:
+    """Decompression errors raised while a gzip file is read, as the user's message."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise corrupt_gzip(path, name, exc) from None
 
 
 def decoded_lines(path: Path, name: str) -> Iterator[tuple[int, bytes, str]]:
@@ -57,7 +85,7 @@ def decoded_lines(path: Path, name: str) -> Iterator[tuple[int, bytes, str]]:
 
     A line that is not UTF-8 is an error naming the file, the line and the byte.
     """
-    with _open(path, name) as handle:
+    with _open(path, name) as handle, _gzip_errors(path, name):
         for number, raw in enumerate(handle, start=1):
             if number == 1 and raw.startswith(UTF8_BOM):
                 raw = raw[len(UTF8_BOM) :]
@@ -70,7 +98,7 @@ def decoded_lines(path: Path, name: str) -> Iterator[tuple[int, bytes, str]]:
 
 def decode_whole(path: Path, name: str) -> str:
     """A small file's whole text (BOM dropped); not UTF-8 is an error naming the line."""
-    with _open(path, name) as handle:
+    with _open(path, name) as handle, _gzip_errors(path, name):
         data = handle.read()
     data = data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
     try:
@@ -152,11 +180,7 @@ def diagnose(path: Path, name: str, separator: str, max_line_size: int, what: st
     width = None
     for record in records(path, name, separator):
         if record.size > max_line_size:
-            raise InputError(
-                f"{name}: {path}, line {record.line}: the record is {record.size / MB:.1f} MB, "
-                f"more than the {max_line_size / MB:.0f} MB hieval reads per record of {what}; "
-                "check that this is the right file and that its quotes are balanced"
-            )
+            raise _too_long(path, name, f"line {record.line}", record.size, max_line_size, what)
         if width is None:
             width = len(record.fields)
         elif len(record.fields) != width:
@@ -166,3 +190,86 @@ def diagnose(path: Path, name: str, separator: str, max_line_size: int, what: st
                 f"but the header has {width}; quote fields that contain a {sep}, and give every "
                 "row the header's columns"
             )
+
+
+def _too_long(path: Path, name: str, where: str, size: int, limit: int, what: str) -> InputError:
+    return InputError(
+        f"{name}: {path}, {where}: the record is {size / MB:.1f} MB, more than the "
+        f"{limit / MB:.0f} MB hieval reads per record of {what}; check that this is the right "
+        "file and that its quotes are balanced"
+    )
+
+
+_BLANK = b" \t\r\n"
+_BLOCK = 1 << 20
+
+
+def check_gzip(path: Path, name: str) -> None:
+    """Decompress a gzip file to its end: a corrupt or truncated one is refused as such."""
+    with _open(path, name) as handle, _gzip_errors(path, name):
+        while handle.read(_BLOCK):
+            pass
+
+
+def last_line_size(path: Path, name: str, limit: int) -> int:
+    """The size in bytes of the file's last non-blank line (of its decompressed text when it
+    is gzip); past ``limit`` a plain file is read no further, and a larger bound is returned.
+
+    A plain file is read backwards from its end, so this costs a block, not the file; a gzip
+    file can only be decompressed from its start.
+    """
+    with _open(path, name) as handle, _gzip_errors(path, name):
+        if is_gzip(path):
+            return _last_line_streamed(handle)
+        return _last_line_backwards(handle, path.stat().st_size, limit)
+
+
+def _last_line_backwards(handle, size: int, limit: int) -> int:
+    end = None  # the offset just past the last non-blank byte
+    position = size
+    while position > 0:
+        start = max(0, position - _BLOCK)
+        handle.seek(start)
+        block = handle.read(position - start)
+        if end is None:
+            block = block.rstrip(_BLANK)
+            if block:
+                end = start + len(block)
+        if end is not None:
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                return end - (start + newline + 1)
+            if end - start > limit:
+                return end - start
+        position = start
+    return end or 0
+
+
+def _last_line_streamed(handle) -> int:
+    offset = start = end = 0
+    last_newline = -1
+    while block := handle.read(_BLOCK):
+        content = block.rstrip(_BLANK)
+        if content:
+            end = offset + len(content)
+            newline = content.rfind(b"\n")
+            start = offset + newline + 1 if newline >= 0 else last_newline + 1
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            last_newline = offset + newline
+        offset += len(block)
+    return end - start
+
+
+def check_last_record(path: Path, name: str, separator: str, max_line_size: int, what: str) -> None:
+    """Refuse a file whose last line is longer than ``max_line_size``.
+
+    Why: DuckDB's CSV reader refuses an over-long record anywhere but at the end, where a line
+    longer than its read buffer (32 MB by default) is dropped without a word, and a document
+    with it. Every other record is left to DuckDB, so a valid file pays a block read.
+    """
+    size = last_line_size(path, name, max_line_size)
+    if size <= max_line_size:
+        return
+    diagnose(path, name, separator, max_line_size, what)  # names the line
+    raise _too_long(path, name, "last line", size, max_line_size, what)

@@ -60,14 +60,17 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     if len(columns) == 2:
         raise InputError(f"{name}: {path} has no score columns besides `_id` and `target`")
     # _line is the document's row in the table, so that a message names the row, the document
-    # and the code of a bad score rather than a position among the unpivoted cells.
+    # and the code of a bad score rather than a position among the unpivoted cells. Empty
+    # (null) cells are kept, and so refused as empty scores, as an empty CSV cell is: UNPIVOT
+    # would drop them without a word.
     con.sql(f"""
         SELECT row_number() OVER () AS {ROW}, * EXCLUDE ("{TARGET}") FROM wide_in
     """).create_view("wide_rows", replace=True)
     con.sql(f"""
         SELECT {ROW} AS _line, CAST("{ID}" AS VARCHAR) AS doc_id, code,
                CAST(score AS VARCHAR) AS score
-        FROM (UNPIVOT wide_rows ON COLUMNS(* EXCLUDE ("{ID}", {ROW})) INTO NAME code VALUE score)
+        FROM (FROM wide_rows UNPIVOT INCLUDE NULLS
+              (score FOR code IN (COLUMNS(* EXCLUDE ("{ID}", {ROW})))))
         UNION ALL
         SELECT {ROW}, CAST("{ID}" AS VARCHAR), NULL, NULL FROM wide_rows
     """).create_view("src", replace=True)
