@@ -139,6 +139,20 @@ def test_threshold_tune_is_documented_for_the_sheet():
     assert "`tune`" in threshold_row
 
 
+def test_troubleshooting_explains_every_refusal_class():
+    from hieval import errors
+
+    classes = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.HievalError)
+    }
+    page = (DOCS / "troubleshooting.md").read_text()
+    rows = {re.match(r"\| `(\w+)` \|", line).group(1) for line in page.splitlines()
+            if re.match(r"\| `\w+` \|", line)}  # fmt: skip
+    assert classes <= rows, f"refusal classes without a row: {sorted(classes - rows)}"
+
+
 # --- the metric table -------------------------------------------------------------------------
 
 
