@@ -31,6 +31,7 @@ from hieval.codes import CODE_TYPES
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
 from hieval.formats import (
+    FORMATS,
     GOLD,
     PREDICTIONS,
     Extras,
@@ -40,6 +41,7 @@ from hieval.formats import (
     open_source,
     read_error,
 )
+from hieval.formats.repeats import check_cell_repeats
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
@@ -419,6 +421,15 @@ def normalize_labels(
         rows=code_rows,
     )
     grouped = _apply_mapping(con, mapping, has_type=has_type)
+    check_cell_repeats(
+        con,
+        mapping,
+        FORMATS[file_format],
+        role=role,
+        has_score=has_score,
+        path=path,
+        name=name,
+    )
 
     if has_score and scores_out is not None:
         con.execute("""

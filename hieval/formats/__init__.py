@@ -31,6 +31,15 @@ class Format:
     load: Callable[..., None]
     roles: tuple[str, ...]
     summary: str
+    #: The roles in which each code names a column (a matrix's, a wide table's score column):
+    #: two columns that read as one code are one code twice, a conflict, not a duplicate.
+    code_columns: tuple[str, ...] = ()
+    #: Each (document, code) is one cell (a matrix or table cell, a JSON key): a second score
+    #: for a pair, once ids are trimmed and codes read, is a conflict, not a duplicate.
+    one_score_per_label: bool = False
+
+    def codes_name_columns(self, role: str) -> bool:
+        return role in self.code_columns
 
 
 FORMATS = {
@@ -53,6 +62,7 @@ FORMATS = {
             caml.load_scores,
             (PREDICTIONS,),
             "CAML pred_100_scores_*.json: {doc: {code: score}}",
+            one_score_per_label=True,
         ),
         Format(
             "caml_gold",
@@ -65,12 +75,16 @@ FORMATS = {
             wide.load,
             (GOLD, PREDICTIONS),
             "wide Feather/Parquet: one score column per code, `target` list, `_id`",
+            code_columns=(PREDICTIONS,),
+            one_score_per_label=True,
         ),
         Format(
             "dense",
             dense.load,
             (GOLD, PREDICTIONS),
             ".npy/.npz matrix (documents x codes) with a code list and a document list",
+            code_columns=(GOLD, PREDICTIONS),
+            one_score_per_label=True,
         ),
         *(
             Format(

@@ -7,13 +7,15 @@ The lists are named in the model sheet (``code_list``, ``doc_list``) or sit besi
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from hieval.errors import InputError, preview_value
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import text
 from hieval.hints import setting
 
@@ -47,20 +49,39 @@ def _read_list(path: Path, name: str, what: str) -> list[str]:
     return entries
 
 
+#: What NumPy raises for a truncated or damaged ``.npy`` or ``.npz`` (a zip archive whose
+#: members are decompressed on access).
+_DAMAGED = (EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _damaged(path: Path, name: str, exc: Exception) -> InputError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return InputError(
+        f"{name}: {path} is a truncated or damaged NumPy file ({reason}); copy or save it again "
+        "whole"
+    )
+
+
 def _matrix(path: Path, name: str) -> np.ndarray:
     try:
         loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            keys = list(loaded.keys())
+            key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
+            if key is None:
+                raise InputError(
+                    f"{name}: {path} holds arrays {preview(keys)}; name the matrix 'scores'"
+                )
+            loaded = loaded[key]
+    except _DAMAGED as exc:
+        raise _damaged(path, name, exc) from None
     except ValueError as exc:
+        if "not fully written" in str(exc) or str(exc).startswith("EOF"):
+            raise _damaged(path, name, exc) from None  # NumPy's words for a short file
         raise InputError(
-            f"{name}: {path} holds Python objects or is not a NumPy file ({exc}); hieval never "
-            "unpickles: save a numeric array"
+            f"{name}: {path} holds Python objects or is not a NumPy file "
+            f"({str(exc).split('. ')[0]}); hieval never unpickles: save a numeric array"
         ) from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
-        keys = list(loaded.keys())
-        key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
-        if key is None:
-            raise InputError(f"{name}: {path} holds arrays {keys}; name the matrix 'scores'")
-        loaded = loaded[key]
     if loaded.ndim != 2 or not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
         raise InputError(
             f"{name}: {path} must be a 2-D numeric matrix (documents x codes), got shape "

@@ -1,0 +1,199 @@
+"""Issue 30, second reading: new variants of the input cases that broke after round three.
+
+A matrix, a wide table and a CAML score file give each (document, code) one cell, so a repeat
+that only shows once ids are trimmed and codes read (``V10.0`` beside ``v10.0``, a JSON document
+`` 1`` beside ``1``, a wide table's ``_id`` on two rows) is two scores for one label: refused,
+never merged by their maximum. Damaged ``.npz`` files are said to be damaged, not a traceback;
+a blank JSON score is an empty score, as an empty cell is in every other format.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+
+from hieval.cli import main
+
+GOLD = "doc_id,code\n1,401.9\n1,96.04\n2,364.11\n3,V10.0\n"
+OUTPUTS = ("metrics.parquet", "metrics.csv", "summary.csv", "summary.md")
+
+
+@pytest.fixture
+def gold(tmp_path) -> Path:
+    path = tmp_path / "gold.csv"
+    path.write_text(GOLD)
+    return path
+
+
+def evaluate(tmp_path: Path, gold: Path, pred: Path, *extra: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    code = main(["evaluate", "--gold", str(gold), "--pred", f"m={pred}", "--out", str(out), *extra])
+    return code, out
+
+
+def refused(capsys, code: int, out: Path, *messages: str) -> None:
+    """Exit 1, the last line holds every message, no traceback, no result files."""
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    for message in messages:
+        assert message in last, f"{message!r} not in {last!r}"
+    for name in OUTPUTS:
+        assert not (out / name).exists(), f"{name} left behind"
+
+
+def dense(folder: Path, matrix, docs: list[str], codes: list[str], suffix: str = "npy") -> Path:
+    path = folder / f"m.{suffix}"
+    if suffix == "npz":
+        np.savez_compressed(path, scores=np.asarray(matrix))
+    else:
+        np.save(path, np.asarray(matrix))
+    (folder / "m.docs.txt").write_text("\n".join(docs) + "\n")
+    (folder / "m.codes.txt").write_text("\n".join(codes) + "\n")
+    return path
+
+
+# --- One cell per (document, code): repeats after normalisation are refused ----------------------
+
+
+@pytest.mark.parametrize("scored", [True, False], ids=["scores", "decisions"])
+def test_dense_columns_that_read_as_one_code_are_refused(tmp_path, gold, capsys, scored):
+    # No document has both columns set: the two columns still claim one code.
+    matrix = [[0.9, 0.1], [0.2, 0.0], [0.0, 0.8]] if scored else [[1, 0], [0, 0], [0, 1]]
+    pred = dense(tmp_path, matrix, ["1", "2", "3"], ["V10.0", "v10.0"])
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "m.npy: columns 'V10.0', 'v10.0' are all code 'V10.0'")
+
+
+def test_a_dense_gold_with_two_columns_of_one_code_is_refused(tmp_path, capsys):
+    gold = dense(tmp_path, [[1, 0], [0, 1]], ["1", "2"], ["V10.0", "v10.0"])
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n1,V10.0\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "gold:", "columns 'V10.0', 'v10.0' are all code 'V10.0'")
+
+
+def wide_table(ids, columns: dict) -> pa.Table:
+    targets = [["401.9"]] * len(ids)
+    return pa.table({"_id": ids, "target": targets, **columns})
+
+
+@pytest.mark.parametrize("writer", ["parquet", "feather"])
+@pytest.mark.parametrize("ids", [["1", "1", "3"], ["1", " 1", "3"], [1, 1, 3]])
+def test_a_wide_table_with_a_document_on_two_rows_is_refused(tmp_path, gold, capsys, writer, ids):
+    table = wide_table(ids, {"401.9": [0.9, 0.1, 0.2], "364.11": [0.1, 0.9, 0.8]})
+    pred = tmp_path / f"wide.{writer}"
+    (pq.write_table if writer == "parquet" else feather.write_feather)(table, pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "rows 1 and 2: document '1' appears more than once")
+
+
+def test_a_wide_gold_with_a_document_on_two_rows_is_refused(tmp_path, capsys):
+    gold = tmp_path / "wide.parquet"
+    pq.write_table(
+        pa.table({"_id": ["1", "2", "1"], "target": [["401.9"], ["364.11"], ["96.04"]]}), gold
+    )
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n1,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred, "--format", "gold=wide")
+    refused(capsys, code, out, "rows 1 and 3: document '1' appears more than once")
+
+
+def test_wide_score_columns_that_differ_in_case_are_refused_by_their_names(tmp_path, gold, capsys):
+    pred = tmp_path / "wide.parquet"
+    table = wide_table(["1", "2", "3"], {"V10.0": [0.9, 0.1, 0.2], "v10.0": [0.1, 0.9, 0.8]})
+    pq.write_table(table, pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "columns 'V10.0', 'v10.0' differ at most in case")
+
+
+def test_wide_score_columns_that_read_as_one_code_are_refused(tmp_path, gold, capsys):
+    pred = tmp_path / "wide.parquet"
+    table = wide_table(["1", "2", "3"], {"401.9": [0.9, 0.1, 0.2], " 401.9": [0.1, 0.9, 0.8]})
+    pq.write_table(table, pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "document '1' has more than one score for code '401.9'")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            '{"1": {"V10.0": 0.9, "v10.0": 0.1}, "2": {"364.11": 0.8}}',
+            "document '1' has more than one score for code 'V10.0' "
+            "(codes written 'V10.0', 'v10.0')",
+        ),
+        (
+            '{"1": {"401.9": 0.9, " 401.9": 0.1}}',
+            "document '1' has more than one score for code '401.9'",
+        ),
+        (
+            '{"1": {"401.9": 0.9}, "2": {"364.11": 0.8}, " 1": {"96.04": 0.7}}',
+            "record 3: document '1' appears more than once (written '1', ' 1')",
+        ),
+    ],
+    ids=["code-case", "code-space", "doc-space"],
+)
+def test_a_caml_score_file_repeat_after_normalisation_is_refused(
+    tmp_path, gold, capsys, body, message
+):
+    pred = tmp_path / "scores.json"
+    pred.write_text(body)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, message)
+
+
+def test_long_files_still_count_a_repeat_once(tmp_path, gold):
+    """A long file repeats a label (not a cell): counted once, as before."""
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code,score\n1,V10.0,0.9\n1,v10.0,0.1\n2,364.11,0.8\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    assert code == 0
+    assert (out / "summary.csv").exists()
+
+
+# --- Damaged NumPy files are said to be damaged ----------------------------------------------
+
+
+def _npz_bytes() -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, scores=np.linspace(0, 1, 60).reshape(3, 20))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_damaged_npz_is_refused_as_damaged(tmp_path, gold, capsys, damage):
+    data = bytearray(_npz_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 3] ^= 0xFF  # inside the compressed member
+    pred = dense(tmp_path, [[0.5]], ["1", "2", "3"], [f"401.{i}" for i in range(20)], "npz")
+    pred.write_bytes(bytes(data))
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "m.npz is a truncated or damaged NumPy file")
+
+
+def test_a_truncated_npy_is_refused_as_damaged(tmp_path, gold, capsys):
+    pred = dense(tmp_path, np.full((3, 2), 0.5), ["1", "2", "3"], ["401.9", "364.11"])
+    pred.write_bytes(pred.read_bytes()[:-8])
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "m.npy is a truncated or damaged NumPy file")
+
+
+# --- Empty score cells: a blank JSON string is an empty score ---------------------------------
+
+
+@pytest.mark.parametrize("score", ['""', '"   "', "null"])
+def test_a_blank_json_score_is_an_empty_score(tmp_path, gold, capsys, score):
+    pred = tmp_path / "scores.json"
+    pred.write_text(f'{{"1": {{"401.9": 0.9}}, "2": {{"364.11": {score}}}}}')
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "scores.json, record 2: empty score (document '2'")
