@@ -45,6 +45,10 @@ _NUMERIC = {"threshold": float, "top_k": int}
 #: or hidden files); ``gold`` is reserved because ``--format gold=...`` and the gold's own
 #: files use it.
 MODEL_NAME_PATTERN = r"^(?!gold$)[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+#: A model name becomes file names (``NAME.parquet``, staged as ``.NAME.parquet.XXXXXXXX.tmp``)
+#: and most file systems allow 255 bytes per name: a longer model name would fail at the first
+#: write, deep in the run, so it is refused up front (the schema's ``maxLength`` is this).
+MODEL_NAME_MAX = 128
 RESERVED_MODEL_NAMES = ("gold",)
 
 #: The pattern the schemas put on every path: Snakemake expands ``{...}`` in an input path as a
@@ -142,6 +146,11 @@ def check_model_name(name: str) -> None:
             f"model name {preview_value(name)} may only use letters, digits and _ . + -, and "
             "must start with a letter or digit"
         )
+    if len(name) > MODEL_NAME_MAX:
+        raise InputError(
+            f"model name {preview_value(name)} is longer than {MODEL_NAME_MAX} characters; it "
+            "names the model's files: choose a shorter name"
+        )
 
 
 def _is_finite_number(checker, instance: object) -> bool:
@@ -197,7 +206,10 @@ def _message(error: jsonschema.ValidationError) -> str:
         # a null choice means "the default": users pick among the named ones
         named = [v for v in error.validator_value if v is not None]
         return f"{preview_value(value)} is not one of {named}"
-    if error.validator == "pattern" and error.validator_value == MODEL_NAME_PATTERN:
+    if (error.validator, error.validator_value) in (
+        ("pattern", MODEL_NAME_PATTERN),
+        ("maxLength", MODEL_NAME_MAX),
+    ):
         try:
             check_model_name(value)
         except InputError as exc:
@@ -266,22 +278,23 @@ def _max_level_problem(config: dict) -> str | None:
             evaluated_levels(levels, max_level)
         except ConfigError:
             return (
-                f"config key 'max_level': {max_level!r} is not a level of the {system} "
-                f"hierarchy (hierarchy.source {source}); choose one of {', '.join(levels[:-1])}"
+                f"config key 'max_level': {preview_value(max_level)} is not a level of the "
+                f"{system} hierarchy (hierarchy.source {source}); choose one of "
+                f"{', '.join(levels[:-1])}"
             )
         return None
     depth_name = re.fullmatch(r"d[1-9][0-9]*", max_level)
     if Path(path).suffix == ".json":
         if not depth_name and max_level not in ICD9_LEVELS[:-1]:
             return (
-                f"config key 'max_level': {max_level!r} is not a level of a CoPHE-style JSON "
-                f"tree, whose levels are {', '.join(ICD9_LEVELS[:-1])} (four parents per entry) "
-                "or d1 (just below the root), d2, ... (any other number)"
+                f"config key 'max_level': {preview_value(max_level)} is not a level of a "
+                f"CoPHE-style JSON tree, whose levels are {', '.join(ICD9_LEVELS[:-1])} (four "
+                "parents per entry) or d1 (just below the root), d2, ... (any other number)"
             )
     elif not depth_name:
         return (
-            f"config key 'max_level': {max_level!r} is not a level of an edge-list tree, whose "
-            "levels are d1 (children of the root), d2, ...; choose one of those"
+            f"config key 'max_level': {preview_value(max_level)} is not a level of an edge-list "
+            "tree, whose levels are d1 (children of the root), d2, ...; choose one of those"
         )
     return None
 

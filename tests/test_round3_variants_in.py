@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hieval.cli import main
+from hieval.errors import InputError
 
 GOLD = "doc_id,code\n1,401.9\n1,96.04\n2,364.11\n3,V10.0\n"
 OUTPUTS = ("metrics.parquet", "metrics.csv", "summary.csv", "summary.md")
@@ -197,3 +198,101 @@ def test_a_blank_json_score_is_an_empty_score(tmp_path, gold, capsys, score):
     pred.write_text(f'{{"1": {{"401.9": 0.9}}, "2": {{"364.11": {score}}}}}')
     code, out = evaluate(tmp_path, gold, pred)
     refused(capsys, code, out, "scores.json, record 2: empty score (document '2'")
+
+
+# --- Long values are cut in every message, the command line's own included -------------------
+
+LONG = "x" * 3000
+
+
+def _one_cut_line(err: str) -> str:
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    assert "(3000 characters)" in last, last
+    assert len(last) < 400, last
+    return last
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--code-type", LONG],  # a type function of hieval's
+        ["--unknown-codes", LONG],  # argparse's own "invalid choice"
+        ["--code-format", LONG],
+    ],
+    ids=["code-type", "unknown-codes", "code-format"],
+)
+def test_a_long_refused_option_value_is_cut(tmp_path, gold, capsys, option):
+    with pytest.raises(SystemExit) as stop:
+        evaluate(tmp_path, gold, gold, *option)
+    assert stop.value.code == 2
+    _one_cut_line(capsys.readouterr().err)
+
+
+def test_a_long_max_level_is_cut(tmp_path, gold, capsys):
+    code, _out = evaluate(tmp_path, gold, gold, "--max-level", LONG)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "--max-level 'xxx" in _one_cut_line(err)
+
+
+def test_a_model_name_too_long_for_a_file_name_is_refused_up_front(tmp_path, gold, capsys):
+    """300 characters pass the name's pattern but not the file system (255 bytes a name)."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--gold", str(gold), "--pred", f"{'m' * 300}={gold}", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert "is longer than 128 characters" in err
+    assert "(300 characters)" in err
+    assert not out.exists()
+
+
+def test_the_model_sheet_refuses_a_name_too_long_for_a_file_name(tmp_path):
+    from hieval.config import load_model_sheet
+
+    sheet = tmp_path / "models.tsv"
+    sheet.write_text(f"model\tpredictions\n{'m' * 300}\tp.csv\n")
+    schema = Path(__file__).resolve().parents[1] / "workflow/schemas/models.schema.yaml"
+    with pytest.raises(InputError, match=r"line 2, column 'model'.*longer than 128 characters"):
+        load_model_sheet(sheet, schema)
+
+
+# --- A per-file setting given twice with two values is refused, not "the last wins" ----------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--code-type", "m=dx", "--code-type", "m=proc"],
+        ["--code-type", "gold=dx", "--code-type", "gold=proc"],
+        ["--format", "m=long", "--format", "m=caml_psv"],
+    ],
+    ids=["code-type", "gold-code-type", "format"],
+)
+def test_a_per_file_setting_given_twice_is_refused(tmp_path, gold, capsys, options):
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n1,4019\n")
+    code, out = evaluate(tmp_path, gold, pred, *options)
+    flag = options[0]
+    refused(capsys, code, out, f"{flag} is given twice for {options[1].split('=')[0]}")
+
+
+def test_the_same_per_file_setting_repeated_alike_is_accepted(tmp_path, gold):
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n1,4019\n")
+    code, _out = evaluate(tmp_path, gold, pred, "--code-type", "m=dx", "--code-type", "m=dx")
+    assert code == 0
+
+
+def test_dev_predictions_given_twice_for_a_model_are_refused(tmp_path, gold, capsys):
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code,score\n1,401.9,0.9\n")
+    dev_gold = tmp_path / "dev.csv"
+    dev_gold.write_text("doc_id,code\n9,401.9\n")
+    code, out = evaluate(
+        tmp_path,
+        gold,
+        pred,
+        *("--threshold", "tune", "--dev-gold", str(dev_gold)),
+        *("--dev-pred", f"m={pred}", "--dev-pred", f"m={dev_gold}"),
+    )
+    refused(capsys, code, out, "--dev-pred given more than once for model(s): m")
