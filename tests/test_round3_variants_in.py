@@ -296,3 +296,28 @@ def test_dev_predictions_given_twice_for_a_model_are_refused(tmp_path, gold, cap
         *("--dev-pred", f"m={pred}", "--dev-pred", f"m={dev_gold}"),
     )
     refused(capsys, code, out, "--dev-pred given more than once for model(s): m")
+
+
+# --- A user's tree file that cannot be read: one line, no reader's own advice ----------------
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"child,parent\na1,A\nb1,B,extra,more\n", "more fields"),
+        (b'child,parent\n"a1,A\nb1,B\n', "could not parse"),
+        (b"child," + b"p" * 3000 + b"\na1,A\n", "(3000 characters)"),
+    ],
+    ids=["ragged", "open-quote", "long-header"],
+)
+def test_an_unreadable_tree_file_is_one_line(tmp_path, gold, capsys, body, reason):
+    tree = tmp_path / "tree.csv"
+    tree.write_bytes(body)
+    code, out = evaluate(tmp_path, gold, gold, "--hierarchy", str(tree))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith("hieval: error:"), lines[-1]  # the message is the last line
+    assert reason in lines[-1] and f"hierarchy file {tree}" in lines[-1]
+    assert len(lines[-1]) < 400 and "truncate_ragged_lines" not in err
+    assert not (out / "summary.csv").exists()
