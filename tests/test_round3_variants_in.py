@@ -9,6 +9,7 @@ a blank JSON score is an empty score, as an empty cell is in every other format.
 
 from __future__ import annotations
 
+import gzip
 import io
 from pathlib import Path
 
@@ -321,3 +322,39 @@ def test_an_unreadable_tree_file_is_one_line(tmp_path, gold, capsys, body, reaso
     assert reason in lines[-1] and f"hierarchy file {tree}" in lines[-1]
     assert len(lines[-1]) < 400 and "truncate_ragged_lines" not in err
     assert not (out / "summary.csv").exists()
+
+
+# --- MIMIC-IV tables: a missing column is named, an empty icd_code is refused ------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "header", "missing"),
+    [
+        ("diagnoses_icd.csv.gz", "subject_id,hadm_id,seq_num,icd_code", "'icd_version' column"),
+        ("diagnoses_icd.csv", "subject_id,hadm_id,seq_num,icd_version", "'icd_code' column"),
+        ("diagnoses_icd.tsv", "subject_id\thadm_id\tseq_num\ticd_code", "'icd_version' column"),
+    ],
+    ids=["gzip", "no-icd_code", "tsv"],
+)
+def test_a_mimic_table_missing_a_column_is_named_as_one(tmp_path, capsys, name, header, missing):
+    gold = tmp_path / name
+    separator = "\t" if name.endswith(".tsv") else ","
+    body = (header + "\n" + separator.join(["1", "100", "1", "4019"]) + "\n").encode()
+    gold.write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n100,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "looks like a MIMIC-IV", f"without its {missing}")
+
+
+def test_an_empty_icd_code_in_a_mimic_table_is_refused(tmp_path, capsys):
+    """Every MIMIC-IV row is one code: an empty one is not an admission without codes (which
+    would add an empty document to the gold)."""
+    gold = tmp_path / "diagnoses_icd.csv"
+    gold.write_text(
+        "subject_id,hadm_id,seq_num,icd_code,icd_version\n1,100,1,4019,9\n1,101,1, ,9\n"
+    )
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\n100,401.9\n")
+    code, out = evaluate(tmp_path, gold, pred, "--format", "gold=mimic4_icd9")
+    refused(capsys, code, out, "diagnoses_icd.csv, row 2: empty icd_code")

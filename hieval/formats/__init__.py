@@ -130,6 +130,8 @@ def detect(path: Path, name: str) -> str:
             f"{name}: {path} is a MIMIC-IV diagnoses_icd/procedures_icd table; name its format "
             "mimic4_icd9 or mimic4_icd10 (the rows of that icd_version are kept)"
         )
+    if suffix in (".csv", ".tsv", ".txt", ".gz"):
+        mimic4.refuse_partial(path, name)  # not "of no known format" for want of one column
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
     if suffix == ".gz":

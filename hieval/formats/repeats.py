@@ -58,12 +58,12 @@ def _refuse_repeated_columns(mapping: pl.DataFrame, spec: Format, *, path: Path,
 
 
 def _refuse_repeated_cells(con, mapping: pl.DataFrame, spec: Format, *, path: Path, name: str):
-    repeat = con.execute("""
+    repeats = con.execute("""
         SELECT doc_id, code FROM labels WHERE code IS NOT NULL
-        GROUP BY doc_id, code HAVING sum(n) > 1 ORDER BY doc_id, code LIMIT 1""").fetchone()
-    if repeat is None:
+        GROUP BY doc_id, code HAVING sum(n) > 1 ORDER BY doc_id, code LIMIT 1""").fetchall()
+    if not repeats:
         return
-    doc, code = repeat
+    ((doc, code),) = repeats
     docs = [
         row[0]
         for row in con.execute(

@@ -102,9 +102,9 @@ def _refuse_repeated_documents(con: duckdb.DuckDBPyConnection, path: Path, name:
         SELECT doc_id, list(row ORDER BY row)[:2] AS rows FROM (
             SELECT trim(CAST("{ID}" AS VARCHAR)) AS doc_id, row_number() OVER () AS row
             FROM wide_in)
-        GROUP BY doc_id HAVING count(*) > 1 ORDER BY min(row) LIMIT 1""").fetchone()
-    if repeat is not None:
-        doc, (first, second) = repeat
+        GROUP BY doc_id HAVING count(*) > 1 ORDER BY min(row) LIMIT 1""").fetchall()
+    if repeat:
+        ((doc, (first, second)),) = repeat
         raise InputError(
             f"{name}: {path}, rows {first} and {second}: document {preview_value(doc)} appears "
             "more than once; a wide table holds one row per document: remove or merge the repeat"
