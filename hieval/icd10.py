@@ -263,7 +263,8 @@ def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFr
     if table.levels != ICD10_LEVELS:
         raise CodeError(
             f"codes not in the hierarchy ({preview(codes)}) cannot be placed by ICD-10 syntax in "
-            "a non-ICD-10 hierarchy; set unknown_codes: drop or error"
+            f"a non-ICD-10 hierarchy; set {setting('unknown_codes', 'drop')} or "
+            f"{setting('unknown_codes', 'error')}"
         )
     frame = table.frame
     columns = table.ancestor_columns
@@ -305,7 +306,8 @@ def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFr
     if unplaced:
         raise CodeError(
             "codes not in the hierarchy have no ICD-10 category (or PCS section) in it, so they "
-            f"cannot be placed: {preview(unplaced)}; set unknown_codes: drop or fix the codes"
+            f"cannot be placed: {preview(unplaced)}; set {setting('unknown_codes', 'drop')} or "
+            "fix the codes"
         )
     if not rows:
         return empty

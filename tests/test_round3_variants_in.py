@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -358,3 +359,29 @@ def test_an_empty_icd_code_in_a_mimic_table_is_refused(tmp_path, capsys):
     pred.write_text("doc_id,code\n100,401.9\n")
     code, out = evaluate(tmp_path, gold, pred, "--format", "gold=mimic4_icd9")
     refused(capsys, code, out, "diagnoses_icd.csv, row 2: empty icd_code")
+
+
+# --- Hints in the entry point's syntax: codes that cannot be placed -------------------------
+
+
+def test_an_unplaceable_icd9_code_hints_the_cli_flag(tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text("doc_id,code\n1,401.9\n2,000.1\n")  # 000.1 falls in no ICD-9-CM chapter
+    code, out = evaluate(tmp_path, gold, gold)
+    refused(capsys, code, out, "'000.1'; set --unknown-codes drop or fix the codes")
+
+
+@pytest.mark.parametrize(
+    ("style", "hint"),
+    [
+        ("cli", "set --unknown-codes drop or --unknown-codes error"),
+        ("workflow", "unknown_codes: drop"),
+    ],
+)
+def test_codes_placed_in_the_wrong_system_hint_in_the_entry_points_syntax(icd9, style, hint):
+    from hieval import hints
+    from hieval.errors import CodeError
+    from hieval.icd10 import placed_icd10_ancestors
+
+    with hints.entry_point(style), pytest.raises(CodeError, match=re.escape(hint)):
+        placed_icd10_ancestors(["A00.0"], icd9)
