@@ -153,10 +153,13 @@ def looks_like(raw: str) -> str | None:
 
 
 _SYSTEM_NAMES = {ICD9: "ICD-9", ICD10: "ICD-10"}
-_HIERARCHY_HINT = {
-    ICD9: "set hierarchy to package, cms or cophe (ICD-9-CM)",
-    ICD10: "set hierarchy to icd10",
-}
+
+
+def _hierarchy_hint(system: str) -> str:
+    """How to choose ``system``'s hierarchy, in the running entry point's syntax."""
+    if system == ICD10:
+        return f"set {setting('hierarchy', 'icd10')}"
+    return f"set {setting('hierarchy', 'package')} (or cms, cophe: ICD-9-CM)"
 
 
 def system_mismatch_hint(codes: list[str], system: str) -> str | None:
@@ -175,7 +178,7 @@ def system_mismatch_hint(codes: list[str], system: str) -> str | None:
     example = next(c for c in codes if looks_like(c) == other)
     return (
         f"these codes look like {_SYSTEM_NAMES[other]} (e.g. {example.strip()}); this evaluation "
-        f"uses {_SYSTEM_NAMES[system]}: {_HIERARCHY_HINT[other]}, or check the file"
+        f"uses {_SYSTEM_NAMES[system]}: {_hierarchy_hint(other)}, or check the file"
     )
 
 

@@ -385,3 +385,15 @@ def test_codes_placed_in_the_wrong_system_hint_in_the_entry_points_syntax(icd9, 
 
     with hints.entry_point(style), pytest.raises(CodeError, match=re.escape(hint)):
         placed_icd10_ancestors(["A00.0"], icd9)
+
+
+@pytest.mark.parametrize(
+    ("style", "hint"),
+    [("cli", "set --hierarchy icd10, or"), ("workflow", "set hierarchy.source: icd10, or")],
+)
+def test_codes_of_the_other_system_hint_in_the_entry_points_syntax(style, hint):
+    from hieval import hints
+    from hieval.icd10 import system_mismatch_hint
+
+    with hints.entry_point(style):
+        assert hint in system_mismatch_hint(["A00.0", "I10", "S72.001A"], "icd9")
