@@ -397,3 +397,20 @@ def test_codes_of_the_other_system_hint_in_the_entry_points_syntax(style, hint):
 
     with hints.entry_point(style):
         assert hint in system_mismatch_hint(["A00.0", "I10", "S72.001A"], "icd9")
+
+
+def test_a_scipy_sparse_npz_is_named_as_one(tmp_path, gold, capsys):
+    """scipy.sparse.save_npz's layout (written here with NumPy alone): renaming an array to
+    'scores', as the generic message advised, would not help."""
+    pred = dense(tmp_path, [[0.5]], ["1", "2"], ["401.9"])
+    pred = pred.with_suffix(".npz")
+    np.savez(
+        pred,
+        data=np.array([0.9]),
+        indices=np.array([0]),
+        indptr=np.array([0, 1, 1]),
+        format=np.array("csr"),
+        shape=np.array([2, 1]),
+    )
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "m.npz is a SciPy sparse matrix", "toarray()")

@@ -54,6 +54,10 @@ def _read_list(path: Path, name: str, what: str) -> list[str]:
 _DAMAGED = (EOFError, zipfile.BadZipFile, zlib.error)
 
 
+#: The arrays ``scipy.sparse.save_npz`` writes.
+_SPARSE = {"data", "indices", "indptr", "format", "shape"}
+
+
 def _damaged(path: Path, name: str, exc: Exception) -> InputError:
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return InputError(
@@ -67,6 +71,12 @@ def _matrix(path: Path, name: str) -> np.ndarray:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.lib.npyio.NpzFile):
             keys = list(loaded.keys())
+            if set(keys) >= _SPARSE and "scores" not in keys:
+                raise InputError(
+                    f"{name}: {path} is a SciPy sparse matrix (scipy.sparse.save_npz); hieval "
+                    "reads dense matrices: save it with numpy.save(path, matrix.toarray()), or "
+                    "write its non-zero cells in long format (doc_id,code,score)"
+                )
             key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
             if key is None:
                 raise InputError(
