@@ -414,3 +414,35 @@ def test_a_scipy_sparse_npz_is_named_as_one(tmp_path, gold, capsys):
     )
     code, out = evaluate(tmp_path, gold, pred)
     refused(capsys, code, out, "m.npz is a SciPy sparse matrix", "toarray()")
+
+
+# --- A wide table's score column exported as text beside numeric ones ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [(" ", "row 2: empty score (document '2', code '401.9')"), ("nan", "row 2: score 'nan'")],
+    ids=["blank", "nan"],
+)
+def test_a_bad_text_score_in_a_wide_table_is_named(tmp_path, gold, capsys, cell, message):
+    pred = tmp_path / "wide.parquet"
+    columns = {"401.9": ["0.9", cell, "0.2"], "364.11": [0.1, 0.9, 0.8]}
+    pq.write_table(wide_table(["1", "2", "3"], columns), pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, message)
+
+
+def test_a_text_score_column_reads_as_its_numbers(tmp_path, gold):
+    numeric = tmp_path / "numeric" / "wide.parquet"
+    mixed = tmp_path / "mixed" / "wide.parquet"
+    for path, first in ((numeric, [0.9, 0.4, 0.6]), (mixed, ["0.9", "0.4", "0.6"])):
+        path.parent.mkdir()
+        pq.write_table(
+            wide_table(["1", "2", "3"], {"401.9": first, "364.11": [0.1, 0.9, 0.8]}), path
+        )
+    summaries = []
+    for path in (numeric, mixed):
+        code, out = evaluate(path.parent, gold, path)
+        assert code == 0
+        summaries.append((out / "summary.csv").read_text())
+    assert summaries[0] == summaries[1]

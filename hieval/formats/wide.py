@@ -68,8 +68,16 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     # and the code of a bad score rather than a position among the unpivoted cells. Empty
     # (null) cells are kept, and so refused as empty scores, as an empty CSV cell is: UNPIVOT
     # would drop them without a word.
+    # UNPIVOT needs one type: a score column exported as text ('0.9', 'nan', ' ') beside numeric
+    # ones makes every score column text first, so that each cell is validated as every score is.
+    # Numeric columns alone are unpivoted as they are (a FLOAT beside a DOUBLE is widened).
+    score_columns = f'COLUMNS(* EXCLUDE ("{ID}", "{TARGET}"))'
+    kinds = con.sql(f"SELECT {score_columns} FROM wide_in LIMIT 0").types
+    text = any(kind.id == "varchar" for kind in kinds)
     con.sql(f"""
-        SELECT row_number() OVER () AS {ROW}, * EXCLUDE ("{TARGET}") FROM wide_in
+        SELECT row_number() OVER () AS {ROW}, "{ID}",
+               {f"CAST({score_columns} AS VARCHAR)" if text else score_columns}
+        FROM wide_in
     """).create_view("wide_rows", replace=True)
     con.sql(f"""
         SELECT {ROW} AS _line, CAST("{ID}" AS VARCHAR) AS doc_id, code,
