@@ -12,7 +12,6 @@ model names follow one rule shared with the command line.
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
 import hashlib
 import math
@@ -30,7 +29,7 @@ from hieval.codes import ICD9_LEVELS
 from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
-from hieval.errors import ConfigError, InputError, preview_value
+from hieval.errors import ConfigError, InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
@@ -496,6 +495,16 @@ def _convert(value: str, column: str, where: str):
         ) from None
 
 
+def _is_dir(path: str, what: str) -> bool:
+    """Whether a sheet's path is a folder; a path the system cannot look up (a name over 255
+    bytes, a NUL byte) is refused here, naming its line, not raised as the system's error."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(f"{what} {preview_value(path)} is not a usable path ({reason})") from None
+
+
 def _sheet_lines(path: Path) -> list[str]:
     """The sheet's lines as text: UTF-8, a leading byte-order mark dropped (spreadsheet programs
     write one), and a byte that is not UTF-8 named by its line."""
@@ -546,13 +555,15 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
         raise InputError(f"model sheet {path} does not exist; set `models` in your config")
     schema = yaml.safe_load(Path(schema_path).read_text("utf-8"))
     validator = _FiniteValidator(schema)
-    reader = csv.reader(_sheet_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    # Plain TSV: a line is its tab-separated cells, whatever they hold (the csv module would
+    # refuse a cell over 128 kB or a NUL byte with an exception of its own).
+    reader = (line.split("\t") if line else [] for line in _sheet_lines(path))
     header = next(reader, None)
     if not header:
         raise InputError(f"model sheet {path} is empty; it needs a header 'model\tpredictions'")
     header = [h.strip() for h in header]
     if len(set(header)) != len(header):
-        raise InputError(f"model sheet {path}: duplicated column in header {header}")
+        raise InputError(f"model sheet {path}: duplicated column in header {preview(header, 20)}")
     allowed = list(schema["properties"])
     missing = [c for c in schema.get("required", []) if c not in header]
     unknown = [c for c in header if c not in allowed]
@@ -561,7 +572,7 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
             f"model sheet {path}, line 1: "
             + (f"missing column(s) {missing}" if missing else "")
             + ("; " if missing and unknown else "")
-            + (f"unknown column(s) {unknown}" if unknown else "")
+            + (f"unknown column(s) {preview(unknown)}" if unknown else "")
             + f"; the columns are {allowed} (model and predictions required)"
         )
     specs, seen = [], {}
@@ -585,7 +596,7 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
                 "model names must be unique"
             )
         seen[name] = line
-        if Path(row["predictions"]).is_dir():
+        if _is_dir(row["predictions"], f"{where}: predictions"):
             raise InputError(
                 f"{where}: predictions {preview_value(row['predictions'])} is a directory; "
                 "point it at a prediction file"

@@ -36,6 +36,7 @@ from hieval.formats import (
     PREDICTIONS,
     Extras,
     caml,
+    check_file,
     locate,
     mimic4,
     open_source,
@@ -302,6 +303,7 @@ def normalize_labels(
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
+    check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
     common = normalize_ranks.normalize(
         path,
         name=name,

@@ -446,3 +446,35 @@ def test_a_text_score_column_reads_as_its_numbers(tmp_path, gold):
         assert code == 0
         summaries.append((out / "summary.csv").read_text())
     assert summaries[0] == summaries[1]
+
+
+# --- Paths the system cannot look up, and the model sheet's own limits ---------------------------
+
+
+@pytest.mark.parametrize("role", ["gold", "pred"])
+def test_an_input_whose_name_is_too_long_is_unreadable_not_a_failed_write(
+    tmp_path, gold, capsys, role
+):
+    too_long = tmp_path / ("x" * 300 + ".csv")  # one name over 255 bytes
+    args = (too_long, gold) if role == "gold" else (gold, too_long)
+    code, out = evaluate(tmp_path, *args)
+    refused(capsys, code, out, f"cannot read {too_long} (File name too long)")
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("p" * 200_000, "predictions 'ppp"),  # over the csv module's 128 kB field limit
+        ("p" * 300 + ".csv", "is not a usable path (File name too long)"),
+    ],
+    ids=["200kB-cell", "long-name"],
+)
+def test_a_model_sheet_cell_the_system_cannot_use_is_named(tmp_path, cell, message):
+    from hieval.config import load_model_sheet
+
+    sheet = tmp_path / "models.tsv"
+    sheet.write_text(f"model\tpredictions\nm\t{cell}\n")
+    schema = Path(__file__).resolve().parents[1] / "workflow/schemas/models.schema.yaml"
+    with pytest.raises(InputError, match=r"models.tsv, line 2") as refused_:
+        load_model_sheet(sheet, schema)
+    assert message in str(refused_.value) and len(str(refused_.value)) < 400

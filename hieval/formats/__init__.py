@@ -143,17 +143,23 @@ def detect(path: Path, name: str) -> str:
 
 
 def check_file(path: Path, name: str) -> None:
-    """The checks every format shares: the file exists, is a file, and is not empty."""
-    if not path.exists():
-        raise InputError(f"{name}: file {path} does not exist; check the path")
-    if path.is_dir():
-        raise InputError(f"{name}: {path} is a directory; point it at a label file")
-    if path.stat().st_size == 0:
-        raise InputError(f"{name}: file {path} is empty")
+    """The checks every format shares: the file exists, is a file, and is not empty.
+
+    A path the system cannot even look up (a name over 255 bytes, a NUL byte from a config
+    file) is said to be unreadable, not left to surface later as an exception of its own.
+    """
     try:
+        if not path.exists():
+            raise InputError(f"{name}: file {path} does not exist; check the path")
+        if path.is_dir():
+            raise InputError(f"{name}: {path} is a directory; point it at a label file")
+        if path.stat().st_size == 0:
+            raise InputError(f"{name}: file {path} is empty")
         with path.open("rb") as handle:
             handle.read(1)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
         raise text.unreadable(path, name, exc) from None
 
 
