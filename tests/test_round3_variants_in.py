@@ -478,3 +478,10 @@ def test_a_model_sheet_cell_the_system_cannot_use_is_named(tmp_path, cell, messa
     with pytest.raises(InputError, match=r"models.tsv, line 2") as refused_:
         load_model_sheet(sheet, schema)
     assert message in str(refused_.value) and len(str(refused_.value)) < 400
+
+
+def test_wide_rows_without_an_id_are_empty_ids_not_a_repeated_document(tmp_path, gold, capsys):
+    pred = tmp_path / "wide.parquet"
+    pq.write_table(wide_table([None, None, "3"], {"401.9": [0.9, 0.1, 0.2]}), pred)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, "wide.parquet, row 1: empty doc_id")

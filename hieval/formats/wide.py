@@ -110,6 +110,7 @@ def _refuse_repeated_documents(con: duckdb.DuckDBPyConnection, path: Path, name:
         SELECT doc_id, list(row ORDER BY row)[:2] AS rows FROM (
             SELECT trim(CAST("{ID}" AS VARCHAR)) AS doc_id, row_number() OVER () AS row
             FROM wide_in)
+        WHERE coalesce(doc_id, '') <> ''  -- an empty id is refused as one, row by row
         GROUP BY doc_id HAVING count(*) > 1 ORDER BY min(row) LIMIT 1""").fetchall()
     if repeat:
         ((doc, (first, second)),) = repeat
