@@ -37,6 +37,7 @@ from hieval.formats import (
     Extras,
     caml,
     check_file,
+    dense,
     locate,
     mimic4,
     open_source,
@@ -412,15 +413,24 @@ def normalize_labels(
             SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
             GROUP BY code, code_type ORDER BY code, code_type""").pl()
 
+    code_where, first_rows = where, code_rows
+    if file_format == "dense":  # codes are the code list's lines, not matrix rows
+
+        def code_where(lines) -> dict[int, str]:
+            return dense.code_places(con, lines)
+
+        def first_rows() -> pl.DataFrame:
+            return dense.code_rows(con)
+
     mapping = _map_codes(
         raw_codes,
         fmt,
         options.code_type,
         system=system,
-        where=where,
+        where=code_where,
         path=path,
         name=name,
-        rows=code_rows,
+        rows=first_rows,
     )
     grouped = _apply_mapping(con, mapping, has_type=has_type)
     check_cell_repeats(

@@ -485,3 +485,15 @@ def test_wide_rows_without_an_id_are_empty_ids_not_a_repeated_document(tmp_path,
     pq.write_table(wide_table([None, None, "3"], {"401.9": [0.9, 0.1, 0.2]}), pred)
     code, out = evaluate(tmp_path, gold, pred)
     refused(capsys, code, out, "wide.parquet, row 1: empty doc_id")
+
+
+def test_a_bad_code_of_a_matrix_is_placed_on_its_code_list_line(tmp_path, gold, capsys):
+    """The fix is in the code list, so the message names its line (here after a blank line),
+    not the first matrix row (a document) that holds the code."""
+    pred = dense(tmp_path, [[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]], ["1", "2", "3"], [])
+    (tmp_path / "m.codes.txt").write_text("401.9\n\n4O1.9\n")
+    code, out = evaluate(tmp_path, gold, pred)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'm.codes.txt'}, line 3: malformed code '4O1.9'" in err
+    assert not (out / "summary.csv").exists()

@@ -20,11 +20,12 @@ from hieval.formats import text
 from hieval.hints import setting
 
 
-def _read_list(path: Path, name: str, what: str) -> list[str]:
+def _read_list(path: Path, name: str, what: str) -> tuple[list[str], list[int]]:
     """The entries of a code or document list, one per non-blank line.
 
     An entry listed twice would name two columns (or rows) of the matrix with one id, and the
-    two would be merged without a word: refused, naming both lines.
+    two would be merged without a word: refused, naming both lines. Returns the entries and the
+    line each is on.
     """
     if not path.is_file():
         raise InputError(
@@ -46,7 +47,7 @@ def _read_list(path: Path, name: str, what: str) -> list[str]:
             )
         first_line[entry] = number
         entries.append(entry)
-    return entries
+    return entries, list(first_line.values())
 
 
 #: What NumPy raises for a truncated or damaged ``.npy`` or ``.npz`` (a zip archive whose
@@ -121,8 +122,9 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     """Register ``src``: one row per non-zero decision, or per score, plus each document."""
     matrix = _matrix(path, name)
     stem = path.with_suffix("")
-    codes = _read_list(Path(extras.code_list or f"{stem}.codes.txt"), name, "code")
-    docs = _read_list(Path(extras.doc_list or f"{stem}.docs.txt"), name, "document")
+    code_list = Path(extras.code_list or f"{stem}.codes.txt")
+    codes, code_lines = _read_list(code_list, name, "code")
+    docs, _lines = _read_list(Path(extras.doc_list or f"{stem}.docs.txt"), name, "document")
     if matrix.shape != (len(docs), len(codes)):
         raise InputError(
             f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} but the lists hold "
@@ -138,7 +140,10 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         or (np.issubdtype(matrix.dtype, np.integer) and np.isin(matrix, (0, 1)).all())
     )
     con.register("dense_docs", pa.table({"di": np.arange(len(docs)), "doc_id": docs}))
-    con.register("dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes}))
+    con.register(
+        "dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes, "line": code_lines})
+    )
+    con.register("dense_code_list", pa.table({"path": [str(code_list)]}))
     if binary:
         di, ci = np.nonzero(matrix)
         cells = pa.table({"di": di, "ci": ci})
@@ -156,3 +161,16 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         UNION ALL
         SELECT doc_id, NULL{", NULL" if not binary else ""}, di + 1 FROM dense_docs
     """).create_view("src", replace=True)
+
+
+def code_rows(con: duckdb.DuckDBPyConnection):
+    """Each code with the line of the code list it is on, as ``code, code_type, line``: a bad
+    code is fixed in the list, so messages about codes name the list's line, not the first
+    matrix row (a document) that happens to hold the code."""
+    return con.sql("SELECT code, NULL::VARCHAR AS code_type, line FROM dense_codes").pl()
+
+
+def code_places(con: duckdb.DuckDBPyConnection, lines) -> dict[int, str]:
+    """The code list's ``path, line N`` of each of ``lines``."""
+    ((code_list,),) = con.execute("SELECT path FROM dense_code_list").fetchall()
+    return {line: f"{code_list}, line {line}" for line in lines}
