@@ -497,3 +497,21 @@ def test_a_bad_code_of_a_matrix_is_placed_on_its_code_list_line(tmp_path, gold, 
     assert code == 1 and "Traceback" not in err
     assert f"{tmp_path / 'm.codes.txt'}, line 3: malformed code '4O1.9'" in err
     assert not (out / "summary.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("docs", "codes", "message"),
+    [
+        (
+            ["1", "2"],
+            ["401.9", "364.11"],
+            "the document list {folder}/m.docs.txt holds 2 documents",
+        ),
+        (["1", "2", "3"], ["401.9"], "the code list {folder}/m.codes.txt holds 1 codes for its 2"),
+    ],
+    ids=["docs", "codes"],
+)
+def test_a_list_of_the_wrong_length_is_named(tmp_path, gold, capsys, docs, codes, message):
+    pred = dense(tmp_path, [[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]], docs, codes)
+    code, out = evaluate(tmp_path, gold, pred)
+    refused(capsys, code, out, message.format(folder=tmp_path))

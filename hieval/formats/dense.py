@@ -123,13 +123,19 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     matrix = _matrix(path, name)
     stem = path.with_suffix("")
     code_list = Path(extras.code_list or f"{stem}.codes.txt")
+    doc_list = Path(extras.doc_list or f"{stem}.docs.txt")
     codes, code_lines = _read_list(code_list, name, "code")
-    docs, _lines = _read_list(Path(extras.doc_list or f"{stem}.docs.txt"), name, "document")
-    if matrix.shape != (len(docs), len(codes)):
-        raise InputError(
-            f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} but the lists hold "
-            f"{len(docs)} documents and {len(codes)} codes"
-        )
+    docs, _lines = _read_list(doc_list, name, "document")
+    for axis, (entries, listed, what) in enumerate(
+        ((docs, doc_list, "document"), (codes, code_list, "code"))
+    ):
+        if matrix.shape[axis] != len(entries):
+            unit = ("rows", "columns")[axis]
+            raise InputError(
+                f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} (documents x codes) "
+                f"but the {what} list {listed} holds {len(entries)} {what}s for its "
+                f"{matrix.shape[axis]} {unit}; give one {what} per {unit[:-1]}, in order"
+            )
     if role == "gold":
         _check_decisions(matrix, path, name, docs, codes)
     # A gold is decisions whatever its dtype (float 0/1 is common); predictions are decisions
