@@ -39,6 +39,7 @@ class Format:
     one_score_per_label: bool = False
 
     def codes_name_columns(self, role: str) -> bool:
+        """Whether, read in ``role``, each of the file's codes names a column of its own."""
         return role in self.code_columns
 
 
@@ -149,18 +150,20 @@ def check_file(path: Path, name: str) -> None:
     file) is said to be unreadable, not left to surface later as an exception of its own.
     """
     try:
-        if not path.exists():
-            raise InputError(f"{name}: file {path} does not exist; check the path")
-        if path.is_dir():
-            raise InputError(f"{name}: {path} is a directory; point it at a label file")
-        if path.stat().st_size == 0:
-            raise InputError(f"{name}: file {path} is empty")
-        with path.open("rb") as handle:
-            handle.read(1)
+        exists = path.exists()
+        folder = exists and path.is_dir()
+        empty = exists and not folder and path.stat().st_size == 0
+        if exists and not folder and not empty:
+            with path.open("rb") as handle:
+                handle.read(1)
     except (OSError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
         raise text.unreadable(path, name, exc) from None
+    if not exists:
+        raise InputError(f"{name}: file {path} does not exist; check the path")
+    if folder:
+        raise InputError(f"{name}: {path} is a directory; point it at a label file")
+    if empty:
+        raise InputError(f"{name}: file {path} is empty")
 
 
 def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:
