@@ -947,7 +947,7 @@ def _tune_thresholds(
         dev_scores = work / "scores" / f"{name}.parquet"
         normalize_file(
             spec.dev_predictions,
-            name=f"{name} (dev)",
+            name=f"{name}{hints.DEV_SUFFIX}",
             role=PREDICTIONS,
             out=dev_labels,
             record_out=dev_labels.with_suffix(".json"),

@@ -46,7 +46,7 @@ from hieval.formats import (
 from hieval.formats.repeats import check_cell_repeats
 from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs
+from hieval.input_policies import check_unknown_codes, check_unknown_docs, gold_of
 from hieval.input_record import UNSCORED_SELECTION, InputRecord
 from hieval.label_options import (
     CODE_FORMATS,
@@ -794,7 +794,7 @@ def _write_scores(
         ).fetchone()[0]
         if extra:
             con.execute(f"DELETE FROM scored WHERE {outside}", [duckdb_path(gold_docs)])
-            log.info("%s: scores of %d document(s) not in the gold dropped", name, extra)
+            log.info("%s: scores of %d document(s) not in %s dropped", name, extra, gold_of(name))
     if has_score and record.unknown_code_policy == "drop":
         con.register("known_codes", known.frame.select("code"))
         con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")

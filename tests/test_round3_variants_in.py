@@ -515,3 +515,19 @@ def test_a_list_of_the_wrong_length_is_named(tmp_path, gold, capsys, docs, codes
     pred = dense(tmp_path, [[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]], docs, codes)
     code, out = evaluate(tmp_path, gold, pred)
     refused(capsys, code, out, message.format(folder=tmp_path))
+
+
+def test_dev_predictions_outside_the_dev_gold_name_the_dev_gold(tmp_path, gold, capsys):
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code,score\n1,401.9,0.9\n")
+    dev_gold = tmp_path / "dev.csv"
+    dev_gold.write_text("doc_id,code\n9,401.9\n")
+    dev_pred = tmp_path / "dev_pred.csv"
+    dev_pred.write_text("doc_id,code,score\n9,401.9,0.9\n10,401.9,0.8\n")
+    code, out = evaluate(
+        tmp_path,
+        gold,
+        pred,
+        *("--threshold", "tune", "--dev-gold", str(dev_gold), "--dev-pred", f"m={dev_pred}"),
+    )
+    refused(capsys, code, out, "m (dev): 1 document(s) in", "are not in the dev gold: '10'")
