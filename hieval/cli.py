@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import logging
 import math
+import re
 import signal
 import sys
 import threading
@@ -38,7 +39,7 @@ from hieval.config import (
     uncertainty_settings,
 )
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
-from hieval.errors import HievalError, preview_value
+from hieval.errors import VALUE_CHARS, HievalError, preview_value
 from hieval.formats import FORMATS, GOLD, PREDICTIONS
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.label_options import (
@@ -114,7 +115,8 @@ def _code_type(text: str) -> tuple[str | None, str]:
     name, sep, kind = text.rpartition("=")
     if kind not in CODE_TYPES or (sep and not name):
         raise argparse.ArgumentTypeError(
-            f"expected {' or '.join(CODE_TYPES)}, or NAME={'|'.join(CODE_TYPES)}, got {text!r}"
+            f"expected {' or '.join(CODE_TYPES)}, or NAME={'|'.join(CODE_TYPES)}, got "
+            f"{preview_value(text)}"
         )
     return (name or None), kind
 
@@ -179,9 +181,21 @@ def _memory_limit(text: str) -> str:
     return text
 
 
+#: A value argparse quotes whole in its own messages ("invalid choice: '...'").
+_QUOTED = re.compile(rf"'[^'\n]{{{VALUE_CHARS + 1},}}'")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its messages quoting a long value cut as every hieval message cuts
+    one (a 10,000-character ``--unknown-codes`` value would flood the one line)."""
+
+    def error(self, message: str):
+        super().error(_QUOTED.sub(lambda m: preview_value(m.group()[1:-1]), message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document every option in ``--help``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hieval",
         description="Flat, set-based and count-preserving hierarchical (CoPHE) evaluation of "
         "multi-label coding models (ICD-9, ICD-10 or your own tree).",
@@ -548,7 +562,14 @@ def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, d
                     f"{flag} NAME=...: no model {preview_value(name)} (models: "
                     f"{', '.join(names)}; or `gold`)"
                 )
-            per_file.setdefault(name, {})[key] = str(value)
+            given = per_file.setdefault(name, {})
+            if given.get(key, str(value)) != str(value):
+                # The last would win without a word, and with it one of two readings of a file.
+                raise HievalError(
+                    f"{flag} is given twice for {name}: {preview_value(given[key])} and "
+                    f"{preview_value(str(value))}; give it once"
+                )
+            given[key] = str(value)
     return per_file
 
 
@@ -596,6 +617,10 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
+    dev_names = [name for name, _ in args.dev_pred]
+    dupes = sorted({n for n in dev_names if dev_names.count(n) > 1})
+    if dupes:  # the last file would be tuned on without a word
+        raise HievalError(f"--dev-pred given more than once for model(s): {', '.join(dupes)}")
     with staged_folder(args.out, inputs=_run_inputs(args)) as staging:
         _evaluate_into(args, names, staging)
     console.print(
@@ -941,7 +966,7 @@ def _tune_thresholds(
         dev_scores = work / "scores" / f"{name}.parquet"
         normalize_file(
             spec.dev_predictions,
-            name=f"{name} (dev)",
+            name=f"{name}{hints.DEV_SUFFIX}",
             role=PREDICTIONS,
             out=dev_labels,
             record_out=dev_labels.with_suffix(".json"),

@@ -165,7 +165,8 @@ class CodeSystem:
         if self.name == VERBATIM:
             raise CodeError(
                 f"codes not in the hierarchy ({preview(codes)}) cannot be placed: labels of your "
-                "own tree have no syntax to place them by; set unknown_codes: error or drop"
+                "own tree have no syntax to place them by; set "
+                f"{setting('unknown_codes', 'error')} or {setting('unknown_codes', 'drop')}"
             )
         return _placed_icd9(codes, table)
 
@@ -176,13 +177,14 @@ def _placed_icd9(codes: list[str], table: LevelTable) -> pl.DataFrame:
     if table.levels != ICD9_LEVELS:
         raise CodeError(
             f"codes not in the hierarchy ({preview(codes)}) cannot be placed by syntax in a "
-            "non-ICD-9 hierarchy; set unknown_codes: drop or error"
+            f"non-ICD-9 hierarchy; set {setting('unknown_codes', 'drop')} or "
+            f"{setting('unknown_codes', 'error')}"
         )
     nodes, unplaced = icd9_nodes((IcdCode(c, kind_of_dotted(c)), None) for c in codes)
     if unplaced:
         raise CodeError(
             f"codes not in the hierarchy fall in no ICD-9-CM chapter, so they cannot be placed: "
-            f"{preview(unplaced)}; set unknown_codes: drop or fix the codes"
+            f"{preview(unplaced)}; set {setting('unknown_codes', 'drop')} or fix the codes"
         )
     frame = pl.DataFrame(list(nodes.values()), schema=dict.fromkeys(table.frame.columns, pl.String))
     placed = LevelTable(frame=frame, levels=table.levels, root=table.root).ancestors()

@@ -12,7 +12,6 @@ model names follow one rule shared with the command line.
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
 import hashlib
 import math
@@ -30,7 +29,7 @@ from hieval.codes import ICD9_LEVELS
 from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
-from hieval.errors import ConfigError, InputError, preview_value
+from hieval.errors import ConfigError, InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
@@ -45,6 +44,10 @@ _NUMERIC = {"threshold": float, "top_k": int}
 #: or hidden files); ``gold`` is reserved because ``--format gold=...`` and the gold's own
 #: files use it.
 MODEL_NAME_PATTERN = r"^(?!gold$)[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+#: A model name becomes file names (``NAME.parquet``, staged as ``.NAME.parquet.XXXXXXXX.tmp``)
+#: and most file systems allow 255 bytes per name: a longer model name would fail at the first
+#: write, deep in the run, so it is refused up front (the schema's ``maxLength`` is this).
+MODEL_NAME_MAX = 128
 RESERVED_MODEL_NAMES = ("gold",)
 
 #: The pattern the schemas put on every path: Snakemake expands ``{...}`` in an input path as a
@@ -142,6 +145,11 @@ def check_model_name(name: str) -> None:
             f"model name {preview_value(name)} may only use letters, digits and _ . + -, and "
             "must start with a letter or digit"
         )
+    if len(name) > MODEL_NAME_MAX:
+        raise InputError(
+            f"model name {preview_value(name)} is longer than {MODEL_NAME_MAX} characters; it "
+            "names the model's files: choose a shorter name"
+        )
 
 
 def _is_finite_number(checker, instance: object) -> bool:
@@ -197,7 +205,10 @@ def _message(error: jsonschema.ValidationError) -> str:
         # a null choice means "the default": users pick among the named ones
         named = [v for v in error.validator_value if v is not None]
         return f"{preview_value(value)} is not one of {named}"
-    if error.validator == "pattern" and error.validator_value == MODEL_NAME_PATTERN:
+    if (error.validator, error.validator_value) in (
+        ("pattern", MODEL_NAME_PATTERN),
+        ("maxLength", MODEL_NAME_MAX),
+    ):
         try:
             check_model_name(value)
         except InputError as exc:
@@ -266,22 +277,23 @@ def _max_level_problem(config: dict) -> str | None:
             evaluated_levels(levels, max_level)
         except ConfigError:
             return (
-                f"config key 'max_level': {max_level!r} is not a level of the {system} "
-                f"hierarchy (hierarchy.source {source}); choose one of {', '.join(levels[:-1])}"
+                f"config key 'max_level': {preview_value(max_level)} is not a level of the "
+                f"{system} hierarchy (hierarchy.source {source}); choose one of "
+                f"{', '.join(levels[:-1])}"
             )
         return None
     depth_name = re.fullmatch(r"d[1-9][0-9]*", max_level)
     if Path(path).suffix == ".json":
         if not depth_name and max_level not in ICD9_LEVELS[:-1]:
             return (
-                f"config key 'max_level': {max_level!r} is not a level of a CoPHE-style JSON "
-                f"tree, whose levels are {', '.join(ICD9_LEVELS[:-1])} (four parents per entry) "
-                "or d1 (just below the root), d2, ... (any other number)"
+                f"config key 'max_level': {preview_value(max_level)} is not a level of a "
+                f"CoPHE-style JSON tree, whose levels are {', '.join(ICD9_LEVELS[:-1])} (four "
+                "parents per entry) or d1 (just below the root), d2, ... (any other number)"
             )
     elif not depth_name:
         return (
-            f"config key 'max_level': {max_level!r} is not a level of an edge-list tree, whose "
-            "levels are d1 (children of the root), d2, ...; choose one of those"
+            f"config key 'max_level': {preview_value(max_level)} is not a level of an edge-list "
+            "tree, whose levels are d1 (children of the root), d2, ...; choose one of those"
         )
     return None
 
@@ -483,6 +495,16 @@ def _convert(value: str, column: str, where: str):
         ) from None
 
 
+def _is_dir(path: str, what: str) -> bool:
+    """Whether a sheet's path is a folder; a path the system cannot look up (a name over 255
+    bytes, a NUL byte) is refused here, naming its line, not raised as the system's error."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(f"{what} {preview_value(path)} is not a usable path ({reason})") from None
+
+
 def _sheet_lines(path: Path) -> list[str]:
     """The sheet's lines as text: UTF-8, a leading byte-order mark dropped (spreadsheet programs
     write one), and a byte that is not UTF-8 named by its line."""
@@ -533,13 +555,15 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
         raise InputError(f"model sheet {path} does not exist; set `models` in your config")
     schema = yaml.safe_load(Path(schema_path).read_text("utf-8"))
     validator = _FiniteValidator(schema)
-    reader = csv.reader(_sheet_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    # Plain TSV: a line is its tab-separated cells, whatever they hold (the csv module would
+    # refuse a cell over 128 kB or a NUL byte with an exception of its own).
+    reader = (line.split("\t") if line else [] for line in _sheet_lines(path))
     header = next(reader, None)
     if not header:
         raise InputError(f"model sheet {path} is empty; it needs a header 'model\tpredictions'")
     header = [h.strip() for h in header]
     if len(set(header)) != len(header):
-        raise InputError(f"model sheet {path}: duplicated column in header {header}")
+        raise InputError(f"model sheet {path}: duplicated column in header {preview(header, 20)}")
     allowed = list(schema["properties"])
     missing = [c for c in schema.get("required", []) if c not in header]
     unknown = [c for c in header if c not in allowed]
@@ -548,7 +572,7 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
             f"model sheet {path}, line 1: "
             + (f"missing column(s) {missing}" if missing else "")
             + ("; " if missing and unknown else "")
-            + (f"unknown column(s) {unknown}" if unknown else "")
+            + (f"unknown column(s) {preview(unknown)}" if unknown else "")
             + f"; the columns are {allowed} (model and predictions required)"
         )
     specs, seen = [], {}
@@ -572,7 +596,7 @@ def load_model_sheet(path: str | Path, schema_path: str | Path) -> list[ModelSpe
                 "model names must be unique"
             )
         seen[name] = line
-        if Path(row["predictions"]).is_dir():
+        if _is_dir(row["predictions"], f"{where}: predictions"):
             raise InputError(
                 f"{where}: predictions {preview_value(row['predictions'])} is a directory; "
                 "point it at a prediction file"

@@ -22,6 +22,8 @@ STYLES = (CLI, WORKFLOW)
 #: The library's own default: the config's keys, which its functions' keywords follow.
 _style = WORKFLOW
 
+#: How a model's dev predictions are named in messages (``NAME (dev)``).
+DEV_SUFFIX = " (dev)"
 #: The names a label file goes by in messages that all read the gold's settings.
 _GOLD_FILES = ("gold", "dev_gold", "train_gold")
 
@@ -114,7 +116,7 @@ def _owner(file: str) -> str:
     predictions (read as ``NAME (dev)``)."""
     if file in _GOLD_FILES:
         return "gold"
-    return file.removesuffix(" (dev)")
+    return file.removesuffix(DEV_SUFFIX)
 
 
 def setting(key: str, value: object = None, *, file: str | None = None) -> str:

@@ -153,10 +153,13 @@ def looks_like(raw: str) -> str | None:
 
 
 _SYSTEM_NAMES = {ICD9: "ICD-9", ICD10: "ICD-10"}
-_HIERARCHY_HINT = {
-    ICD9: "set hierarchy to package, cms or cophe (ICD-9-CM)",
-    ICD10: "set hierarchy to icd10",
-}
+
+
+def _hierarchy_hint(system: str) -> str:
+    """How to choose ``system``'s hierarchy, in the running entry point's syntax."""
+    if system == ICD10:
+        return f"set {setting('hierarchy', 'icd10')}"
+    return f"set {setting('hierarchy', 'package')} (or cms, cophe: ICD-9-CM)"
 
 
 def system_mismatch_hint(codes: list[str], system: str) -> str | None:
@@ -175,7 +178,7 @@ def system_mismatch_hint(codes: list[str], system: str) -> str | None:
     example = next(c for c in codes if looks_like(c) == other)
     return (
         f"these codes look like {_SYSTEM_NAMES[other]} (e.g. {example.strip()}); this evaluation "
-        f"uses {_SYSTEM_NAMES[system]}: {_HIERARCHY_HINT[other]}, or check the file"
+        f"uses {_SYSTEM_NAMES[system]}: {_hierarchy_hint(other)}, or check the file"
     )
 
 
@@ -263,7 +266,8 @@ def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFr
     if table.levels != ICD10_LEVELS:
         raise CodeError(
             f"codes not in the hierarchy ({preview(codes)}) cannot be placed by ICD-10 syntax in "
-            "a non-ICD-10 hierarchy; set unknown_codes: drop or error"
+            f"a non-ICD-10 hierarchy; set {setting('unknown_codes', 'drop')} or "
+            f"{setting('unknown_codes', 'error')}"
         )
     frame = table.frame
     columns = table.ancestor_columns
@@ -305,7 +309,8 @@ def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFr
     if unplaced:
         raise CodeError(
             "codes not in the hierarchy have no ICD-10 category (or PCS section) in it, so they "
-            f"cannot be placed: {preview(unplaced)}; set unknown_codes: drop or fix the codes"
+            f"cannot be placed: {preview(unplaced)}; set {setting('unknown_codes', 'drop')} or "
+            "fix the codes"
         )
     if not rows:
         return empty

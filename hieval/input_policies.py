@@ -14,7 +14,7 @@ from pathlib import Path
 from hieval import codesystem
 from hieval.errors import CodeError, InputError, preview
 from hieval.hierarchy.table import LevelTable
-from hieval.hints import setting
+from hieval.hints import DEV_SUFFIX, setting
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +79,24 @@ def coverage_warning(name: str, *, missing: int, gold: int) -> list[str]:
     ]
 
 
+def gold_of(name: str) -> str:
+    """The gold a label file named ``name`` is checked against, as messages say it: dev
+    predictions are checked against the dev gold, and "the gold" would send the user to the
+    test gold."""
+    return "the dev gold" if name.endswith(DEV_SUFFIX) else "the gold"
+
+
 def check_unknown_docs(docs: list[str], *, policy: str, path: Path, name: str) -> None:
     """Apply ``policy`` to the (sorted) documents of a prediction file the gold lacks:
     ``error`` raises, naming them; ``drop`` logs (the caller removes the rows)."""
     if not docs:
         return
+    gold = gold_of(name)
     if policy == "error":
         raise InputError(
-            f"{name}: {len(docs)} document(s) in {path} are not in the gold: {preview(docs)}; "
+            f"{name}: {len(docs)} document(s) in {path} are not in {gold}: {preview(docs)}; "
             f"check that both files use the same doc_id, or set {setting('unknown_docs', 'drop')}"
         )
     log.info(
-        "%s: dropped %d documents that are not in the gold: %s", name, len(docs), preview(docs)
+        "%s: dropped %d documents that are not in %s: %s", name, len(docs), gold, preview(docs)
     )

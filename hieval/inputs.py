@@ -32,17 +32,21 @@ from hieval.codes import CODE_TYPES
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
 from hieval.formats import (
+    FORMATS,
     GOLD,
     PREDICTIONS,
     Extras,
     caml,
+    check_file,
+    dense,
     locate,
     mimic4,
     open_source,
     read_error,
 )
+from hieval.formats.repeats import check_cell_repeats
 from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs
+from hieval.input_policies import check_unknown_codes, check_unknown_docs, gold_of
 from hieval.input_record import UNSCORED_SELECTION, InputRecord
 from hieval.label_options import (
     CODE_FORMATS,
@@ -300,6 +304,7 @@ def normalize_labels(
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
+    check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
     common = normalize_ranks.normalize(
         path,
         name=name,
@@ -408,17 +413,35 @@ def normalize_labels(
             SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
             GROUP BY code, code_type ORDER BY code, code_type""").pl()
 
+    code_where, first_rows = where, code_rows
+    if file_format == "dense":  # codes are the code list's lines, not matrix rows
+
+        def code_where(lines) -> dict[int, str]:
+            return dense.code_places(con, lines)
+
+        def first_rows() -> pl.DataFrame:
+            return dense.code_rows(con)
+
     mapping = _map_codes(
         raw_codes,
         fmt,
         options.code_type,
         system=system,
-        where=where,
+        where=code_where,
         path=path,
         name=name,
-        rows=code_rows,
+        rows=first_rows,
     )
     grouped = _apply_mapping(con, mapping, has_type=has_type)
+    check_cell_repeats(
+        con,
+        mapping,
+        FORMATS[file_format],
+        role=role,
+        has_score=has_score,
+        path=path,
+        name=name,
+    )
 
     if has_score and scores_out is not None:
         con.execute("""
@@ -771,7 +794,7 @@ def _write_scores(
         ).fetchone()[0]
         if extra:
             con.execute(f"DELETE FROM scored WHERE {outside}", [duckdb_path(gold_docs)])
-            log.info("%s: scores of %d document(s) not in the gold dropped", name, extra)
+            log.info("%s: scores of %d document(s) not in %s dropped", name, extra, gold_of(name))
     if has_score and record.unknown_code_policy == "drop":
         con.register("known_codes", known.frame.select("code"))
         con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")

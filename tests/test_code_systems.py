@@ -245,7 +245,7 @@ def test_icd9_codes_in_an_icd10_evaluation(tmp_path, cache, capsys):
         capsys,
         [*ICD10_ARGS, str(cache), "--gold", str(gold), "--pred", f"m={gold}", "--out", str(out)],
         "look like ICD-9",
-        "set hierarchy to package, cms or cophe",
+        "set --hierarchy package (or cms, cophe: ICD-9-CM)",
     )
     assert not out.exists()
 
@@ -256,7 +256,7 @@ def test_icd10_codes_in_an_icd9_evaluation(tmp_path, capsys):
         capsys,
         ["evaluate", "--gold", str(gold), "--pred", f"m={gold}", "--out", str(tmp_path / "o")],
         "look like ICD-10",
-        "set hierarchy to icd10",
+        "set --hierarchy icd10",
     )
 
 

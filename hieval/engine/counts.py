@@ -33,7 +33,7 @@ import polars as pl
 from hieval.atomic import atomic_path
 from hieval.engine.groups import Groups, Slice, runs, sum_by_doc
 from hieval.engine.keys import LEAF, CodeSpace
-from hieval.errors import ConfigError
+from hieval.errors import ConfigError, preview_value
 from hieval.hints import setting
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def evaluated_levels(levels: tuple[str, ...], max_level: str) -> tuple[str, ...]
     usable = levels[:-1]
     if max_level not in usable:
         raise ConfigError(
-            f"{setting('max_level')} {max_level!r} is not a level of this hierarchy; choose "
-            f"one of {usable}"
+            f"{setting('max_level')} {preview_value(max_level)} is not a level of this "
+            f"hierarchy; choose one of {usable}"
         )
     return usable[: usable.index(max_level) + 1]
 

@@ -31,6 +31,16 @@ class Format:
     load: Callable[..., None]
     roles: tuple[str, ...]
     summary: str
+    #: The roles in which each code names a column (a matrix's, a wide table's score column):
+    #: two columns that read as one code are one code twice, a conflict, not a duplicate.
+    code_columns: tuple[str, ...] = ()
+    #: Each (document, code) is one cell (a matrix or table cell, a JSON key): a second score
+    #: for a pair, once ids are trimmed and codes read, is a conflict, not a duplicate.
+    one_score_per_label: bool = False
+
+    def codes_name_columns(self, role: str) -> bool:
+        """Whether, read in ``role``, each of the file's codes names a column of its own."""
+        return role in self.code_columns
 
 
 FORMATS = {
@@ -53,6 +63,7 @@ FORMATS = {
             caml.load_scores,
             (PREDICTIONS,),
             "CAML pred_100_scores_*.json: {doc: {code: score}}",
+            one_score_per_label=True,
         ),
         Format(
             "caml_gold",
@@ -65,12 +76,16 @@ FORMATS = {
             wide.load,
             (GOLD, PREDICTIONS),
             "wide Feather/Parquet: one score column per code, `target` list, `_id`",
+            code_columns=(PREDICTIONS,),
+            one_score_per_label=True,
         ),
         Format(
             "dense",
             dense.load,
             (GOLD, PREDICTIONS),
             ".npy/.npz matrix (documents x codes) with a code list and a document list",
+            code_columns=(GOLD, PREDICTIONS),
+            one_score_per_label=True,
         ),
         *(
             Format(
@@ -116,6 +131,8 @@ def detect(path: Path, name: str) -> str:
             f"{name}: {path} is a MIMIC-IV diagnoses_icd/procedures_icd table; name its format "
             "mimic4_icd9 or mimic4_icd10 (the rows of that icd_version are kept)"
         )
+    if suffix in (".csv", ".tsv", ".txt", ".gz"):
+        mimic4.refuse_partial(path, name)  # not "of no known format" for want of one column
     if suffix in (".csv", ".tsv", ".txt"):
         return "caml_gold" if caml.looks_like_gold(path, name) else "long"
     if suffix == ".gz":
@@ -127,18 +144,26 @@ def detect(path: Path, name: str) -> str:
 
 
 def check_file(path: Path, name: str) -> None:
-    """The checks every format shares: the file exists, is a file, and is not empty."""
-    if not path.exists():
-        raise InputError(f"{name}: file {path} does not exist; check the path")
-    if path.is_dir():
-        raise InputError(f"{name}: {path} is a directory; point it at a label file")
-    if path.stat().st_size == 0:
-        raise InputError(f"{name}: file {path} is empty")
+    """The checks every format shares: the file exists, is a file, and is not empty.
+
+    A path the system cannot even look up (a name over 255 bytes, a NUL byte from a config
+    file) is said to be unreadable, not left to surface later as an exception of its own.
+    """
     try:
-        with path.open("rb") as handle:
-            handle.read(1)
-    except OSError as exc:
+        exists = path.exists()
+        folder = exists and path.is_dir()
+        empty = exists and not folder and path.stat().st_size == 0
+        if exists and not folder and not empty:
+            with path.open("rb") as handle:
+                handle.read(1)
+    except (OSError, ValueError) as exc:
         raise text.unreadable(path, name, exc) from None
+    if not exists:
+        raise InputError(f"{name}: file {path} does not exist; check the path")
+    if folder:
+        raise InputError(f"{name}: {path} is a directory; point it at a label file")
+    if empty:
+        raise InputError(f"{name}: file {path} is empty")
 
 
 def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:

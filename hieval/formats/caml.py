@@ -93,15 +93,18 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
             f"{name}: {path} must map each document to {{code: score}}, e.g. "
             '{"12345": {"401.9": 0.93}}'
         )
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     rows = []
     for number, (doc, scores) in enumerate(data, start=1):
-        if doc in seen:
+        # Ids are trimmed when labels are read: " 1" and "1" are one document, written twice.
+        if doc.strip() in seen:
+            written = preview(dict.fromkeys([seen[doc.strip()], doc]))
             raise InputError(
-                f"{name}: {path}: document {preview_value(doc)} appears more than once; JSON "
-                "keeps only the last, so write each document once with all its scores"
+                f"{name}: {path}, record {number}: document {preview_value(doc.strip())} appears "
+                f"more than once (written {written}); JSON keeps only the last, so write each "
+                "document once with all its scores"
             )
-        seen.add(doc)
+        seen[doc.strip()] = doc
         codes = [c for c, _ in scores]
         if len(set(codes)) != len(codes):
             repeated = next(c for i, c in enumerate(codes) if c in codes[:i])
@@ -117,8 +120,11 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
 
 
 def _score_text(value) -> str | None:
-    """A JSON score as text for validation; ``null`` is an empty score (None), not 'null'."""
-    return None if value is None else json.dumps(value)
+    """A JSON score as text for validation; ``null`` and a blank string are an empty score
+    (None), as an empty cell is in every other format, not the text '""'."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return json.dumps(value)
 
 
 def looks_like_gold(path: Path, name: str) -> bool:

@@ -7,22 +7,25 @@ The lists are named in the model sheet (``code_list``, ``doc_list``) or sit besi
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from hieval.errors import InputError, preview_value
+from hieval.errors import InputError, preview, preview_value
 from hieval.formats import text
 from hieval.hints import setting
 
 
-def _read_list(path: Path, name: str, what: str) -> list[str]:
+def _read_list(path: Path, name: str, what: str) -> tuple[list[str], list[int]]:
     """The entries of a code or document list, one per non-blank line.
 
     An entry listed twice would name two columns (or rows) of the matrix with one id, and the
-    two would be merged without a word: refused, naming both lines.
+    two would be merged without a word: refused, naming both lines. Returns the entries and the
+    line each is on.
     """
     if not path.is_file():
         raise InputError(
@@ -44,23 +47,52 @@ def _read_list(path: Path, name: str, what: str) -> list[str]:
             )
         first_line[entry] = number
         entries.append(entry)
-    return entries
+    return entries, list(first_line.values())
+
+
+#: What NumPy raises for a truncated or damaged ``.npy`` or ``.npz`` (a zip archive whose
+#: members are decompressed on access).
+_DAMAGED = (EOFError, zipfile.BadZipFile, zlib.error)
+
+
+#: The arrays ``scipy.sparse.save_npz`` writes.
+_SPARSE = {"data", "indices", "indptr", "format", "shape"}
+
+
+def _damaged(path: Path, name: str, exc: Exception) -> InputError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return InputError(
+        f"{name}: {path} is a truncated or damaged NumPy file ({reason}); copy or save it again "
+        "whole"
+    )
 
 
 def _matrix(path: Path, name: str) -> np.ndarray:
     try:
         loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            keys = list(loaded.keys())
+            if set(keys) >= _SPARSE and "scores" not in keys:
+                raise InputError(
+                    f"{name}: {path} is a SciPy sparse matrix (scipy.sparse.save_npz); hieval "
+                    "reads dense matrices: save it with numpy.save(path, matrix.toarray()), or "
+                    "write its non-zero cells in long format (doc_id,code,score)"
+                )
+            key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
+            if key is None:
+                raise InputError(
+                    f"{name}: {path} holds arrays {preview(keys)}; name the matrix 'scores'"
+                )
+            loaded = loaded[key]
+    except _DAMAGED as exc:
+        raise _damaged(path, name, exc) from None
     except ValueError as exc:
+        if "not fully written" in str(exc) or str(exc).startswith("EOF"):
+            raise _damaged(path, name, exc) from None  # NumPy's words for a short file
         raise InputError(
-            f"{name}: {path} holds Python objects or is not a NumPy file ({exc}); hieval never "
-            "unpickles: save a numeric array"
+            f"{name}: {path} holds Python objects or is not a NumPy file "
+            f"({str(exc).split('. ')[0]}); hieval never unpickles: save a numeric array"
         ) from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
-        keys = list(loaded.keys())
-        key = "scores" if "scores" in keys else (keys[0] if len(keys) == 1 else None)
-        if key is None:
-            raise InputError(f"{name}: {path} holds arrays {keys}; name the matrix 'scores'")
-        loaded = loaded[key]
     if loaded.ndim != 2 or not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
         raise InputError(
             f"{name}: {path} must be a 2-D numeric matrix (documents x codes), got shape "
@@ -90,13 +122,20 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     """Register ``src``: one row per non-zero decision, or per score, plus each document."""
     matrix = _matrix(path, name)
     stem = path.with_suffix("")
-    codes = _read_list(Path(extras.code_list or f"{stem}.codes.txt"), name, "code")
-    docs = _read_list(Path(extras.doc_list or f"{stem}.docs.txt"), name, "document")
-    if matrix.shape != (len(docs), len(codes)):
-        raise InputError(
-            f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} but the lists hold "
-            f"{len(docs)} documents and {len(codes)} codes"
-        )
+    code_list = Path(extras.code_list or f"{stem}.codes.txt")
+    doc_list = Path(extras.doc_list or f"{stem}.docs.txt")
+    codes, code_lines = _read_list(code_list, name, "code")
+    docs, _lines = _read_list(doc_list, name, "document")
+    for axis, (entries, listed, what) in enumerate(
+        ((docs, doc_list, "document"), (codes, code_list, "code"))
+    ):
+        if matrix.shape[axis] != len(entries):
+            unit = ("rows", "columns")[axis]
+            raise InputError(
+                f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} (documents x codes) "
+                f"but the {what} list {listed} holds {len(entries)} {what}s for its "
+                f"{matrix.shape[axis]} {unit}; give one {what} per {unit[:-1]}, in order"
+            )
     if role == "gold":
         _check_decisions(matrix, path, name, docs, codes)
     # A gold is decisions whatever its dtype (float 0/1 is common); predictions are decisions
@@ -107,7 +146,10 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         or (np.issubdtype(matrix.dtype, np.integer) and np.isin(matrix, (0, 1)).all())
     )
     con.register("dense_docs", pa.table({"di": np.arange(len(docs)), "doc_id": docs}))
-    con.register("dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes}))
+    con.register(
+        "dense_codes", pa.table({"ci": np.arange(len(codes)), "code": codes, "line": code_lines})
+    )
+    con.register("dense_code_list", pa.table({"path": [str(code_list)]}))
     if binary:
         di, ci = np.nonzero(matrix)
         cells = pa.table({"di": di, "ci": ci})
@@ -125,3 +167,16 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         UNION ALL
         SELECT doc_id, NULL{", NULL" if not binary else ""}, di + 1 FROM dense_docs
     """).create_view("src", replace=True)
+
+
+def code_rows(con: duckdb.DuckDBPyConnection):
+    """Each code with the line of the code list it is on, as ``code, code_type, line``: a bad
+    code is fixed in the list, so messages about codes name the list's line, not the first
+    matrix row (a document) that happens to hold the code."""
+    return con.sql("SELECT code, NULL::VARCHAR AS code_type, line FROM dense_codes").pl()
+
+
+def code_places(con: duckdb.DuckDBPyConnection, lines) -> dict[int, str]:
+    """The code list's ``path, line N`` of each of ``lines``."""
+    ((code_list,),) = con.execute("SELECT path FROM dense_code_list").fetchall()
+    return {line: f"{code_list}, line {line}" for line in lines}

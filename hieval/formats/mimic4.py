@@ -75,6 +75,32 @@ def looks_like_mimic4(path: Path, name: str) -> bool:
     return set(REQUIRED) <= {h.lower() for h in read_header(path, name, separator)}
 
 
+def refuse_partial(path: Path, name: str) -> None:
+    """Refuse a table whose header holds at least two of the MIMIC-IV columns, not all, and not
+    the long format's ``doc_id, code``: a MIMIC-IV table that lost a column, as exports may.
+
+    Why: without all of them the file is taken for another format and refused as one ("cannot
+    tell the format", "lacks doc_id, code"), which hides the one missing column.
+    """
+    try:
+        separator = separator_of(path, name)
+    except InputError:
+        return
+    names = read_header(path, name, separator)
+    found = {h.lower() for h in names}
+    present = [c for c in REQUIRED if c in found]
+    if len(present) < 2 or {"doc_id", "code"} <= found:
+        return
+    missing = [c for c in REQUIRED if c not in found]
+    if missing:
+        raise InputError(
+            f"{name}: {path} looks like a MIMIC-IV diagnoses_icd/procedures_icd table without "
+            f"its {preview(missing)} column{'s' if len(missing) > 1 else ''} (found "
+            f"{preview(names, 20)}): add {'them' if len(missing) > 1 else 'it'} (format "
+            "mimic4_icd9 or mimic4_icd10), or write the file in long format (doc_id,code)"
+        )
+
+
 def code_type_of(columns: list[str], path: Path, name: str) -> str:
     """``proc`` for ``procedures_icd`` (it has ``chartdate``), ``dx`` for ``diagnoses_icd``."""
     kind = PROC if PROCEDURE_MARKER in {c.lower() for c in columns} else DX
@@ -133,9 +159,11 @@ def load(
     ).create_view("mimic4_rows", replace=True)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {_COUNTS_TABLE} AS
-        SELECT icd_version, count(*) AS rows, min(_line) AS first_row
+        SELECT icd_version, count(*) AS rows, min(_line) AS first_row,
+               min(_line) FILTER (coalesce(trim(code), '') = '') AS first_empty_code
         FROM mimic4_rows GROUP BY icd_version""")
-    counts = {v: (n, first) for v, n, first in con.execute(f"FROM {_COUNTS_TABLE}").fetchall()}
+    rows = con.execute(f"SELECT icd_version, rows, first_row FROM {_COUNTS_TABLE}").fetchall()
+    counts = {v: (n, first) for v, n, first in rows}
     bad = {v: first for v, (_n, first) in counts.items() if v not in ("9", "10")}
     if bad:
         value, row = min(bad.items(), key=lambda item: item[1])
@@ -151,6 +179,7 @@ def load(
             f"this evaluation keeps icd_version {icd_version}: choose the format "
             f"mimic4_icd{other} and an ICD-{other} hierarchy, or check the file"
         )
+    _refuse_empty_code(con, path, name, icd_version)
     if skipped:
         log.info(
             "%s: %d rows of ICD-%d skipped in %s (this evaluation uses ICD-%d)",
@@ -163,6 +192,20 @@ def load(
     con.sql(f"""
         SELECT _line, doc_id, code, '{kind}' AS code_type
         FROM mimic4_rows WHERE icd_version = '{icd_version}'""").create_view("src", replace=True)
+
+
+def _refuse_empty_code(con, path: Path, name: str, icd_version: int) -> None:
+    """Every MIMIC-IV row is one code of an admission: a row without ``icd_code`` is a damaged
+    row, not an admission without codes (as an empty code is in the long format), which would
+    add a document with no labels to the evaluation."""
+    ((row,),) = con.execute(
+        f"SELECT first_empty_code FROM {_COUNTS_TABLE} WHERE icd_version = ?", [str(icd_version)]
+    ).fetchall()
+    if row is not None:
+        raise InputError(
+            f"{name}: {path}, row {row}: empty icd_code; every row of a MIMIC-IV table is one "
+            "code of an admission: fill it in or remove the row"
+        )
 
 
 def _quote(column: str) -> str:

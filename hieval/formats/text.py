@@ -41,10 +41,12 @@ def not_utf8(path: Path, name: str, line: int, raw: bytes, exc: UnicodeDecodeErr
     )
 
 
-def unreadable(path: Path, name: str, exc: OSError) -> InputError:
-    """The message for a file the system refuses to open (permissions, a vanished file)."""
+def unreadable(path: Path, name: str, exc: OSError | ValueError) -> InputError:
+    """The message for a file the system refuses to open (permissions, a vanished file, a name
+    it cannot look up)."""
     return InputError(
-        f"{name}: cannot read {path} ({exc.strerror or exc}); check the path and the file's "
+        f"{name}: cannot read {path} ({getattr(exc, 'strerror', None) or exc}); check the path "
+        "and the file's "
         "permissions"
     )
 

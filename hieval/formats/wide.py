@@ -11,7 +11,7 @@ import duckdb
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from hieval.errors import InputError
+from hieval.errors import InputError, preview, preview_value
 from hieval.paths import duckdb_path
 
 ID, TARGET = "_id", "target"
@@ -32,10 +32,14 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     try:
         if path.suffix.lower() == ".parquet":
             con.read_parquet(duckdb_path(path)).create_view("wide_in", replace=True)
+            names = pq.read_schema(path).names
         else:
-            con.register("wide_in", feather.read_table(path))
+            table = feather.read_table(path)
+            con.register("wide_in", table)
+            names = table.schema.names
     except (OSError, ValueError) as exc:
         raise InputError(f"{name}: {path} is not a readable Feather file ({exc})") from None
+    _refuse_repeated_names(names, path, name)
     columns = con.sql("SELECT * FROM wide_in LIMIT 0").columns
     missing = [c for c in (ID, TARGET) if c not in columns]
     if missing:
@@ -43,6 +47,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
             f"{name}: {path} lacks column(s) {missing}; a wide table needs `_id`, `target` and "
             "one score column per code"
         )
+    _refuse_repeated_documents(con, path, name)
     if role == "gold":
         target_type = con.sql(f'SELECT "{TARGET}" FROM wide_in LIMIT 0').types[0]
         if target_type.id != "list":
@@ -63,8 +68,16 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     # and the code of a bad score rather than a position among the unpivoted cells. Empty
     # (null) cells are kept, and so refused as empty scores, as an empty CSV cell is: UNPIVOT
     # would drop them without a word.
+    # UNPIVOT needs one type: a score column exported as text ('0.9', 'nan', ' ') beside numeric
+    # ones makes every score column text first, so that each cell is validated as every score is.
+    # Numeric columns alone are unpivoted as they are (a FLOAT beside a DOUBLE is widened).
+    score_columns = f'COLUMNS(* EXCLUDE ("{ID}", "{TARGET}"))'
+    kinds = con.sql(f"SELECT {score_columns} FROM wide_in LIMIT 0").types
+    text = any(kind.id == "varchar" for kind in kinds)
     con.sql(f"""
-        SELECT row_number() OVER () AS {ROW}, * EXCLUDE ("{TARGET}") FROM wide_in
+        SELECT row_number() OVER () AS {ROW}, "{ID}",
+               {f"CAST({score_columns} AS VARCHAR)" if text else score_columns}
+        FROM wide_in
     """).create_view("wide_rows", replace=True)
     con.sql(f"""
         SELECT {ROW} AS _line, CAST("{ID}" AS VARCHAR) AS doc_id, code,
@@ -74,3 +87,34 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
         UNION ALL
         SELECT {ROW}, CAST("{ID}" AS VARCHAR), NULL, NULL FROM wide_rows
     """).create_view("src", replace=True)
+
+
+def _refuse_repeated_names(names: list[str], path: Path, name: str) -> None:
+    """Two columns whose names differ at most in case are one column to DuckDB, which renames
+    the second (``v10.0`` becomes ``v10.0_1``, then a malformed code): refused, naming both."""
+    first: dict[str, str] = {}
+    for column in names:
+        if column.lower() in first:
+            raise InputError(
+                f"{name}: {path}: columns {preview([first[column.lower()], column])} differ at "
+                "most in case; "
+                "give each code one column, written once"
+            )
+        first[column.lower()] = column
+
+
+def _refuse_repeated_documents(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> None:
+    """A document on two rows would get two scores per code (or two target lists), merged
+    without a word: refused, naming the rows. Ids are compared as they are read (trimmed)."""
+    repeat = con.execute(f"""
+        SELECT doc_id, list(row ORDER BY row)[:2] AS rows FROM (
+            SELECT trim(CAST("{ID}" AS VARCHAR)) AS doc_id, row_number() OVER () AS row
+            FROM wide_in)
+        WHERE coalesce(doc_id, '') <> ''  -- an empty id is refused as one, row by row
+        GROUP BY doc_id HAVING count(*) > 1 ORDER BY min(row) LIMIT 1""").fetchall()
+    if repeat:
+        ((doc, (first, second)),) = repeat
+        raise InputError(
+            f"{name}: {path}, rows {first} and {second}: document {preview_value(doc)} appears "
+            "more than once; a wide table holds one row per document: remove or merge the repeat"
+        )

@@ -23,7 +23,7 @@ from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.checksums import sha256_file
 from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
-from hieval.errors import CodeError, HierarchyError, preview
+from hieval.errors import VALUE_CHARS, CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table
 from hieval.hierarchy.table import LevelTable
@@ -356,15 +356,29 @@ def read_edge_list(path: str | Path) -> pl.DataFrame:
     except FileNotFoundError:
         raise HierarchyError(f"hierarchy file {path} does not exist") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise HierarchyError(f"cannot read hierarchy file {path}: {exc}") from None
+        raise HierarchyError(
+            f"cannot read hierarchy file {path} ({_first_line(exc)}); an edge list is a UTF-8 "
+            "CSV or TSV with the header child,parent[,title], one edge per row, each row with "
+            "the header's fields and balanced quotes (or Parquet)"
+        ) from None
     missing = {"child", "parent"} - set(frame.columns)
     if missing:
         raise HierarchyError(
             f"hierarchy file {path} lacks column(s) {sorted(missing)}; an edge list needs "
-            f"'child,parent' (optional 'title'); found {frame.columns}"
+            f"'child,parent' (optional 'title'); found {preview(frame.columns, 20)}"
         )
     cols = [c for c in ("child", "parent", "title") if c in frame.columns]
     return frame.select(pl.col(c).cast(pl.String).str.strip_chars() for c in cols)
+
+
+def _first_line(exc: Exception) -> str:
+    """A reader's reason in one line, cut: Polars' messages run over several lines, quote the
+    offending field whole and advise its own options (``truncate_ragged_lines``), which a
+    hieval user cannot set."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    limit = 2 * VALUE_CHARS
+    return reason if len(reason) <= limit else f"{reason[:limit]}…"
 
 
 def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[str]]:
