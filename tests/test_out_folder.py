@@ -21,7 +21,7 @@ import pytest
 from helpers import prebuilt_tables
 from test_outputs import tmpfs
 
-from hieval import cli
+from hieval import cli, run
 from hieval.atomic import STAGING_MARKER
 from hieval.ownership import MANIFEST
 
@@ -301,14 +301,14 @@ def test_file_added_during_the_run_is_not_deleted_at_the_swap(
     if earlier_run:
         assert evaluate(*inputs, out, cache=cache) == 0
     before = snapshot(out) if earlier_run else {}
-    real = cli.final_reports
+    real = run.final_reports
 
     def user_saves_a_file(**kwargs):
         (out / "figures").mkdir(parents=True, exist_ok=True)
         (out / "figures" / "mine.png").write_text("made during the run")
         return real(**kwargs)
 
-    monkeypatch.setattr(cli, "final_reports", user_saves_a_file)
+    monkeypatch.setattr(run, "final_reports", user_saves_a_file)
     assert evaluate(*inputs, out, cache=cache) == 1
     one_line_refusal(capsys, "figures/mine.png")
     assert (out / "figures" / "mine.png").read_text() == "made during the run"
