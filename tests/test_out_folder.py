@@ -495,8 +495,8 @@ def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cach
 #: turns the signal's exception into its own; then the CLI's arguments.
 STOPPED_RUN = """
 import os, signal, sys, threading
-from hieval import cli
-count = cli.count_and_score
+from hieval import cli, run
+count = run.count_and_score
 def stop(**kwargs):
     if sys.argv[2] == "duckdb":
         import duckdb
@@ -507,7 +507,7 @@ def stop(**kwargs):
     else:
         os.kill(os.getpid(), getattr(signal, sys.argv[1]))
     return count(**kwargs)
-cli.count_and_score = stop
+run.count_and_score = stop
 sys.exit(cli.main(sys.argv[3:]))
 """
 
