@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from hieval.atomic import atomic_path
 from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.config import (
@@ -31,9 +33,11 @@ from hieval.config import (
     tuning_options,
     uncertainty_settings,
 )
+from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
 from hieval.formats import GOLD, PREDICTIONS
+from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.hints import setting
 from hieval.label_options import (
@@ -80,10 +84,10 @@ class EvaluateOptions:
     gold: list[Path]
     pred: list[tuple[str, Path]]
     train_gold: Path | None = None
-    hierarchy: str = "package"
+    hierarchy: str | BuiltTables = "package"
     hierarchy_sha256: str | None = None
     cache: Path = Path("resources")
-    max_level: str = DEFAULT_MAX_LEVEL
+    max_level: str | None = DEFAULT_MAX_LEVEL
     unknown_codes: str = DEFAULT_UNKNOWN_CODES
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS
     threshold: float | str | None = None
@@ -130,6 +134,8 @@ def _log_progress(subject: str, stage: str) -> None:
 
 def hierarchy_config(args: EvaluateOptions) -> dict:
     """``--hierarchy`` and ``--hierarchy-sha256`` as the config's ``hierarchy`` section."""
+    if isinstance(args.hierarchy, BuiltTables):
+        return dict(args.hierarchy.config)
     known = args.hierarchy in ("package", "icd10", *DOWNLOADS)
     return {
         "source": args.hierarchy if known else "file",
@@ -151,13 +157,34 @@ def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
     return source, Path(hierarchy["path"]) if hierarchy["path"] else None
 
 
+@dataclasses.dataclass(frozen=True)
+class BuiltTables:
+    """A hierarchy's tables built once into ``folder`` (``levels.parquet``,
+    ``ancestors.parquet``), so later runs copy them instead of building them again
+    (:func:`hieval.load_hierarchy`). ``config`` is the ``hierarchy`` section it was built from,
+    ``name`` its name in reports, ``levels`` its level names (deepest first)."""
+
+    folder: Path
+    config: dict
+    name: str
+    levels: tuple[str, ...]
+
+
 def build_tables(
     args: EvaluateOptions, out: Path, max_level: str | None = None
 ) -> tuple[Path, Path, str]:
     """Build the hierarchy's tables into ``out``; also return its name for reports."""
+    levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
+    if isinstance(args.hierarchy, BuiltTables):
+        built = args.hierarchy
+        if max_level is not None:  # checked as build_hierarchy checks it
+            evaluated_levels(built.levels, max_level)
+        for name, target in ((LEVELS_FILE, levels), (ANCESTORS_FILE, ancestors)):
+            with atomic_path(target) as tmp:
+                shutil.copyfile(built.folder / name, tmp)
+        return levels, ancestors, built.name
     hierarchy = hierarchy_config(args)
     source, path = _hierarchy_source(hierarchy, args.cache)
-    levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
     build_hierarchy(
         source,
         path,
