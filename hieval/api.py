@@ -277,9 +277,9 @@ def _single_input(value: object) -> bool:
     if not isinstance(value, Mapping):
         return True
     for inner in value.values():
-        if isinstance(inner, str | os.PathLike | memory.Dense) or hasattr(inner, "columns"):
+        if isinstance(inner, str | os.PathLike | memory.Dense | pl.DataFrame | pl.LazyFrame):
             return False
-        if isinstance(inner, pl.LazyFrame):
+        if type(inner).__module__.startswith("pandas"):
             return False
         if isinstance(inner, Mapping):
             first = next(iter(inner.values()), None)
@@ -320,8 +320,9 @@ def _checked(dest: str, value: object, *, keyword: str | None = None) -> object:
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(f"{keyword}={preview_value(value)}: {exc}") from None
     if action.choices is not None and value not in action.choices:
+        choices = ", ".join(map(repr, action.choices))  # argparse's own wording
         raise ConfigError(
-            f"{keyword}={preview_value(value)}: expected one of {', '.join(action.choices)}"
+            f"{keyword}={preview_value(value)}: invalid choice: {value!r} (choose from {choices})"
         )
     return value
 

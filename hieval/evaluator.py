@@ -163,6 +163,7 @@ class Evaluator:
         except BaseException:  # a refused batch leaves no trace: the earlier ones stand
             for name, batches in self._all().items():
                 batches.restore(kept.get(name, (0, 0)))
+            self._models = {n: b for n, b in self._models.items() if b.files}
             raise
         self._seen |= batch
 
