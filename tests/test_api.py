@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import doctest
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -102,8 +103,6 @@ def test_intervals_comparisons_nodes_and_summary_are_the_cli_files(from_frames, 
 
 
 def test_records_are_the_cli_records_but_for_the_inputs_name(from_frames, cli_out):
-    import json
-
     inputs = cli_out / "work" / "inputs"
     for name, record in from_frames.records.items():
         path = inputs / ("gold.json" if name == "gold" else f"predictions/{name}.json")
@@ -111,9 +110,21 @@ def test_records_are_the_cli_records_but_for_the_inputs_name(from_frames, cli_ou
         assert {k: v for k, v in record.items() if k != "path"} == {
             k: v for k, v in theirs.items() if k != "path"
         }
-    assert "coverage" in json.dumps(from_frames.records) or all(
-        "warnings" in r for r in from_frames.records.values()
-    )
+    assert from_frames.records["scored"]["path"] == "scored (in memory)"
+
+
+def test_records_carry_the_coverage_warning_the_cli_records(tmp_path, cache):
+    """A model that leaves most gold documents without a row is said to, in the record."""
+    gold = {"a": ["401.9"], "b": ["250.00"], "c": ["428.0"], "d": ["V10.3"]}
+    pred = {"a": ["401.9"]}
+    (tmp_path / "g.csv").write_text("doc_id,code\n" + "".join(
+        f"{d},{c}\n" for d, cs in gold.items() for c in cs))  # fmt: skip
+    (tmp_path / "p.csv").write_text("doc_id,code\na,401.9\n")
+    out = run_cli(tmp_path / "o", tmp_path / "g.csv", {"m": tmp_path / "p.csv"}, cache)
+    theirs = json.loads((out / "work/inputs/predictions/m.json").read_text())["warnings"]
+    ours = hieval.evaluate(gold, {"m": pred}, cache=cache).records["m"]["warnings"]
+    assert ours == theirs
+    assert "3 of 4 gold documents" in ours[0]
 
 
 def test_write_writes_the_cli_files(tmp_path, files, cache):
