@@ -414,3 +414,27 @@ def test_docstring_examples_run(module, cache):
     for test in tests:
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+# --- one composition, quiet by default -------------------------------------------------------
+
+STAGES = ("build_hierarchy", "normalize_file", "tune_threshold", "count_and_score",
+          "uncertainty", "final_reports", "publish_reports")  # fmt: skip
+
+
+@pytest.mark.parametrize("module", [cli, api, evaluator], ids=lambda m: m.__name__)
+def test_entry_points_do_not_compose_the_stages_themselves(module):
+    """The stages are composed once, in hieval.run; the CLI and the API only call it."""
+    source = inspect.getsource(module)
+    assert [stage for stage in STAGES if re.search(rf"\b{stage}\(", source)] == []
+
+
+def test_a_clean_evaluation_prints_nothing(cache, capfd):
+    capfd.readouterr()
+    gold = {"a": ["401.9"], "b": ["250.00"]}
+    hieval.evaluate(gold, {"m": {"a": ["401.9"], "b": ["428.0"]}}, cache=cache)
+    assert capfd.readouterr() == ("", "")  # no progress lines, no rules
+    hieval.evaluate(gold, {"m": {"a": ["401.9"]}}, cache=cache)  # a warning is still said
+    assert capfd.readouterr().err.splitlines() == [
+        "warning: model m has no predictions for 1 of 2 gold documents (50.0 %)"
+    ]

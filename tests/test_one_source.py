@@ -198,7 +198,7 @@ LAYERS = (
     ("report", "reports"),
     ("resources", "pipeline", "config"),
     ("run",),
-    ("cli", "workflow_script", "api", "evaluator", "dense"),
+    ("cli", "workflow_script", "api", "evaluator", "memory"),
     ("experiments",),
 )
 
