@@ -578,7 +578,7 @@ def _tune_thresholds(
             log.warning(
                 "warning: %s given but no model tunes its threshold (%s): the dev "
                 "predictions are not read",
-                setting("dev_predictions"),
+                setting("dev_predictions", "PATH"),
                 setting("threshold", TUNE),
             )
         return {}
