@@ -298,7 +298,8 @@ def _single_input(value: object) -> bool:
     return True
 
 
-def _named(value: object, what: str) -> dict[str, object]:
+def _named(value: object) -> dict[str, object]:
+    """``predictions`` as ``name -> labels`` (one model without a name is ``model``)."""
     return {DEFAULT_MODEL: value} if _single_input(value) else dict(value)
 
 
@@ -444,11 +445,11 @@ def evaluate(
 
     formats = dict(_pairs(format, "format"))
     with _api_errors(staged):
-        models = _named(predictions, "predictions")
+        models = _named(predictions)
         for name in models:
             _checked("pred", f"{name}=x", keyword="predictions")
         golds = list(gold) if isinstance(gold, list | tuple) else [gold]
-        dev = {} if dev_predictions is None else _named(dev_predictions, "dev_predictions")
+        dev = {} if dev_predictions is None else _named(dev_predictions)
         options = run.EvaluateOptions(
             gold=[file_of(g, "gold", "gold") for g in golds],
             pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],

@@ -127,7 +127,7 @@ class Evaluator:
         """Add a batch of documents: their gold and each model's predictions, in any input
         kind :func:`hieval.evaluate` takes in memory. A document of an earlier batch is
         refused, naming it (its labels would be counted twice)."""
-        models = api._named(predictions_batch, "predictions")
+        models = api._named(predictions_batch)
         if self._models and set(models) != set(self._models):
             raise InputError(
                 f"batch {len(self._gold.parts) + 1}: models {sorted(models)}, the earlier "
