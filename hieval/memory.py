@@ -174,8 +174,8 @@ def _mixed_types(columns: dict[str, list], *, name: str) -> pl.DataFrame:
             odd = next(v for v in values if v is not None and type(v).__name__ != "str")
             doc = columns["doc_id"][values.index(odd)]
             raise InputError(
-                f"{name}: document {preview_value(doc)}: {column} {odd!r} is a "
-                f"{type(odd).__name__} among text; codes and documents are strings "
+                f"{name}: document {preview_value(doc)}: {column} {odd!r} "
+                f"({type(odd).__name__}) among text; codes and documents are strings "
                 "('401.9', not 401.9: leading zeros matter)"
             ) from None
     raise InputError(f"{name}: the labels cannot be made a table; give {KINDS}")

@@ -296,7 +296,7 @@ def test_undotted_and_bogus_codes_are_read_or_refused_as_in_a_file(
 
 
 def test_a_number_among_codes_is_refused_naming_document_and_value(cache):
-    with pytest.raises(hieval.InputError, match=r"m: document 'b': code 4019 is a int"):
+    with pytest.raises(hieval.InputError, match=r"m: document 'b': code 4019 \(int\) among text"):
         hieval.evaluate({"a": ["401.9"], "b": ["250.00"]}, {"m": {"a": ["401.9"], "b": [4019]}},
                         cache=cache)  # fmt: skip
 
