@@ -438,3 +438,22 @@ def test_a_clean_evaluation_prints_nothing(cache, capfd):
     assert capfd.readouterr().err.splitlines() == [
         "warning: model m has no predictions for 1 of 2 gold documents (50.0 %)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "file", "expected"),
+    [
+        ("unknown_docs", "drop", None, "unknown_docs='drop'"),
+        ("code_type", "dx", "m", "code_type={'m': 'dx'}"),
+        ("code_type", "proc", "dev_gold", "code_type={'gold': 'proc'}"),
+        ("dev_predictions", "PATH", "m (dev)", "dev_predictions={'m': 'PATH'}"),
+        ("allow_dev_test_overlap", True, None, "allow_dev_test_overlap=True"),
+        ("bootstrap", 200, None, "bootstrap=200"),
+    ],
+)
+def test_hints_in_the_api_are_keyword_arguments(key, value, file, expected):
+    from hieval import hints
+
+    with hints.entry_point(hints.API):
+        assert hints.setting(key, value, file=file) == expected
+        assert not hints.offers("shards")
