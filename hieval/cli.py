@@ -168,10 +168,28 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser(
         "evaluate",
         help="evaluate one or more prediction files against a gold file",
-        description="Writes OUT/metrics.parquet (tidy: model, family, level, average, metric, "
-        "value), OUT/metrics.csv, OUT/summary.csv, OUT/summary.md, OUT/nodes/NAME.csv and, with "
-        "--bootstrap N > 0, OUT/intervals.parquet and OUT/comparisons.parquet. "
-        "Intermediate tables go to OUT/work/. Exit code 0 only when everything was written.",
+        # Raw, so the list of files keeps one file per line (tests/test_docs.py checks it
+        # against what a run writes).
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Evaluates every --pred against the --gold. Writes the folder OUT, replaced "
+        "whole\nonly when everything was written (exit code 0), holding:\n\n"
+        "  metrics.parquet, metrics.csv  the tidy table: model, family, level, average, metric, "
+        "value\n"
+        "  summary.csv                   the same, wide: a column per metric\n"
+        "  summary.md                    paper-style tables, with the input notes\n"
+        "  report.html                   the HTML report, self-contained (opens offline)\n"
+        "  tables.tex, tables.md         P/R/F1 in the CoPHE paper's Table 2 layout, F1 per "
+        "level\n"
+        "  figures/*.svg                 the report's figures\n"
+        "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
+        "  intervals.parquet             with --bootstrap N > 0: every tidy row's interval\n"
+        "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
+        "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
+        "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
+        "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"
+        "  work/                         intermediate tables (hierarchy, inputs, counts, "
+        "metrics)\n"
+        "  .hieval-manifest.json         the list of the run's files, written last",
     )
     ev.add_argument(
         "--gold",
@@ -412,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     hi = sub.add_parser(
         "hierarchy",
         help="build the level tables of a hierarchy",
-        description="Writes OUT/levels.parquet and OUT/ancestors.parquet.",
+        description="Writes OUT/levels.parquet and OUT/ancestors.parquet (and "
+        "OUT/.hieval-manifest.json, the list of the run's files).",
     )
     hi.add_argument(
         "--out", required=True, type=Path, help="output folder, replaced whole as evaluate's"

@@ -44,7 +44,7 @@ from hieval.icd10 import (
 )
 
 VERBATIM = "verbatim"
-#: The code systems, in the order the README lists them.
+#: The code systems, in the order the documentation lists them (docs/hierarchies.md).
 CODE_SYSTEMS = (ICD9, ICD10, VERBATIM)
 #: Hierarchy source -> the code system it implies.
 SOURCE_SYSTEMS = {

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from hieval import codesystem, normalize_ranks
 from hieval.atomic import atomic_path
+from hieval.checksums import sha256_file
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
@@ -40,7 +41,6 @@ from hieval.formats import (
     open_source,
     read_error,
 )
-from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
 from hieval.input_record import UNSCORED_SELECTION, InputRecord

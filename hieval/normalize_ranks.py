@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from hieval import codesystem
 from hieval.atomic import atomic_path
 from hieval.background import PendingFile
+from hieval.checksums import sha256_file
 from hieval.errors import CodeError, preview_value
 from hieval.formats import wide
-from hieval.hierarchy.sources import sha256_file
 from hieval.hierarchy.table import LevelTable
 from hieval.input_policies import check_unknown_codes, check_unknown_docs
 from hieval.input_record import UNSCORED_SELECTION, InputRecord

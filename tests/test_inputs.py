@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from hieval.checksums import sha256_file
 from hieval.errors import InputError
-from hieval.hierarchy.sources import sha256_file
 from hieval.inputs import normalize_labels
 from hieval.label_options import LabelOptions
 

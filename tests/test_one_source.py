@@ -188,9 +188,9 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
     assert registry.PAPER_METRICS["EB-HAMM"] is False  # a loss
 
 
-#: The library's layers, bottom-up, as the README's layout map draws them.
+#: The library's layers, bottom-up, as docs/development.md's layout map draws them.
 LAYERS = (
-    ("errors", "hints", "ownership", "atomic", "paths", "background", "codes", "data"),
+    ("errors", "hints", "ownership", "atomic", "checksums", "paths", "background", "codes", "data"),
     ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),
@@ -204,7 +204,7 @@ LAYERS = (
 
 
 def test_no_import_runs_back_up_the_layers():
-    """Each module imports only from its own layer or below (the README's layout map)."""
+    """Each module imports only from its own layer or below (docs/development.md's layout map)."""
     import ast
 
     layer_of = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -1,6 +1,6 @@
 """The SLURM profile on a real single-node SLURM cluster started for the test (no accounting
-database): the README's command runs the demo as batch jobs, every job asks for memory and wall
-time, and the report equals a local run byte for byte.
+database): the documented command (docs/workflow.md) runs the demo as batch jobs, every job
+asks for memory and wall time, and the report equals a local run byte for byte.
 
 Needs root, the Debian packages slurmctld, slurmd, slurm-client and munge, and the SLURM
 executor plugin (``HIEVAL_SLURM_PLUGIN_PATH`` or the ``slurm`` extra; see
@@ -57,7 +57,8 @@ def slurm_conf(tmp_path_factory):
 
 
 def run_on_cluster(work, slurm_conf, *args, timeout):
-    """The README's SLURM command in ``work``, verbose (it prints every sbatch call)."""
+    """The documented SLURM command (docs/workflow.md) in ``work``, verbose (it prints every
+    sbatch call)."""
     return subprocess.run(
         [
             str(SNAKEMAKE),

@@ -32,10 +32,11 @@ from importlib import metadata
 from pathlib import Path
 
 from hieval import codes
+from hieval.checksums import sha256_file
 from hieval.errors import HierarchyError
 from hieval.hierarchy import icd9, ranges, sources
 from hieval.hierarchy import table as table_module
-from hieval.hierarchy.cache_folder import MANIFEST, publish, sha256_file, verified
+from hieval.hierarchy.cache_folder import MANIFEST, publish, verified
 from hieval.hierarchy.table import LevelTable, read_level_table, write_level_table
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ ICD-10 tree's (:mod:`hieval.hierarchy.icd10`) both use it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -22,18 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hieval.atomic import _honour_umask as honour_umask
+from hieval.checksums import sha256_file
 from hieval.errors import HierarchyError
 
 MANIFEST = "manifest.json"
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def damaged(folder: Path, what: str, problem: str) -> HierarchyError:

@@ -15,7 +15,7 @@ top 100) and the label space can be far larger than the scored pairs:
   they are all tied (average rank), for the @K metrics they follow the scored codes in code
   order, for MAP they form one last threshold.
 
-Definitions (the README states them too):
+Definitions (docs/scores.md states them too):
 
 - label space: the gold's codes plus the codes the model scored; documents: the gold's.
 - ``auc`` ``micro``: ROC-AUC over every (document, code) pair of the label space

@@ -8,7 +8,7 @@ that lists metrics derives from this module: the tidy table's row order, the col
 metric list of the meta experiments. Adding a metric computable from the existing tables is one
 entry here (and its test).
 
-Conventions (the field's differ silently; each is named here and in the README):
+Conventions (the field's differ silently; each is named here and in docs/conventions.md):
 
 - ``micro``: P, R, F1 from the counts summed over the nodes of a level.
 - ``macro``: the mean over the nodes of a level that have gold support or a prediction of

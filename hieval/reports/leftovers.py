@@ -12,7 +12,6 @@ The manifest is no Snakemake output, so Snakemake never deletes it before the jo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -20,19 +19,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hieval.atomic import write_text
+from hieval.checksums import sha256_file
 
 log = logging.getLogger(__name__)
 
 #: The manifest's name inside the report folder.
 MANIFEST = ".hieval-outputs.json"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _files(paths: Iterable[str | os.PathLike], folder: Path) -> dict[str, Path]:
@@ -73,12 +65,12 @@ def remove_leftovers(folder: str | os.PathLike, current: Iterable[str | os.PathL
         path = folder / name
         if name in now or ".." in Path(name).parts or not path.is_file():
             continue
-        if _sha256(path) != sha:
+        if sha256_file(path) != sha:
             log.warning("%s is not what hieval wrote there: left in place", path)
             continue
         path.unlink()
         removed.append(name)
         log.info("removed %s: an output of an earlier configuration", path)
-    files = {name: _sha256(path) for name, path in sorted(now.items())}
+    files = {name: sha256_file(path) for name, path in sorted(now.items())}
     write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True) + "\n")
     return removed

@@ -130,7 +130,7 @@ def check_slurm_status_command():
             f"sacct cannot read SLURM job states here ({probe.stderr.strip()}), so Snakemake "
             "would wait forever for jobs that have finished. Without an accounting database, "
             "run with --slurm-status-command squeue, on a cluster whose MinJobAge is at least "
-            "three times --slurm-init-seconds-before-status-checks (see the README, On a "
+            "three times --slurm-init-seconds-before-status-checks (see docs/workflow.md, On a "
             "SLURM cluster)."
         )
 
