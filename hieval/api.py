@@ -70,10 +70,11 @@ def _metric_table() -> pl.DataFrame:
     )
 
 
-#: Every metric hieval computes: ``family, level, average, metric, definition`` (with its
-#: name in the papers, whether higher is better, and the table it is computed from), derived
-#: from the metric registry. A tidy row's ``(family, average, metric)`` is one row here.
 METRICS: pl.DataFrame = _metric_table()
+"""Every metric hieval computes: ``family, level, average, metric, definition``, with its name
+in the papers (``paper``), ``higher_is_better`` and the table it is computed from
+(``source``), derived from the metric registry. A tidy row's ``(family, average, metric)`` is
+one row here (``precision@5`` as ``precision@{k}``)."""
 
 
 class _Private:
@@ -390,7 +391,8 @@ def evaluate(
     Every option of ``hieval evaluate`` is a keyword of the same name (``--max-level`` is
     ``max_level``) and default; options naming one file (``--code-type NAME=dx``,
     ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``) take a mapping from the
-    file's name (``"gold"`` or a model) to the value.
+    file's name (``"gold"`` or a model) to the value. The keywords not described below are
+    the options ``hieval evaluate --help`` describes.
 
     Parameters
     ----------
@@ -407,8 +409,6 @@ def evaluate(
     dev_gold, dev_predictions, train_gold
         As ``--dev-gold``, ``--dev-pred NAME=...`` (a mapping ``name -> labels``) and
         ``--train-gold``; each takes the kinds of input ``gold`` and ``predictions`` take.
-    **options
-        The rest as ``hieval evaluate --help`` describes them.
 
     Returns
     -------
