@@ -197,17 +197,10 @@ class Evaluation:
         The models, in the order given.
     """
 
-    def __init__(
-        self,
-        folder: Path,
-        models: list[str],
-        inputs: list[tuple[str, Path]],
-        staged: Sequence[memory.Staged] = (),
-    ) -> None:
+    def __init__(self, folder: Path, models: list[str], inputs: list[tuple[str, Path]]) -> None:
         self._folder = folder
         self.models = models
         self._inputs = inputs
-        self._staged = {str(item.path): item.what for item in staged}
 
     def _read(self, name: str) -> pl.DataFrame | None:
         path = self._folder / name
@@ -252,10 +245,7 @@ class Evaluation:
         inputs = self._folder / "work" / "inputs"
         files = {"gold": inputs / "gold.json"}
         files |= {m: inputs / "predictions" / f"{m}.json" for m in self.models}
-        records = {name: json.loads(path.read_text("utf-8")) for name, path in files.items()}
-        for record in records.values():  # an in-memory input is named, not its staged copy
-            record["path"] = self._staged.get(record["path"], record["path"])
-        return records
+        return {name: json.loads(path.read_text("utf-8")) for name, path in files.items()}
 
     def summary(self) -> pl.DataFrame:
         """The headline table, one column per metric (``summary.csv``)."""
@@ -488,10 +478,11 @@ def evaluate(
             temp_directory=None if temp_directory is None else Path(temp_directory),
             threads=_checked("threads", threads),
         )
+        options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"
         out.mkdir()
         names = run.evaluate_into(options, out)
     shutil.rmtree(inputs)  # staged copies of in-memory inputs: read, and no longer needed
     user_files = [(f, p) for f, p in run.run_inputs(options) if not p.is_relative_to(folder)]
-    evaluation.__init__(out, names, user_files, staged)
+    evaluation.__init__(out, names, user_files)
     return evaluation

@@ -119,11 +119,14 @@ class EvaluateOptions:
     threads: int | None = None
     #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
     per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
+    #: How records and reports name an input file the user never saw (the API's in-memory
+    #: inputs, written to private files), by the file's path.
+    shown: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_namespace(cls, namespace: object) -> EvaluateOptions:
         """The options of parsed ``hieval evaluate`` arguments (extra attributes ignored)."""
-        fields = [f.name for f in dataclasses.fields(cls) if f.name != "per_file"]
+        fields = [f.name for f in dataclasses.fields(cls) if f.name not in ("per_file", "shown")]
         return cls(**{name: getattr(namespace, name) for name in fields})
 
 
@@ -334,6 +337,7 @@ def evaluate_into(
         out=gold,
         record_out=records[0],
         options=gold_options(config),
+        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
         **common,
     )
     inputs = work / "inputs"
@@ -451,6 +455,7 @@ def evaluate_into(
             out=train_gold,
             record_out=train_gold.with_suffix(".json"),
             options=gold_options(config),
+            shown_as=args.shown.get(str(config["train_gold"])),
             **common,
         )
     publish_reports(
@@ -518,6 +523,7 @@ def _normalize_predictions(
             default_threshold=config["threshold"],
             scores_out=scores[name],
             tuned=tuned.get(name),
+            shown_as=args.shown.get(str(path)),
             **common,
         )
     return tuned
@@ -592,6 +598,7 @@ def _tune_thresholds(
         out=dev_gold,
         record_out=dev_gold.with_suffix(".json"),
         options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
+        shown_as=args.shown.get(str(config["dev_gold"])),
         **common,
     )
     tuned = {}
@@ -610,6 +617,7 @@ def _tune_thresholds(
             gold=dev_gold,
             unknown_docs=config["unknown_docs"],
             scores_out=dev_scores,
+            shown_as=args.shown.get(str(spec.dev_predictions)),
             **common,
         )
         tuned[name] = out / "thresholds" / f"{name}.json"

@@ -464,3 +464,15 @@ def test_hints_in_the_api_are_keyword_arguments(key, value, file, expected):
     with hints.entry_point(hints.API):
         assert hints.setting(key, value, file=file) == expected
         assert not hints.offers("shards")
+
+
+def test_written_files_name_an_in_memory_input_not_a_private_file(tmp_path, cache):
+    """Records, summary and report name ``m (in memory)``: the private copy is gone."""
+    ev = hieval.evaluate({"a": ["401.9"], "b": ["250.00"]},
+                         {"m": {"a": ["401.9"], "b": ["428.0"]}}, cache=cache)  # fmt: skip
+    ev.write(tmp_path / "out")
+    texts = {p.name: p.read_text("utf-8") for p in (tmp_path / "out").rglob("*")
+             if p.suffix in (".json", ".md", ".html", ".csv", ".tex")}  # fmt: skip
+    assert [name for name, text in texts.items() if "hieval-evaluate-" in text] == []
+    assert json.loads(texts["m.json"])["path"] == "m (in memory)"
+    assert json.loads(texts["gold.json"])["path"] == "gold (in memory)"
