@@ -176,11 +176,21 @@ def _api(key: str, spec: _Setting, value: object, file: str | None) -> str:
     setting for one file is a mapping from the file's name (``gold`` or a model)."""
     if key in _NOT_IN_API:
         raise ValueError(f"the Python API has no setting {key!r}; ask offers() first")
-    shown = "..." if value is None else repr(value) if isinstance(value, str) else str(value)
+    if value is None:
+        shown = "..."
+    elif isinstance(value, str) and not _placeholder(value):
+        shown = repr(value)
+    else:  # a number, True, or a placeholder the user fills in (PATH, K, ...)
+        shown = str(value)
     if spec.per_file and (file is not None or not spec.every_file):
         name = _owner(file) if file is not None else "NAME"
         return f"{key}={{{name!r}: {shown}}}"
     return f"{key}={shown}"
+
+
+def _placeholder(value: str) -> bool:
+    """Whether a hint's value is a placeholder (``PATH``, ``K``, ``...``), not a value."""
+    return value == "..." or (value.isupper() and value.replace("_", "").isalpha())
 
 
 def _config(key: str, value: object) -> str:
