@@ -7,41 +7,28 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import logging
 import math
 import re
 import signal
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from hieval import __version__, hints
+from hieval import __version__, hints, run
 from hieval.atomic import staged_folder
-from hieval.background import PendingFile
 from hieval.codes import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import (
     TUNE,
-    ModelSpec,
     check_model_name,
-    check_tuning,
-    gold_options,
-    icm_params,
-    ranking_ks,
-    report_settings,
-    tuning_options,
-    uncertainty_settings,
 )
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
-from hieval.formats import FORMATS, GOLD, PREDICTIONS
-from hieval.hierarchy.sources import DOWNLOADS, describe, download
+from hieval.formats import FORMATS
 from hieval.label_options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
@@ -55,18 +42,7 @@ from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty_settings import Settings
-from hieval.pipeline import (
-    ModelFiles,
-    build_hierarchy,
-    count_and_score,
-    final_reports,
-    normalize_file,
-    publish_reports,
-    tune_threshold,
-    uncertainty,
-)
-from hieval.reports import figures
-from hieval.resources import Resources, memory_limit_problem
+from hieval.resources import memory_limit_problem
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -503,106 +479,11 @@ def _hierarchy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def hierarchy_config(args: argparse.Namespace) -> dict:
-    """``--hierarchy`` and ``--hierarchy-sha256`` as the config's ``hierarchy`` section."""
-    known = args.hierarchy in ("package", "icd10", *DOWNLOADS)
-    return {
-        "source": args.hierarchy if known else "file",
-        "path": None if known else args.hierarchy,
-        "sha256": args.hierarchy_sha256,
-    }
-
-
-def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
-    """The hierarchy source and its file (a pinned download, fetched when missing)."""
-    source = hierarchy["source"]
-    if source in DOWNLOADS:
-        spec = DOWNLOADS[source]
-        path = cache / "hierarchy" / source / spec.filename
-        if not path.exists():
-            console.print(f"downloading {escape(spec.url)}")
-            download(spec, path, hierarchy["sha256"])
-        return source, path
-    return source, Path(hierarchy["path"]) if hierarchy["path"] else None
-
-
-def _hierarchy(
-    args: argparse.Namespace, out: Path, max_level: str | None = None
-) -> tuple[Path, Path, str]:
-    """Build the hierarchy's tables into ``out``; also return its name for reports."""
-    hierarchy = hierarchy_config(args)
-    source, path = _hierarchy_source(hierarchy, args.cache)
-    levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
-    build_hierarchy(
-        source,
-        path,
-        levels_out=levels,
-        ancestors_out=ancestors,
-        sha256=hierarchy["sha256"],
-        max_level=max_level,
-        cache_dir=args.cache / "hierarchy" / "icd10",
-        tables_cache=args.cache / "hierarchy" / "built",
-    )
-    return levels, ancestors, describe(source, path)
-
-
-def _per_file_options(args: argparse.Namespace, names: list[str]) -> dict[str, dict]:
-    """--format / --code-list / --doc-list / --code-type NAME=... as per-file option
-    overrides, checked by name."""
-    per_file: dict[str, dict] = {}
-    for flag, key, pairs in (
-        ("--format", "format", args.format),
-        ("--code-list", "code_list", args.code_list),
-        ("--doc-list", "doc_list", args.doc_list),
-        ("--code-type", "code_type", [(n, kind) for n, kind in args.code_type if n]),
-    ):
-        for name, value in pairs:
-            if name != "gold" and name not in names:
-                raise HievalError(
-                    f"{flag} NAME=...: no model {preview_value(name)} (models: "
-                    f"{', '.join(names)}; or `gold`)"
-                )
-            given = per_file.setdefault(name, {})
-            if given.get(key, str(value)) != str(value):
-                # The last would win without a word, and with it one of two readings of a file.
-                raise HievalError(
-                    f"{flag} is given twice for {name}: {preview_value(given[key])} and "
-                    f"{preview_value(str(value))}; give it once"
-                )
-            given[key] = str(value)
-    return per_file
-
-
-def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
-    """Every file and folder ``hieval evaluate`` reads (or spills into), each with how a
-    message names it: none may lie inside the output folder, which a run replaces whole."""
-    named = [(f"--gold {path}", path) for path in args.gold]
-    named += [(f"--pred {name}={path}", path) for name, path in args.pred]
-    named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
-    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
-        named += [(f"{flag} {name}={path}", path) for name, path in pairs]
-    for flag, path in (
-        ("--dev-gold", args.dev_gold),
-        ("--train-gold", args.train_gold),
-        ("--temp-directory", args.temp_directory),
-    ):
-        if path is not None:
-            named.append((f"{flag} {path}", path))
-    return named + _hierarchy_inputs(args)
-
-
-def _hierarchy_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
-    """The hierarchy's inputs (``--cache``, a tree file), named as :func:`_run_inputs` does."""
-    named = [(f"--cache {args.cache}", args.cache)]
-    tree = hierarchy_config(args)["path"]
-    return named + ([(f"--hierarchy {tree}", Path(tree))] if tree else [])
-
-
 def _run_hierarchy(args: argparse.Namespace) -> None:
     """Build the level tables into ``--out``, replaced whole like ``evaluate``'s folder (a
     user's ``levels.parquet`` there is refused, not overwritten)."""
-    with staged_folder(args.out, inputs=_hierarchy_inputs(args)) as staging:
-        _hierarchy(args, staging)
+    with staged_folder(args.out, inputs=run.hierarchy_inputs(args)) as staging:
+        run.build_tables(args, staging)
 
 
 def _run_evaluate(args: argparse.Namespace) -> None:
@@ -613,383 +494,23 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     ``--out`` is replaced only when it holds nothing but an earlier run's unchanged outputs
     and none of this run's inputs (:func:`hieval.atomic.staged_folder`).
     """
-    names = [name for name, _ in args.pred]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
-    dev_names = [name for name, _ in args.dev_pred]
-    dupes = sorted({n for n in dev_names if dev_names.count(n) > 1})
-    if dupes:  # the last file would be tuned on without a word
-        raise HievalError(f"--dev-pred given more than once for model(s): {', '.join(dupes)}")
-    with staged_folder(args.out, inputs=_run_inputs(args)) as staging:
-        _evaluate_into(args, names, staging)
+    options = run.EvaluateOptions.from_namespace(args)
+    run.model_names(options)  # refused before the output folder is touched
+    with staged_folder(args.out, inputs=run.run_inputs(options)) as staging:
+        names = run.evaluate_into(options, staging, progress=_rule)
     console.print(
         f"[green]wrote[/green] {escape(str(args.out))}/metrics.parquet, summary.csv, summary.md "
         f"and nodes/ for {len(names)} model(s)"
     )
 
 
-def config_from_args(args: argparse.Namespace) -> dict:
-    """The workflow config these options amount to (same keys, same meaning), so that the CLI
-    and the workflow derive reading options and parameters through the same functions."""
-    gold_file = dict(args.per_file.get("gold", {}))
-    return {
-        "hierarchy": hierarchy_config(args),
-        "gold": str(args.gold[0]) if len(args.gold) == 1 else [str(g) for g in args.gold],
-        "train_gold": str(args.train_gold) if args.train_gold else None,
-        "gold_format": gold_file.get("format", "auto"),
-        "gold_code_list": gold_file.get("code_list"),
-        "gold_doc_list": gold_file.get("doc_list"),
-        "gold_code_format": args.code_format,
-        "gold_code_type": gold_file.get("code_type", _every_file_code_type(args)),
-        "max_level": args.max_level,
-        "unknown_codes": args.unknown_codes,
-        "unknown_docs": args.unknown_docs,
-        "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
-        "dev_gold": str(args.dev_gold) if args.dev_gold else None,
-        "ranking": {"k": list(args.k)},
-        "tuning": {
-            "per_code": args.tuning_per_code,
-            "min_support": args.tuning_min_support,
-            "allow_dev_test_overlap": args.allow_dev_test_overlap,
-        },
-        "icm": {
-            "alpha1": args.icm_alpha1,
-            "alpha2": args.icm_alpha2,
-            "beta": args.icm_beta,
-            "empty_gold": args.icm_empty_gold,
-        },
-        "comparison": {
-            "label_set": args.label_set,
-            "propensity_a": args.propensity_a,
-            "propensity_b": args.propensity_b,
-        },
-        "uncertainty": {
-            "bootstrap": args.bootstrap,
-            "confidence": args.confidence,
-            "seed": args.seed,
-            "permutations": args.permutations,
-        },
-        "engine": {
-            "memory_limit": args.memory_limit,
-            "temp_directory": str(args.temp_directory) if args.temp_directory else None,
-        },
-    }
+def _rule(subject: str, stage: str) -> None:
+    """A stage's progress as a rule across the terminal, its subject (a model) in bold."""
+    console.rule(f"[bold]{subject}[/bold]{stage}")
 
 
-def _evaluate_into(args: argparse.Namespace, names: list[str], out: Path) -> None:
-    """The stages of :func:`_run_evaluate`, writing into ``out``: one call per stage, the
-    same calls the workflow's scripts make.
-
-    Every input is read and validated before anything is counted, so a bad file of the last
-    model fails in seconds, not after the others were counted.
-    """
-    args.per_file = _per_file_options(args, names)
-    config = config_from_args(args)
-    figures.prefetch()  # the report's figures come last; their imports need not wait
-    params = icm_params(config)
-    resources = Resources(threads=args.threads, **config["engine"])
-    resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
-    work = out / "work"
-    levels, ancestors, hierarchy = _hierarchy(args, work / "hierarchy", config["max_level"])
-    common = {
-        "levels_file": levels,
-        "unknown_codes": config["unknown_codes"],
-        "resources": resources,
-    }
-    gold = work / "inputs" / "gold.parquet"
-    records = [work / "inputs" / "gold.json"]
-    gold_job = functools.partial(
-        normalize_file,
-        args.gold,
-        name="gold",
-        role=GOLD,
-        out=gold,
-        record_out=records[0],
-        options=gold_options(config),
-        **common,
-    )
-    inputs = work / "inputs"
-    labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
-    scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
-    records += [labels[name].with_suffix(".json") for name in names]
-    with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
-        written = None
-        if _gold_beside_predictions(args, resources):
-            # The predictions start once the gold is known to take the in-memory path (a gold
-            # DuckDB reads is read alone, as the memory plan assumes); see hieval.background.
-            started = threading.Event()
-
-            def gold_in_background():
-                try:
-                    return gold_job(on_fast_path=started.set)
-                finally:
-                    started.set()
-
-            written = background.submit(gold_in_background)
-            started.wait()
-        else:
-            gold_job()
-        try:
-            tuned = _normalize_predictions(
-                args,
-                names,
-                config,
-                gold=gold if written is None else PendingFile(gold, written),
-                out=out,
-                common=common,
-                labels=labels,
-                scores=scores,
-            )
-        except BaseException:
-            if written is not None:
-                written.result()  # the gold's own error first, as when it is read first
-            raise
-        if written is not None:
-            written.result()
-    model_options = {name: _model_options(args, name) for name in names}
-    for number, name in enumerate(names, start=1):
-        console.rule(f"[bold]{name}[/bold] ({number}/{len(names)}): counting")
-        counts = work / "counts" / name
-        count_and_score(
-            model=name,
-            gold=gold,
-            labels=labels[name],
-            scores=scores[name],
-            record=work / "inputs" / "predictions" / f"{name}.json",
-            levels_file=levels,
-            ancestors=ancestors,
-            max_level=config["max_level"],
-            params=params,
-            label_set=config["comparison"]["label_set"],
-            ks=ranking_ks(config),
-            out=ModelFiles(
-                nodes=counts / "nodes.parquet",
-                docs=counts / "docs.parquet",
-                item_sums=counts / "item_sums.parquet",
-                metrics=work / "metrics" / f"{name}.parquet",
-                nodes_report=out / "nodes" / f"{name}.csv",
-                ranking=work / "ranking" / f"{name}.parquet",
-                notes=work / "ranking" / f"{name}.json",
-            ),
-            resources=resources,
-        )
-    settings = uncertainty_settings(config)
-    uncertain = {}
-    if settings.bootstrap:
-        console.rule(f"[bold]uncertainty[/bold]: {settings.bootstrap} replicates")
-        uncertainty(
-            gold=gold,
-            predictions=labels,
-            item_sums={name: work / "counts" / name / "item_sums.parquet" for name in names},
-            metrics={name: work / "metrics" / f"{name}.parquet" for name in names},
-            levels_file=levels,
-            ancestors=ancestors,
-            max_level=config["max_level"],
-            params=params,
-            label_set=config["comparison"]["label_set"],
-            settings=settings,
-            intervals_out=out / "intervals.parquet",
-            comparisons_out=out / "comparisons.parquet",
-            resources=resources,
-            scores=scores,
-            ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
-            ks=ranking_ks(config),
-        )
-        uncertain = {
-            "intervals": out / "intervals.parquet",
-            "comparisons": out / "comparisons.parquet",
-        }
-    final_reports(
-        **uncertain,
-        metrics=[
-            work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
-        ],
-        notes=[work / "ranking" / f"{name}.json" for name in names],
-        records=records,
-        levels_file=levels,
-        max_level=config["max_level"],
-        models=names,
-        hierarchy=hierarchy,
-        out_dir=out,
-    )
-    train_gold = None
-    if config["train_gold"]:
-        train_gold = work / "inputs" / "train_gold.parquet"
-        normalize_file(
-            config["train_gold"],
-            name="train_gold",
-            role=GOLD,
-            out=train_gold,
-            record_out=train_gold.with_suffix(".json"),
-            options=gold_options(config),
-            **common,
-        )
-    publish_reports(
-        tidy=out / "metrics.parquet",
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        records=records,
-        levels_file=levels,
-        max_level=config["max_level"],
-        hierarchy=hierarchy,
-        settings=report_settings(config, model_options),
-        html_out=out / "report.html",
-        tex_out=out / "tables.tex",
-        markdown_out=out / "tables.md",
-        figures_out=out / "figures",
-        train_gold=train_gold,
-        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
-        **uncertain,
-    )
-
-
-def _gold_beside_predictions(args: argparse.Namespace, resources: Resources) -> bool:
-    """Whether the gold may be normalised in the background while the first model's
-    predictions are: one gold file, both files of the kind the in-memory path takes
-    (:mod:`hieval.normalize_ranks`), and holding both fits :meth:`Resources.allows_overlap`.
-    Whichever of them that path then declines is read by DuckDB alone (the predictions wait
-    for a gold DuckDB reads, and DuckDB reads predictions only once the gold is written).
-    Later models overlap nothing."""
-    from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
-
-    if not args.pred or len(args.gold) > 1:  # several gold files are pooled in DuckDB
-        return False
-    plan = planned_together([*args.gold, args.pred[0][1]])
-    return plan is not None and resources.allows_overlap(plan[0], labels=plan[1])
-
-
-def _normalize_predictions(
-    args: argparse.Namespace,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-    labels: dict[str, Path],
-    scores: dict[str, Path],
-) -> dict[str, Path]:
-    """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
-    ``scores`` (records beside the labels); returns the tuned JSON per model."""
-    tuned = _tune_thresholds(args, names, config, gold=gold, out=out, common=common)
-    for number, (name, path) in enumerate(args.pred, start=1):
-        console.rule(f"[bold]{name}[/bold] ({number}/{len(args.pred)}): reading")
-        normalize_file(
-            path,
-            name=name,
-            role=PREDICTIONS,
-            out=labels[name],
-            record_out=labels[name].with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=gold,
-            unknown_docs=config["unknown_docs"],
-            default_threshold=config["threshold"],
-            scores_out=scores[name],
-            tuned=tuned.get(name),
-            **common,
-        )
-    return tuned
-
-
-def _every_file_code_type(args: argparse.Namespace) -> str | None:
-    """The last ``--code-type dx|proc`` given without a NAME (None: none)."""
-    plain = [kind for name, kind in args.code_type if name is None]
-    return plain[-1] if plain else None
-
-
-def _model_options(args: argparse.Namespace, name: str) -> LabelOptions:
-    """How to read a model's predictions (and its dev predictions): ``--threshold tune``
-    leaves the threshold to tuning; a model's own ``--code-type NAME=...`` wins over the
-    one for every file."""
-    every_file = {
-        "code_type": _every_file_code_type(args),
-        "code_format": args.code_format,
-        "threshold": None if args.threshold == TUNE else args.threshold,
-        "top_k": args.top_k,
-    }
-    return LabelOptions(**(every_file | args.per_file.get(name, {})))
-
-
-def _tune_thresholds(
-    args: argparse.Namespace,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-) -> dict[str, Path]:
-    """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
-    tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
-    dev = dict(args.dev_pred)
-    strays = sorted(set(dev) - set(names))
-    if strays:
-        raise HievalError(
-            f"--dev-pred NAME=...: no model {preview_value(strays[0])} (models: {', '.join(names)})"
-        )
-    specs = [
-        ModelSpec(
-            model=name,
-            predictions=str(path),
-            threshold=None if args.threshold == TUNE else args.threshold,
-            top_k=args.top_k,
-            dev_predictions=str(dev[name]) if name in dev else None,
-        )
-        for name, path in args.pred
-    ]
-    check_tuning(config, specs)
-    tuned_specs = [s for s in specs if s.tunes(config["threshold"])]
-    if not tuned_specs:
-        if dev:
-            console.print(
-                "[yellow]warning:[/yellow] --dev-pred given but no model tunes its threshold "
-                "(--threshold tune): the dev predictions are not read"
-            )
-        return {}
-    gold = Path(gold)  # tuning reads the gold's record too: a gold being written is waited for
-    work = out / "work" / "inputs" / "dev"
-    dev_gold = work / "gold.parquet"
-    normalize_file(
-        config["dev_gold"],
-        name="dev_gold",
-        role=GOLD,
-        out=dev_gold,
-        record_out=dev_gold.with_suffix(".json"),
-        options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
-        **common,
-    )
-    tuned = {}
-    for spec in tuned_specs:
-        name = spec.model
-        console.rule(f"[bold]{name}[/bold]: tuning its threshold on the dev set")
-        dev_labels = work / "predictions" / f"{name}.parquet"
-        dev_scores = work / "scores" / f"{name}.parquet"
-        normalize_file(
-            spec.dev_predictions,
-            name=f"{name}{hints.DEV_SUFFIX}",
-            role=PREDICTIONS,
-            out=dev_labels,
-            record_out=dev_labels.with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=dev_gold,
-            unknown_docs=config["unknown_docs"],
-            scores_out=dev_scores,
-            **common,
-        )
-        tuned[name] = out / "thresholds" / f"{name}.json"
-        tune_threshold(
-            model=name,
-            dev_gold=dev_gold,
-            dev_scores=dev_scores,
-            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
-            test_gold=gold,
-            test_record=out / "work" / "inputs" / "gold.json",
-            **tuning_options(config),
-            curve_out=out / "thresholds" / f"{name}.parquet",
-            codes_out=out / "thresholds" / f"{name}.codes.parquet",
-            tuned_out=tuned[name],
-        )
-    return tuned
+#: The workflow config the CLI's options amount to (kept here for callers of the CLI module).
+config_from_args = run.config_from_args
 
 
 def _configure_logging() -> logging.Handler:

@@ -4,7 +4,8 @@ One refusal reaches users of the command line (``--unknown-docs drop``) and of t
 config and model sheet (``unknown_docs: drop``); a hint in the other syntax sends them looking
 for an option they do not have. So messages never spell a setting themselves: they name it by
 its canonical key through :func:`setting`, and each entry point says once, with
-:func:`entry_point`, which syntax its users read (a later Python API adds its own style here).
+:func:`entry_point`, which syntax its users read (the Python API's, :data:`API`, is keyword
+arguments).
 
 The style is a plain module value, not a context variable: a process runs one entry point at a
 time, and the CLI's worker threads (the gold read in the background) must word their hints as
@@ -17,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-CLI, WORKFLOW = "cli", "workflow"
-STYLES = (CLI, WORKFLOW)
+CLI, WORKFLOW, API = "cli", "workflow", "api"
+STYLES = (CLI, WORKFLOW, API)
 #: The library's own default: the config's keys, which its functions' keywords follow.
 _style = WORKFLOW
 
@@ -86,7 +87,7 @@ _SETTINGS = {
 
 
 def style() -> str:
-    """The syntax hints are written in now (``cli`` or ``workflow``)."""
+    """The syntax hints are written in now (``cli``, ``workflow`` or ``api``)."""
     return _style
 
 
@@ -108,6 +109,8 @@ def offers(key: str) -> bool:
     spec = _SETTINGS[key]
     if _style == CLI:
         return spec.flag is not None
+    if _style == API:
+        return key not in _NOT_IN_API
     return any((spec.config, spec.gold_config, spec.sheet))
 
 
@@ -129,7 +132,21 @@ def setting(key: str, value: object = None, *, file: str | None = None) -> str:
     spec = _SETTINGS[key]
     if _style == CLI:
         return _cli(spec, value, file)
+    if _style == API:
+        return _api(key, spec, value, file)
     return _workflow(spec, value, file)
+
+
+def name(key: str) -> str:
+    """Setting ``key``'s bare name in the running entry point's syntax (``--format``,
+    ``format``, ``gold_format``), for a message about the setting itself rather than a value
+    to set."""
+    spec = _SETTINGS[key]
+    if _style == CLI:
+        return spec.flag or key
+    if _style == API:
+        return key
+    return spec.config or spec.sheet or spec.gold_config or key
 
 
 def _text(value: object) -> str:
@@ -162,6 +179,32 @@ def _workflow(spec: _Setting, value: object, file: str | None) -> str:
     if spec.gold_config:
         return f"{_config(spec.gold_config, value)} (the gold) or {column} (a model)"
     return column
+
+
+#: Settings the Python API has no keyword for (it evaluates in one process, unsharded).
+_NOT_IN_API = frozenset({"shards"})
+
+
+def _api(key: str, spec: _Setting, value: object, file: str | None) -> str:
+    """A keyword argument of :func:`hieval.evaluate`, named as the setting's key: a per-file
+    setting for one file is a mapping from the file's name (``gold`` or a model)."""
+    if key in _NOT_IN_API:
+        raise ValueError(f"the Python API has no setting {key!r}; ask offers() first")
+    if value is None:
+        shown = "..."
+    elif isinstance(value, str) and not _placeholder(value):
+        shown = repr(value)
+    else:  # a number, True, or a placeholder the user fills in (PATH, K, ...)
+        shown = str(value)
+    if spec.per_file and (file is not None or not spec.every_file):
+        name = _owner(file) if file is not None else "NAME"
+        return f"{key}={{{name!r}: {shown}}}"
+    return f"{key}={shown}"
+
+
+def _placeholder(value: str) -> bool:
+    """Whether a hint's value is a placeholder (``PATH``, ``K``, ``...``), not a value."""
+    return value == "..." or (value.isupper() and value.replace("_", "").isalpha())
 
 
 def _config(key: str, value: object) -> str:

@@ -162,6 +162,7 @@ def normalize_file(
     scores_out: str | Path | None = None,
     tuned: str | Path | None = None,
     on_fast_path: Callable[[], None] | None = None,
+    shown_as: str | None = None,
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
@@ -176,6 +177,9 @@ def normalize_file(
     ``tuned`` is the JSON of :func:`tune_threshold`, whose thresholds then decide. A
     ``default_threshold`` of ``tune`` with nothing tuned is an error for a scored file that has
     no threshold or top-k of its own: no threshold is silently assumed.
+
+    ``shown_as`` is how the record (and so the reports) name one file the user never saw: an
+    in-memory input of the Python API, written to a private file that is gone after the run.
     """
     # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
     # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
@@ -223,6 +227,7 @@ def normalize_file(
 
     if len(files) == 1:
         record = one(files[0], out)
+        record.path = shown_as or record.path
     else:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hieval import cli
+from hieval import cli, run
 from hieval.background import PendingFile
 from hieval.resources import Resources
 
@@ -61,13 +61,13 @@ def labels(path: Path, rows: list[tuple[str, str]]) -> Path:
 def overlap(monkeypatch):
     """Records whether each evaluate normalised the gold beside the predictions."""
     taken: list[bool] = []
-    real = cli._gold_beside_predictions
+    real = run._gold_beside_predictions
 
     def spy(*args, **kwargs):
         taken.append(real(*args, **kwargs))
         return taken[-1]
 
-    monkeypatch.setattr(cli, "_gold_beside_predictions", spy)
+    monkeypatch.setattr(run, "_gold_beside_predictions", spy)
     return taken
 
 

@@ -197,7 +197,8 @@ LAYERS = (
     ("metrics",),
     ("report", "reports"),
     ("resources", "pipeline", "config"),
-    ("cli", "workflow_script"),
+    ("run",),
+    ("cli", "workflow_script", "api", "evaluator", "memory"),
     ("experiments",),
 )
 

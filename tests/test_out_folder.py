@@ -21,7 +21,7 @@ import pytest
 from helpers import prebuilt_tables
 from test_outputs import tmpfs
 
-from hieval import cli
+from hieval import cli, run
 from hieval.atomic import STAGING_MARKER
 from hieval.ownership import MANIFEST
 
@@ -301,14 +301,14 @@ def test_file_added_during_the_run_is_not_deleted_at_the_swap(
     if earlier_run:
         assert evaluate(*inputs, out, cache=cache) == 0
     before = snapshot(out) if earlier_run else {}
-    real = cli.final_reports
+    real = run.final_reports
 
     def user_saves_a_file(**kwargs):
         (out / "figures").mkdir(parents=True, exist_ok=True)
         (out / "figures" / "mine.png").write_text("made during the run")
         return real(**kwargs)
 
-    monkeypatch.setattr(cli, "final_reports", user_saves_a_file)
+    monkeypatch.setattr(run, "final_reports", user_saves_a_file)
     assert evaluate(*inputs, out, cache=cache) == 1
     one_line_refusal(capsys, "figures/mine.png")
     assert (out / "figures" / "mine.png").read_text() == "made during the run"
@@ -476,14 +476,16 @@ def test_full_cache_is_named(tmp_path, inputs, capsys):
         assert not out.exists()
 
 
-def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cache, capsys):
-    """A 300-character model name was reported as `cannot write the outputs to OUT`."""
-    name = "m" * 300
+def test_model_name_too_long_for_the_file_system_is_refused_before_any_write(
+    tmp_path, inputs, cache, capsys
+):
+    """A 300-character model name was reported as `cannot write the outputs to OUT`; it is
+    refused up front now (names the model's files), before anything is staged."""
     out = tmp_path / "eval"
-    assert evaluate(*inputs, out, cache=cache, name=name) == 1
-    line = one_line_refusal(capsys, "File name too long", "shorter model name")
-    assert f"{out}/work/inputs/predictions/{name}.parquet" in line
-    assert ".partial" not in line
+    with pytest.raises(SystemExit) as stopped:
+        evaluate(*inputs, out, cache=cache, name="m" * 300)
+    assert stopped.value.code == 2
+    assert "longer than 128 characters" in capsys.readouterr().err
     assert not out.exists()
     assert leftovers(tmp_path) == []
 
@@ -495,8 +497,8 @@ def test_model_name_too_long_for_the_file_system_is_named(tmp_path, inputs, cach
 #: turns the signal's exception into its own; then the CLI's arguments.
 STOPPED_RUN = """
 import os, signal, sys, threading
-from hieval import cli
-count = cli.count_and_score
+from hieval import cli, run
+count = run.count_and_score
 def stop(**kwargs):
     if sys.argv[2] == "duckdb":
         import duckdb
@@ -507,7 +509,7 @@ def stop(**kwargs):
     else:
         os.kill(os.getpid(), getattr(signal, sys.argv[1]))
     return count(**kwargs)
-cli.count_and_score = stop
+run.count_and_score = stop
 sys.exit(cli.main(sys.argv[3:]))
 """
 

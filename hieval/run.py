@@ -1,0 +1,650 @@
+"""One evaluation, composed once: the stages of ``hieval evaluate`` in order (hierarchy,
+normalisation, tuning, counting, metrics, uncertainty, reports) into one folder.
+
+The command line and the Python API (:func:`hieval.evaluate`) both call :func:`evaluate_into`
+with an :class:`EvaluateOptions`; they differ only in how they get the options (arguments or
+keywords) and where the folder goes (staged into ``--out``, or kept for an
+:class:`hieval.Evaluation`). So a number from either is the same number, and there is no second
+composition of the stages to drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from hieval import hints
+from hieval.atomic import atomic_path
+from hieval.background import PendingFile
+from hieval.codesystem import DEFAULT_MAX_LEVEL
+from hieval.config import (
+    TUNE,
+    ModelSpec,
+    check_tuning,
+    gold_options,
+    icm_params,
+    ranking_ks,
+    report_settings,
+    tuning_options,
+    uncertainty_settings,
+)
+from hieval.engine.counts import evaluated_levels
+from hieval.engine.icm import IcmParams
+from hieval.errors import HievalError, preview_value
+from hieval.formats import GOLD, PREDICTIONS
+from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
+from hieval.hierarchy.sources import DOWNLOADS, describe, download
+from hieval.hints import DEV_SUFFIX, setting
+from hieval.label_options import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_UNKNOWN_CODES,
+    DEFAULT_UNKNOWN_DOCS,
+    LabelOptions,
+)
+from hieval.metrics.ranking import DEFAULT_KS
+from hieval.metrics.suite import DEFAULT_LABEL_SET
+from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.uncertainty_settings import Settings
+from hieval.pipeline import (
+    ModelFiles,
+    build_hierarchy,
+    count_and_score,
+    final_reports,
+    normalize_file,
+    publish_reports,
+    tune_threshold,
+    uncertainty,
+)
+from hieval.reports import figures
+from hieval.resources import Resources
+
+log = logging.getLogger(__name__)
+
+#: Where a stage's progress goes: ``(subject, stage)`` such as ``("m", " (1/2): counting")``,
+#: a heading per model and stage (the CLI draws a rule with the subject in bold).
+Progress = Callable[[str, str], None]
+
+
+@dataclasses.dataclass
+class EvaluateOptions:
+    """Everything ``hieval evaluate`` takes, under its options' names (argparse's ``dest``):
+    the command line's parsed arguments have these attributes, and the API builds one from its
+    keywords, so both read their settings through the same :func:`config_from_args`.
+
+    Pairs name a file: ``pred`` and ``dev_pred`` are ``(model, path)``; ``format``,
+    ``code_list``, ``doc_list`` are ``(model or "gold", value)``; ``code_type`` is
+    ``(model, "gold" or None for every file, kind)``.
+    """
+
+    gold: list[Path]
+    pred: list[tuple[str, Path]]
+    train_gold: Path | None = None
+    hierarchy: str | BuiltTables = "package"
+    hierarchy_sha256: str | None = None
+    cache: Path = Path("resources")
+    max_level: str | None = DEFAULT_MAX_LEVEL
+    unknown_codes: str = DEFAULT_UNKNOWN_CODES
+    unknown_docs: str = DEFAULT_UNKNOWN_DOCS
+    threshold: float | str | None = None
+    dev_gold: Path | None = None
+    dev_pred: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
+    k: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_KS))
+    tuning_per_code: bool = False
+    tuning_min_support: int = DEFAULT_MIN_SUPPORT
+    allow_dev_test_overlap: bool = False
+    top_k: int | None = None
+    code_format: str = LabelOptions.code_format
+    code_type: list[tuple[str | None, str]] = dataclasses.field(default_factory=list)
+    icm_empty_gold: str = IcmParams.empty_gold
+    icm_alpha1: float = IcmParams.alpha1
+    icm_alpha2: float = IcmParams.alpha2
+    icm_beta: float = IcmParams.beta
+    propensity_a: float = IcmParams.propensity_a
+    propensity_b: float = IcmParams.propensity_b
+    label_set: str = DEFAULT_LABEL_SET
+    format: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    code_list: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
+    doc_list: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
+    bootstrap: int = Settings.bootstrap
+    confidence: float = Settings.confidence
+    seed: int = Settings.seed
+    permutations: int = Settings.permutations
+    memory_limit: str | None = None
+    temp_directory: Path | None = None
+    threads: int | None = None
+    #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
+    per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
+    #: How records and reports name an input file the user never saw (the API's in-memory
+    #: inputs, written to private files), by the file's path.
+    shown: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_namespace(cls, namespace: object) -> EvaluateOptions:
+        """The options of parsed ``hieval evaluate`` arguments (extra attributes ignored)."""
+        fields = [f.name for f in dataclasses.fields(cls) if f.name not in ("per_file", "shown")]
+        return cls(**{name: getattr(namespace, name) for name in fields})
+
+
+def _log_progress(subject: str, stage: str) -> None:
+    """The default progress: a log line (quiet unless the caller configured logging)."""
+    log.info("%s%s", subject, stage)
+
+
+def hierarchy_config(args: EvaluateOptions) -> dict:
+    """``--hierarchy`` and ``--hierarchy-sha256`` as the config's ``hierarchy`` section."""
+    if isinstance(args.hierarchy, BuiltTables):
+        return dict(args.hierarchy.config)
+    known = args.hierarchy in ("package", "icd10", *DOWNLOADS)
+    return {
+        "source": args.hierarchy if known else "file",
+        "path": None if known else args.hierarchy,
+        "sha256": args.hierarchy_sha256,
+    }
+
+
+def _hierarchy_source(hierarchy: dict, cache: Path) -> tuple[str, Path | None]:
+    """The hierarchy source and its file (a pinned download, fetched when missing)."""
+    source = hierarchy["source"]
+    if source in DOWNLOADS:
+        spec = DOWNLOADS[source]
+        path = cache / "hierarchy" / source / spec.filename
+        if not path.exists():
+            log.info("downloading %s", spec.url)
+            download(spec, path, hierarchy["sha256"])
+        return source, path
+    return source, Path(hierarchy["path"]) if hierarchy["path"] else None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltTables:
+    """A hierarchy's tables built once into ``folder`` (``levels.parquet``,
+    ``ancestors.parquet``), so later runs copy them instead of building them again
+    (:func:`hieval.load_hierarchy`). ``config`` is the ``hierarchy`` section it was built from,
+    ``name`` its name in reports, ``levels`` its level names (deepest first)."""
+
+    folder: Path
+    config: dict
+    name: str
+    levels: tuple[str, ...]
+
+
+def build_tables(
+    args: EvaluateOptions, out: Path, max_level: str | None = None
+) -> tuple[Path, Path, str]:
+    """Build the hierarchy's tables into ``out``; also return its name for reports."""
+    levels, ancestors = out / "levels.parquet", out / "ancestors.parquet"
+    if isinstance(args.hierarchy, BuiltTables):
+        built = args.hierarchy
+        if max_level is not None:  # checked as build_hierarchy checks it
+            evaluated_levels(built.levels, max_level)
+        for name, target in ((LEVELS_FILE, levels), (ANCESTORS_FILE, ancestors)):
+            with atomic_path(target) as tmp:
+                shutil.copyfile(built.folder / name, tmp)
+        return levels, ancestors, built.name
+    hierarchy = hierarchy_config(args)
+    source, path = _hierarchy_source(hierarchy, args.cache)
+    build_hierarchy(
+        source,
+        path,
+        levels_out=levels,
+        ancestors_out=ancestors,
+        sha256=hierarchy["sha256"],
+        max_level=max_level,
+        cache_dir=args.cache / "hierarchy" / "icd10",
+        tables_cache=args.cache / "hierarchy" / "built",
+    )
+    return levels, ancestors, describe(source, path)
+
+
+def _per_file_options(args: EvaluateOptions, names: list[str]) -> dict[str, dict]:
+    """--format / --code-list / --doc-list / --code-type NAME=... as per-file option
+    overrides, checked by name."""
+    per_file: dict[str, dict] = {}
+    for key, pairs in (
+        ("format", args.format),
+        ("code_list", args.code_list),
+        ("doc_list", args.doc_list),
+        ("code_type", [(n, kind) for n, kind in args.code_type if n]),
+    ):
+        for name, value in pairs:
+            if name != "gold" and name not in names:
+                raise HievalError(
+                    f"{setting(key, '...', file='NAME')}: no model {preview_value(name)} (models: "
+                    f"{', '.join(names)}; or `gold`)"
+                )
+            given = per_file.setdefault(name, {})
+            if given.get(key, str(value)) != str(value):
+                # The last would win without a word, and with it one of two readings of a file.
+                raise HievalError(
+                    f"{hints.name(key)} is given twice for {name}: "
+                    f"{preview_value(given[key])} and {preview_value(str(value))}; give it once"
+                )
+            given[key] = str(value)
+    return per_file
+
+
+def run_inputs(args: EvaluateOptions) -> list[tuple[str, Path]]:
+    """Every file and folder ``hieval evaluate`` reads (or spills into), each with how a
+    message names it: none may lie inside the output folder, which a run replaces whole."""
+    named = [(f"--gold {path}", path) for path in args.gold]
+    named += [(f"--pred {name}={path}", path) for name, path in args.pred]
+    named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
+    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
+        named += [(f"{flag} {name}={path}", path) for name, path in pairs]
+    for flag, path in (
+        ("--dev-gold", args.dev_gold),
+        ("--train-gold", args.train_gold),
+        ("--temp-directory", args.temp_directory),
+    ):
+        if path is not None:
+            named.append((f"{flag} {path}", path))
+    return named + hierarchy_inputs(args)
+
+
+def hierarchy_inputs(args: EvaluateOptions) -> list[tuple[str, Path]]:
+    """The hierarchy's inputs (``--cache``, a tree file), named as :func:`run_inputs` does."""
+    named = [(f"--cache {args.cache}", args.cache)]
+    tree = hierarchy_config(args)["path"]
+    return named + ([(f"--hierarchy {tree}", Path(tree))] if tree else [])
+
+
+def config_from_args(args: EvaluateOptions) -> dict:
+    """The workflow config these options amount to (same keys, same meaning), so that the CLI
+    and the workflow derive reading options and parameters through the same functions."""
+    gold_file = dict(args.per_file.get("gold", {}))
+    return {
+        "hierarchy": hierarchy_config(args),
+        "gold": str(args.gold[0]) if len(args.gold) == 1 else [str(g) for g in args.gold],
+        "train_gold": str(args.train_gold) if args.train_gold else None,
+        "gold_format": gold_file.get("format", "auto"),
+        "gold_code_list": gold_file.get("code_list"),
+        "gold_doc_list": gold_file.get("doc_list"),
+        "gold_code_format": args.code_format,
+        "gold_code_type": gold_file.get("code_type", _every_file_code_type(args)),
+        "max_level": args.max_level,
+        "unknown_codes": args.unknown_codes,
+        "unknown_docs": args.unknown_docs,
+        "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
+        "dev_gold": str(args.dev_gold) if args.dev_gold else None,
+        "ranking": {"k": list(args.k)},
+        "tuning": {
+            "per_code": args.tuning_per_code,
+            "min_support": args.tuning_min_support,
+            "allow_dev_test_overlap": args.allow_dev_test_overlap,
+        },
+        "icm": {
+            "alpha1": args.icm_alpha1,
+            "alpha2": args.icm_alpha2,
+            "beta": args.icm_beta,
+            "empty_gold": args.icm_empty_gold,
+        },
+        "comparison": {
+            "label_set": args.label_set,
+            "propensity_a": args.propensity_a,
+            "propensity_b": args.propensity_b,
+        },
+        "uncertainty": {
+            "bootstrap": args.bootstrap,
+            "confidence": args.confidence,
+            "seed": args.seed,
+            "permutations": args.permutations,
+        },
+        "engine": {
+            "memory_limit": args.memory_limit,
+            "temp_directory": str(args.temp_directory) if args.temp_directory else None,
+        },
+    }
+
+
+def model_names(args: EvaluateOptions) -> list[str]:
+    """The models' names in order; a name given twice is refused (its outputs would collide)."""
+    names = [name for name, _ in args.pred]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise HievalError(f"model name(s) given more than once: {', '.join(dupes)}")
+    dev_names = [name for name, _ in args.dev_pred]
+    dupes = sorted({n for n in dev_names if dev_names.count(n) > 1})
+    if dupes:  # the last file would be tuned on without a word
+        raise HievalError(
+            f"{hints.name('dev_predictions')} given more than once for model(s): {', '.join(dupes)}"
+        )
+    return names
+
+
+def evaluate_into(
+    args: EvaluateOptions, out: Path, *, progress: Progress = _log_progress
+) -> list[str]:
+    """Run every stage for ``args`` into the folder ``out`` (which the caller owns: the CLI's
+    staging folder, the API's private one): one call per stage, the same calls the workflow's
+    scripts make. Returns the models' names.
+
+    Every input is read and validated before anything is counted, so a bad file of the last
+    model fails in seconds, not after the others were counted.
+    """
+    names = model_names(args)
+    args.per_file = _per_file_options(args, names)
+    config = config_from_args(args)
+    figures.prefetch()  # the report's figures come last; their imports need not wait
+    params = icm_params(config)
+    resources = Resources(threads=args.threads, **config["engine"])
+    resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
+    work = out / "work"
+    levels, ancestors, hierarchy = build_tables(args, work / "hierarchy", config["max_level"])
+    common = {
+        "levels_file": levels,
+        "unknown_codes": config["unknown_codes"],
+        "resources": resources,
+    }
+    gold = work / "inputs" / "gold.parquet"
+    records = [work / "inputs" / "gold.json"]
+    gold_job = functools.partial(
+        normalize_file,
+        args.gold,
+        name="gold",
+        role=GOLD,
+        out=gold,
+        record_out=records[0],
+        options=gold_options(config),
+        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
+        **common,
+    )
+    inputs = work / "inputs"
+    labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
+    scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
+    records += [labels[name].with_suffix(".json") for name in names]
+    with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
+        written = None
+        if _gold_beside_predictions(args, resources):
+            # The predictions start once the gold is known to take the in-memory path (a gold
+            # DuckDB reads is read alone, as the memory plan assumes); see hieval.background.
+            started = threading.Event()
+
+            def gold_in_background():
+                try:
+                    return gold_job(on_fast_path=started.set)
+                finally:
+                    started.set()
+
+            written = background.submit(gold_in_background)
+            started.wait()
+        else:
+            gold_job()
+        try:
+            tuned = _normalize_predictions(
+                args,
+                names,
+                config,
+                gold=gold if written is None else PendingFile(gold, written),
+                out=out,
+                common=common,
+                labels=labels,
+                scores=scores,
+                progress=progress,
+            )
+        except BaseException:
+            if written is not None:
+                written.result()  # the gold's own error first, as when it is read first
+            raise
+        if written is not None:
+            written.result()
+    model_options = {name: _model_options(args, name) for name in names}
+    for number, name in enumerate(names, start=1):
+        progress(name, f" ({number}/{len(names)}): counting")
+        counts = work / "counts" / name
+        count_and_score(
+            model=name,
+            gold=gold,
+            labels=labels[name],
+            scores=scores[name],
+            record=work / "inputs" / "predictions" / f"{name}.json",
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            params=params,
+            label_set=config["comparison"]["label_set"],
+            ks=ranking_ks(config),
+            out=ModelFiles(
+                nodes=counts / "nodes.parquet",
+                docs=counts / "docs.parquet",
+                item_sums=counts / "item_sums.parquet",
+                metrics=work / "metrics" / f"{name}.parquet",
+                nodes_report=out / "nodes" / f"{name}.csv",
+                ranking=work / "ranking" / f"{name}.parquet",
+                notes=work / "ranking" / f"{name}.json",
+            ),
+            resources=resources,
+        )
+    settings = uncertainty_settings(config)
+    uncertain = {}
+    if settings.bootstrap:
+        progress("uncertainty", f": {settings.bootstrap} replicates")
+        uncertainty(
+            gold=gold,
+            predictions=labels,
+            item_sums={name: work / "counts" / name / "item_sums.parquet" for name in names},
+            metrics={name: work / "metrics" / f"{name}.parquet" for name in names},
+            levels_file=levels,
+            ancestors=ancestors,
+            max_level=config["max_level"],
+            params=params,
+            label_set=config["comparison"]["label_set"],
+            settings=settings,
+            intervals_out=out / "intervals.parquet",
+            comparisons_out=out / "comparisons.parquet",
+            resources=resources,
+            scores=scores,
+            ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
+            ks=ranking_ks(config),
+        )
+        uncertain = {
+            "intervals": out / "intervals.parquet",
+            "comparisons": out / "comparisons.parquet",
+        }
+    final_reports(
+        **uncertain,
+        metrics=[
+            work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
+        ],
+        notes=[work / "ranking" / f"{name}.json" for name in names],
+        records=records,
+        levels_file=levels,
+        max_level=config["max_level"],
+        models=names,
+        hierarchy=hierarchy,
+        out_dir=out,
+    )
+    train_gold = None
+    if config["train_gold"]:
+        train_gold = work / "inputs" / "train_gold.parquet"
+        normalize_file(
+            config["train_gold"],
+            name="train_gold",
+            role=GOLD,
+            out=train_gold,
+            record_out=train_gold.with_suffix(".json"),
+            options=gold_options(config),
+            shown_as=args.shown.get(str(config["train_gold"])),
+            **common,
+        )
+    publish_reports(
+        tidy=out / "metrics.parquet",
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        records=records,
+        levels_file=levels,
+        max_level=config["max_level"],
+        hierarchy=hierarchy,
+        settings=report_settings(config, model_options),
+        html_out=out / "report.html",
+        tex_out=out / "tables.tex",
+        markdown_out=out / "tables.md",
+        figures_out=out / "figures",
+        train_gold=train_gold,
+        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+        **uncertain,
+    )
+    return names
+
+
+def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:
+    """Whether the gold may be normalised in the background while the first model's
+    predictions are: one gold file, both files of the kind the in-memory path takes
+    (:mod:`hieval.normalize_ranks`), and holding both fits :meth:`Resources.allows_overlap`.
+    Whichever of them that path then declines is read by DuckDB alone (the predictions wait
+    for a gold DuckDB reads, and DuckDB reads predictions only once the gold is written).
+    Later models overlap nothing."""
+    from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
+
+    if not args.pred or len(args.gold) > 1:  # several gold files are pooled in DuckDB
+        return False
+    plan = planned_together([*args.gold, args.pred[0][1]])
+    return plan is not None and resources.allows_overlap(plan[0], labels=plan[1])
+
+
+def _normalize_predictions(
+    args: EvaluateOptions,
+    names: list[str],
+    config: dict,
+    *,
+    gold: Path | PendingFile,
+    out: Path,
+    common: dict,
+    labels: dict[str, Path],
+    scores: dict[str, Path],
+    progress: Progress,
+) -> dict[str, Path]:
+    """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
+    ``scores`` (records beside the labels); returns the tuned JSON per model."""
+    tuned = _tune_thresholds(
+        args, names, config, gold=gold, out=out, common=common, progress=progress
+    )
+    for number, (name, path) in enumerate(args.pred, start=1):
+        progress(name, f" ({number}/{len(args.pred)}): reading")
+        normalize_file(
+            path,
+            name=name,
+            role=PREDICTIONS,
+            out=labels[name],
+            record_out=labels[name].with_suffix(".json"),
+            options=_model_options(args, name),
+            gold=gold,
+            unknown_docs=config["unknown_docs"],
+            default_threshold=config["threshold"],
+            scores_out=scores[name],
+            tuned=tuned.get(name),
+            shown_as=args.shown.get(str(path)),
+            **common,
+        )
+    return tuned
+
+
+def _every_file_code_type(args: EvaluateOptions) -> str | None:
+    """The last ``--code-type dx|proc`` given without a NAME (None: none)."""
+    plain = [kind for name, kind in args.code_type if name is None]
+    return plain[-1] if plain else None
+
+
+def _model_options(args: EvaluateOptions, name: str) -> LabelOptions:
+    """How to read a model's predictions (and its dev predictions): ``--threshold tune``
+    leaves the threshold to tuning; a model's own ``--code-type NAME=...`` wins over the
+    one for every file."""
+    every_file = {
+        "code_type": _every_file_code_type(args),
+        "code_format": args.code_format,
+        "threshold": None if args.threshold == TUNE else args.threshold,
+        "top_k": args.top_k,
+    }
+    return LabelOptions(**(every_file | args.per_file.get(name, {})))
+
+
+def _tune_thresholds(
+    args: EvaluateOptions,
+    names: list[str],
+    config: dict,
+    *,
+    gold: Path | PendingFile,
+    out: Path,
+    common: dict,
+    progress: Progress,
+) -> dict[str, Path]:
+    """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
+    tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
+    dev = dict(args.dev_pred)
+    strays = sorted(set(dev) - set(names))
+    if strays:
+        raise HievalError(
+            f"{setting('dev_predictions', '...', file='NAME')}: no model "
+            f"{preview_value(strays[0])} (models: {', '.join(names)})"
+        )
+    specs = [
+        ModelSpec(
+            model=name,
+            predictions=str(path),
+            threshold=None if args.threshold == TUNE else args.threshold,
+            top_k=args.top_k,
+            dev_predictions=str(dev[name]) if name in dev else None,
+        )
+        for name, path in args.pred
+    ]
+    check_tuning(config, specs)
+    tuned_specs = [s for s in specs if s.tunes(config["threshold"])]
+    if not tuned_specs:
+        if dev:
+            log.warning(
+                "warning: %s given but no model tunes its threshold (%s): the dev "
+                "predictions are not read",
+                setting("dev_predictions", "PATH"),
+                setting("threshold", TUNE),
+            )
+        return {}
+    gold = Path(gold)  # tuning reads the gold's record too: a gold being written is waited for
+    work = out / "work" / "inputs" / "dev"
+    dev_gold = work / "gold.parquet"
+    normalize_file(
+        config["dev_gold"],
+        name="dev_gold",
+        role=GOLD,
+        out=dev_gold,
+        record_out=dev_gold.with_suffix(".json"),
+        options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
+        shown_as=args.shown.get(str(config["dev_gold"])),
+        **common,
+    )
+    tuned = {}
+    for spec in tuned_specs:
+        name = spec.model
+        progress(name, ": tuning its threshold on the dev set")
+        dev_labels = work / "predictions" / f"{name}.parquet"
+        dev_scores = work / "scores" / f"{name}.parquet"
+        normalize_file(
+            spec.dev_predictions,
+            name=f"{name}{DEV_SUFFIX}",
+            role=PREDICTIONS,
+            out=dev_labels,
+            record_out=dev_labels.with_suffix(".json"),
+            options=_model_options(args, name),
+            gold=dev_gold,
+            unknown_docs=config["unknown_docs"],
+            scores_out=dev_scores,
+            shown_as=args.shown.get(str(spec.dev_predictions)),
+            **common,
+        )
+        tuned[name] = out / "thresholds" / f"{name}.json"
+        tune_threshold(
+            model=name,
+            dev_gold=dev_gold,
+            dev_scores=dev_scores,
+            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
+            test_gold=gold,
+            test_record=out / "work" / "inputs" / "gold.json",
+            **tuning_options(config),
+            curve_out=out / "thresholds" / f"{name}.parquet",
+            codes_out=out / "thresholds" / f"{name}.codes.parquet",
+            tuned_out=tuned[name],
+        )
+    return tuned
