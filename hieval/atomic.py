@@ -201,6 +201,24 @@ def _check_replaceable(target: Path) -> None:
         raise HievalError(problem)
 
 
+#: Each staging folder being written (by :func:`staged_folder`) and the folder it becomes.
+_STAGED: dict[Path, Path] = {}
+
+
+def final_path(path: str | os.PathLike) -> Path:
+    """Where ``path`` will be once its staging folder replaces the output folder; any other
+    path as it is.
+
+    Why: a log line or message names a file the user can open; the hidden staging folder
+    (``.OUT.XXXX.partial``) is gone by the time they read it.
+    """
+    path = Path(path)
+    for staging, target in _STAGED.items():
+        if _inside(path, staging):
+            return target / path.resolve().relative_to(staging.resolve())
+    return path
+
+
 #: What to do about a failed write, by the OS's error number.
 _ADVICE = {
     errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter model name "
@@ -222,7 +240,7 @@ def _write_failure(
     failed = _failed_path(exc)
     place = f"the outputs to {target}"
     if failed is not None and _inside(failed, staging):
-        place = str(target / failed.resolve().relative_to(staging.resolve()))
+        place = str(final_path(failed))
     elif failed is not None:
         named = [named for named, path in places if _inside(failed, path)]
         place = f"{failed}" + (f", in {named[0]}," if named else "")
@@ -284,6 +302,7 @@ def staged_folder(
             f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
             "folder you can write to"
         ) from None
+    _STAGED[staging] = target
     try:
         _mark(staging)
         _honour_umask(staging, 0o777)
@@ -294,6 +313,7 @@ def staged_folder(
     except _write_errors() as exc:
         raise _write_failure(exc, staging=staging, target=target, places=inputs) from None
     finally:
+        _STAGED.pop(staging, None)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 

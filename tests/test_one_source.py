@@ -190,7 +190,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 
 #: The library's layers, bottom-up, as the README's layout map draws them.
 LAYERS = (
-    ("errors", "hints", "ownership", "atomic", "paths", "background", "codes", "data"),
+    ("errors", "hints", "signals", "ownership", "atomic", "paths", "background", "codes", "data"),
     ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),

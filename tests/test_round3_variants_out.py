@@ -1,0 +1,90 @@
+"""Issue 30, read a second time as a hostile user: new variants of its output, fault,
+uncertainty and workflow cases that broke after the first round of fixes.
+
+Each test names the variant it covers; the issue's own cases are tested in
+tests/test_out_folder.py, tests/test_bootstrap_edges.py, tests/test_cache_verify.py,
+tests/test_reports_round3.py and tests/test_workflow_round3.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import test_out_folder as base
+
+#: The fixtures of the issue's own tests: a --cache with the built ICD-9 tables; gold and
+#: predictions.
+cache, inputs = base.cache, base.inputs
+evaluate = base.evaluate
+
+# --- Log lines name the final paths, never the staging folder ---------------------------
+
+
+def test_report_log_line_names_the_output_folder_not_the_staging_one(
+    tmp_path,
+    inputs,
+    cache,
+    capsys,
+):
+    """The library logged "wrote …/.OUT.xxxx.partial/report.html": a folder that is gone
+    (renamed to OUT) by the time the user reads the line."""
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, cache=cache) == 0
+    err = capsys.readouterr().err
+    wrote = [line for line in err.splitlines() if "report.html" in line]
+    assert len(wrote) == 1, err
+    assert ".partial" not in err
+    assert f"{out}/report.html" in wrote[0]
+    assert (out / "report.html").is_file()
+
+
+# --- A workflow job stopped by a signal cleans up ------------------------------------------
+
+#: A workflow script (through run_rule, as every script in scripts/ is) that is writing its
+#: output through atomic_path when a signal arrives: argv[1] is the folder, argv[2] the signal.
+STOPPED_JOB = """
+import os, signal, sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from hieval.atomic import atomic_path
+from hieval.workflow_script import run_rule
+folder = Path(sys.argv[1])
+def main(smk):
+    with atomic_path(folder / "out.parquet") as tmp:
+        tmp.write_text("half")
+        (folder / "ready").touch()
+        time.sleep(60)
+smk = SimpleNamespace(rule="count", log=[str(folder / "job.log")])
+run_rule(smk, main)
+"""
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "word", "code"),
+    [("SIGTERM", "terminated", 143), ("SIGINT", "interrupted", 130)],
+)
+def test_workflow_job_stopped_by_a_signal_removes_its_temporary_file(
+    tmp_path, signal_name, word, code
+):
+    """A Snakemake job killed by SIGTERM (a cancelled run, a cluster's time limit) left its
+    `.out.parquet.XXXX.tmp` beside the output forever, and its log did not say why it ended."""
+    import signal
+
+    job = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_JOB, str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.send_signal(getattr(signal, signal_name))
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == code, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.log", "ready"]
+    log = (tmp_path / "job.log").read_text().strip().splitlines()
+    assert log[-1].endswith(f"count: {word}"), log
+    assert "Traceback" not in err
