@@ -242,8 +242,10 @@ def _write_failure(
     if failed is not None and _inside(failed, staging):
         place = str(final_path(failed))
     elif failed is not None:
-        named = [named for named, path in places if _inside(failed, path)]
-        place = f"{failed}" + (f", in {named[0]}," if named else "")
+        named = [(named, path) for named, path in places if _inside(failed, path)]
+        # the innermost place: a --cache inside the --gold file's folder is the --cache
+        named.sort(key=lambda pair: len(pair[1].resolve().parts), reverse=True)
+        place = f"{failed}" + (f", in {named[0][0]}," if named else "")
     advice = _ADVICE.get(getattr(exc, "errno", None), "fix the cause and rerun")
     return HievalError(
         f"cannot write {place} ({_reason(exc)}); nothing was written to {target}: {advice}"
@@ -298,10 +300,7 @@ def staged_folder(
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
     except OSError as exc:
-        raise HievalError(
-            f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
-            "folder you can write to"
-        ) from None
+        raise HievalError(_unwritable_parent(target, exc)) from None
     _STAGED[staging] = target
     try:
         _mark(staging)
@@ -316,6 +315,21 @@ def staged_folder(
         _STAGED.pop(staging, None)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _unwritable_parent(target: Path, exc: OSError) -> str:
+    """Why the folder that holds ``target`` cannot be made or written: a file where a folder
+    of the path should be is named as such (``mkdir`` reports it as ``File exists``)."""
+    for part in (target.absolute(), *target.absolute().parents):
+        if part.exists() and not part.is_dir():
+            return (
+                f"cannot write the output folder {target}: {part} is a file, not a folder; "
+                "choose another --out"
+            )
+    return (
+        f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
+        "folder you can write to"
+    )
 
 
 def _swap(staging: Path, target: Path, *, parent: Path) -> None:

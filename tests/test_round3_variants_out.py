@@ -88,3 +88,39 @@ def test_workflow_job_stopped_by_a_signal_removes_its_temporary_file(
     log = (tmp_path / "job.log").read_text().strip().splitlines()
     assert log[-1].endswith(f"count: {word}"), log
     assert "Traceback" not in err
+
+
+# --- Failed writes name the place that failed ----------------------------------------------
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "hieval: error:" in line]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["evaluate", "hierarchy"])
+def test_out_under_a_file_names_the_file_in_the_way(tmp_path, inputs, cache, capsys, command):
+    """`--out gold.csv/o` said "(File exists)": the file in the way was not named."""
+    gold, pred = inputs
+    out = gold / "o" / "p"
+    if command == "evaluate":
+        assert evaluate(gold, pred, out, cache=cache) == 1
+    else:
+        assert base.cli.main(["hierarchy", "--out", str(out), "--cache", str(cache)]) == 1
+    line = _one_error_line(capsys)
+    assert f"{gold} is a file, not a folder" in line, line
+    assert "File exists" not in line
+    assert gold.read_text() == base.GOLD
+
+
+def test_failed_cache_write_is_named_as_the_cache_not_the_input_beside_it(tmp_path, inputs, capsys):
+    """A --cache under the gold's path was reported as "in --gold …": the innermost option
+    whose path holds the failed write is the one the user must change."""
+    gold, pred = inputs
+    assert evaluate(gold, pred, tmp_path / "eval", cache=gold / "cache") == 1
+    line = _one_error_line(capsys)
+    assert f"in --cache {gold / 'cache'}," in line, line
+    assert "in --gold" not in line
