@@ -124,3 +124,24 @@ def test_failed_cache_write_is_named_as_the_cache_not_the_input_beside_it(tmp_pa
     line = _one_error_line(capsys)
     assert f"in --cache {gold / 'cache'}," in line, line
     assert "in --gold" not in line
+
+
+# --- The workflow's history -----------------------------------------------------------------
+
+
+def test_history_that_is_a_folder_is_refused_before_any_job(tmp_path):
+    """A folder at the history's path (a Parquet dataset, say) was read as one table by
+    Polars, so the check before the jobs passed and the report job failed at the end, when
+    it could not replace a folder with the history file (Snakemake then deletes the report)."""
+    import polars as pl
+
+    from hieval.errors import InputError
+    from hieval.reports.history import SCHEMA, check_history
+
+    history = tmp_path / "results" / "history" / "evaluations.parquet"
+    history.mkdir(parents=True)
+    pl.DataFrame(schema=SCHEMA).write_parquet(history / "part-0.parquet")
+    with pytest.raises(InputError, match=r"is a folder, not a file; move it aside") as refused:
+        check_history(history)
+    assert len(str(refused.value).splitlines()) == 1
+    assert (history / "part-0.parquet").is_file()
