@@ -150,10 +150,9 @@ def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
     parent = target.absolute().parent
     if not parent.is_dir():
         return
-    prefix = f".{target.name}."
     for folder in sorted(parent.iterdir()):
         name = folder.name
-        if not (name.startswith(prefix) and name.endswith((".partial", ".old"))):
+        if not _staging_name(name, target):
             continue
         if folder.is_symlink() or not folder.is_dir() or not _dead_runs_folder(folder):
             continue
@@ -167,6 +166,19 @@ def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
                 continue
         log.info("removing %s, left by a run that ended without cleaning up", folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _staging_name(name: str, target: Path) -> bool:
+    """Whether ``name`` is that of a staging folder of ``target`` (``.T.XXXX.partial`` or
+    ``.old``, the random part free of dots): not one of a sibling whose name starts as
+    ``target``'s does (``.T.x.XXXX.old`` belongs to ``T.x``, and its previous outputs must go
+    back there, not to ``T``)."""
+    prefix = f".{target.name}."
+    for suffix in (".partial", ".old"):
+        if name.startswith(prefix) and name.endswith(suffix):
+            middle = name[len(prefix) : -len(suffix)]
+            return bool(middle) and "." not in middle
+    return False
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -145,3 +145,24 @@ def test_history_that_is_a_folder_is_refused_before_any_job(tmp_path):
         check_history(history)
     assert len(str(refused.value).splitlines()) == 1
     assert (history / "part-0.parquet").is_file()
+
+
+# --- Staging folders of dead runs -----------------------------------------------------------
+
+
+def test_dead_runs_folder_of_a_sibling_output_is_not_taken_for_this_ones(tmp_path, inputs, cache):
+    """A run of `--out eval.x` killed during its swap left `.eval.x.XXXX.old/previous` (its
+    previous outputs) and no `eval.x`. A run of `--out eval` took it for its own: it moved
+    eval.x's outputs to `eval`, then replaced them with its own (they were lost)."""
+    sibling = tmp_path / "eval.x"
+    assert evaluate(*inputs, sibling, cache=cache, name="old") == 0
+    old = base.staging_of(base.dead_pid(), tmp_path / ".eval.x.k1ll3d00.old")
+    base.shutil.rmtree(old / "work")
+    base.os.replace(sibling, old / "previous")
+    assert evaluate(*inputs, tmp_path / "eval", cache=cache) == 0
+    assert (tmp_path / "eval" / "nodes" / "m.csv").is_file()
+    assert (old / "previous" / "nodes" / "old.csv").is_file()  # eval.x's, kept for eval.x
+    # the next run of eval.x puts them back where they were (then replaces them as its own)
+    assert evaluate(*inputs, sibling, cache=cache, name="new") == 0
+    assert (sibling / "nodes" / "new.csv").is_file()
+    assert not old.exists()
