@@ -258,10 +258,19 @@ def _write_failure(
         # the innermost place: a --cache inside the --gold file's folder is the --cache
         named.sort(key=lambda pair: len(pair[1].resolve().parts), reverse=True)
         place = f"{failed}" + (f", in {named[0][0]}," if named else "")
-    advice = _ADVICE.get(getattr(exc, "errno", None), "fix the cause and rerun")
+    advice = _ADVICE.get(_errno(exc), "fix the cause and rerun")
     return HievalError(
         f"cannot write {place} ({_reason(exc)}); nothing was written to {target}: {advice}"
     )
+
+
+def _errno(exc: Exception) -> int | None:
+    """The OS's error number of a failed write; DuckDB's errors carry only its text
+    (``Failed to create directory "x": Not a directory``), which is matched back to it."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    reason = _reason(exc)
+    return next((code for code in _ADVICE if reason.endswith(os.strerror(code))), None)
 
 
 def _failed_path(exc: Exception) -> Path | None:
@@ -269,7 +278,7 @@ def _failed_path(exc: Exception) -> Path | None:
     :func:`atomic_path` (``.NAME.XXXX.tmp``) is shown as the file it was to become."""
     name = getattr(exc, "filename", None)
     if name is None:
-        quoted = re.search(r'"(/[^"]+)"', str(exc))
+        quoted = re.search(r'"([^"]+)"', str(exc))  # DuckDB quotes the path it was given
         name = quoted.group(1) if quoted else None
     if name is None:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import test_out_folder as base
@@ -166,3 +167,26 @@ def test_dead_runs_folder_of_a_sibling_output_is_not_taken_for_this_ones(tmp_pat
     assert evaluate(*inputs, sibling, cache=cache, name="new") == 0
     assert (sibling / "nodes" / "new.csv").is_file()
     assert not old.exists()
+
+
+def test_temp_directory_that_cannot_be_made_is_named(tmp_path, cache, capsys, monkeypatch):
+    """DuckDB's spill folder under a file was reported as "cannot write the outputs to OUT"
+    (its error quotes a relative path, which was not recognised as one), with no advice."""
+    import polars as pl
+
+    documents = 300_000  # enough that DuckDB reads the gold and spills under 70MB
+    gold = tmp_path / "gold.csv"
+    pl.DataFrame(
+        {
+            "doc_id": [f"doc{n:07d}" for n in range(documents) for _ in range(3)],
+            "code": ["401.9", "250.00", "96.04"] * documents,
+        }
+    ).write_csv(gold)
+    monkeypatch.chdir(tmp_path)  # paths as a user types them: relative
+    gold, spill = Path("gold.csv"), Path("gold.csv/tmp")
+    extra = ("--memory-limit", "70MB", "--temp-directory", str(spill))
+    assert evaluate(gold, gold, Path("eval"), *extra, cache=cache) == 1
+    line = _one_error_line(capsys)
+    assert f"cannot write {spill}, in --temp-directory {spill}," in line, line
+    assert "a part of that path is a file" in line
+    assert not (tmp_path / "eval").exists()
