@@ -240,6 +240,7 @@ _ADVICE = {
     errno.EACCES: "choose a place you can write to",
     errno.EROFS: "choose a place you can write to",
     errno.ENOTDIR: "a part of that path is a file, not a folder: choose another place",
+    errno.ENOENT: "a folder of that path does not exist: create it or choose another place",
 }
 
 

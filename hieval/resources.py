@@ -8,6 +8,7 @@ jobs' memory model lives here too, because the workflow sizes SLURM requests fro
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -113,9 +114,11 @@ class Resources:
 
     def duckdb_config(self) -> dict[str, str]:
         """DuckDB connection settings: ``memory_limit`` (unset: :func:`default_duckdb_limit`)
-        and ``temp_directory`` when set."""
+        and ``temp_directory`` when set, absolute: DuckDB reads a leading ``~`` as the home
+        folder, and a user's path is literal (``~`` is then a folder of that name)."""
         limit = self.memory_limit or default_duckdb_limit()
-        settings = {"memory_limit": limit, "temp_directory": self.temp_directory}
+        spill = os.path.abspath(self.temp_directory) if self.temp_directory else None
+        settings = {"memory_limit": limit, "temp_directory": spill}
         return {key: str(value) for key, value in settings.items() if value}
 
     def count_job_bytes(self, labels: int) -> int:

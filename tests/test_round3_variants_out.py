@@ -187,6 +187,37 @@ def test_temp_directory_that_cannot_be_made_is_named(tmp_path, cache, capsys, mo
     extra = ("--memory-limit", "70MB", "--temp-directory", str(spill))
     assert evaluate(gold, gold, Path("eval"), *extra, cache=cache) == 1
     line = _one_error_line(capsys)
-    assert f"cannot write {spill}, in --temp-directory {spill}," in line, line
+    assert f"cannot write {tmp_path / spill}, in --temp-directory {spill}," in line, line
     assert "a part of that path is a file" in line
     assert not (tmp_path / "eval").exists()
+
+
+def test_temp_directory_starting_with_a_tilde_is_a_folder_of_that_name(
+    tmp_path, cache, monkeypatch, capsys
+):
+    """DuckDB read `--temp-directory '~/spill'` as the home folder's spill/, although hieval's
+    paths are literal (and its check that no input lies inside --out looked at ./~/spill).
+    Here the home folder is a file, so spilling there fails; ./~/spill works, and the run
+    goes on to the count job (which 70MB cannot hold: its own refusal ends the run)."""
+    import polars as pl
+
+    documents = 300_000  # DuckDB reads the gold and spills under 70MB
+    pl.DataFrame(
+        {
+            "doc_id": [f"doc{n:07d}" for n in range(documents) for _ in range(3)],
+            "code": ["401.9", "250.00", "96.04"] * documents,
+        }
+    ).write_csv(tmp_path / "gold.csv")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "~").mkdir()  # the user's folder named ~
+    home = tmp_path / "home"
+    home.write_text("a file: nothing can be spilled under it")
+    monkeypatch.setenv("HOME", str(home))
+    extra = ("--memory-limit", "70MB", "--temp-directory", "~/spill")
+    gold = Path("gold.csv")
+    evaluate(gold, gold, Path("eval"), *extra, cache=cache)
+    line = _one_error_line(capsys)
+    assert "spill" not in line and str(home) not in line, line
+    assert "count job" in line, line
+    assert (tmp_path / "~").is_dir()  # DuckDB's spill/ in it came and went
+    assert home.read_text() == "a file: nothing can be spilled under it"
