@@ -197,7 +197,7 @@ LAYERS = (
     ("metrics",),
     ("report", "reports"),
     ("resources", "pipeline", "config"),
-    ("cli", "workflow_script"),
+    ("cli", "workflow_script", "console"),
     ("experiments",),
 )
 

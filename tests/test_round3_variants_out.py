@@ -221,3 +221,43 @@ def test_temp_directory_starting_with_a_tilde_is_a_folder_of_that_name(
     assert "count job" in line, line
     assert (tmp_path / "~").is_dir()  # DuckDB's spill/ in it came and went
     assert home.read_text() == "a file: nothing can be spilled under it"
+
+
+# --- Ctrl-C while the command line loads -----------------------------------------------------
+
+#: The installed `hieval` console script, sent a signal (argv[1]) while its modules load: the
+#: moment Polars is imported. argv[2:] are its arguments.
+STOPPED_WHILE_LOADING = """
+import os, signal, sys
+from importlib.metadata import entry_points
+STOP = getattr(signal, sys.argv[1])
+class StopOnPolars:
+    def find_spec(self, name, path=None, target=None):
+        if name == "polars":
+            os.kill(os.getpid(), STOP)
+        return None
+sys.meta_path.insert(0, StopOnPolars())
+command = entry_points(group="console_scripts")["hieval"]
+sys.argv = ["hieval", *sys.argv[2:]]
+sys.exit(command.load()())
+"""
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "line", "code"),
+    [("SIGINT", "hieval: interrupted", 130), ("SIGTERM", "hieval: terminated", 143)],
+)
+def test_signal_while_the_command_line_loads_says_so(tmp_path, signal_name, line, code):
+    """Loading the command line takes most of a second; a Ctrl-C in it printed an import's
+    KeyboardInterrupt traceback (exit -2), a SIGTERM ended it without a word."""
+    out = tmp_path / "hierarchy"
+    args = ["hierarchy", "--out", str(out), "--cache", str(tmp_path / "cache")]
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_LOADING, signal_name, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().splitlines() == [line]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
