@@ -94,14 +94,29 @@ def _write_errors() -> tuple[type[Exception], ...]:
 
 
 def _reason(exc: Exception) -> str:
-    """The OS's reason (``No space left on device``) without the writer's wrapping."""
-    if isinstance(exc, OSError) and exc.errno:
-        return os.strerror(exc.errno)
-    code = re.search(r'"errno":\s*"(\d+)"', str(exc))
+    """The OS's reason (``No space left on device``) without the writer's wrapping (DuckDB's
+    text around it names the hidden temporary file)."""
+    code = _errno(exc)
     if code:
-        return os.strerror(int(code.group(1)))
+        return os.strerror(code)
     detail = re.search(r"Detail:\s*(.+)", str(exc))
     return (detail.group(1) if detail else str(exc).splitlines()[0]).strip()
+
+
+def _errno(exc: Exception) -> int | None:
+    """The OS's error number of a failed write: an OS error's own; DuckDB's errors carry it
+    as ``"errno": "28"`` or only as its text (``Cannot open file "x": File name too long``),
+    which is matched back to it."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    text = str(exc).strip()
+    code = re.search(r'"errno":\s*"(\d+)"', text)
+    if code:
+        return int(code.group(1))
+    first = text.splitlines()[0] if text else ""
+    return next(
+        (code for code in errno.errorcode if first.endswith(f": {os.strerror(code)}")), None
+    )
 
 
 #: The marker inside a staging folder: which process on which machine owns it. A staging
@@ -265,15 +280,6 @@ def _write_failure(
     )
 
 
-def _errno(exc: Exception) -> int | None:
-    """The OS's error number of a failed write; DuckDB's errors carry only its text
-    (``Failed to create directory "x": Not a directory``), which is matched back to it."""
-    if isinstance(exc, OSError) and exc.errno:
-        return exc.errno
-    reason = _reason(exc)
-    return next((code for code in _ADVICE if reason.endswith(os.strerror(code))), None)
-
-
 def _failed_path(exc: Exception) -> Path | None:
     """The path an OS or DuckDB error is about, when it names one; a temporary file of
     :func:`atomic_path` (``.NAME.XXXX.tmp``) is shown as the file it was to become."""
@@ -284,7 +290,7 @@ def _failed_path(exc: Exception) -> Path | None:
     if name is None:
         return None
     path = Path(os.fsdecode(name))
-    temporary = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", path.name)
+    temporary = re.fullmatch(r"(?:tmp_)?\.(.+)\.[^.]+\.tmp", path.name)  # DuckDB: tmp_
     return path.with_name(temporary.group(1)) if temporary else path
 
 

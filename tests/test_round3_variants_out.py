@@ -261,3 +261,20 @@ def test_signal_while_the_command_line_loads_says_so(tmp_path, signal_name, line
     assert done.returncode == code, done.stderr
     assert done.stderr.strip().splitlines() == [line]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_model_name_whose_temporary_file_is_too_long_is_named_as_its_output(
+    tmp_path, inputs, cache, capsys
+):
+    """A 230-character name fits as `NAME.parquet`, but not as DuckDB's temporary file
+    `tmp_.NAME.parquet.XXXX.tmp`: the message named that internal file and quoted DuckDB's
+    text with the hidden staging folder in it."""
+    name = "m" * 230
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, cache=cache, name=name) == 1
+    line = _one_error_line(capsys)
+    assert f"cannot write {out}/work/inputs/predictions/{name}.parquet (File name too long)" in (
+        line
+    )
+    assert ".partial" not in line and ".tmp" not in line
+    assert "shorter model name" in line
