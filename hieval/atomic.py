@@ -163,7 +163,7 @@ def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
     ``target`` is missing they are put back first, as the run would have on failing.
     """
     parent = target.absolute().parent
-    if not parent.is_dir():
+    if not os.path.isdir(parent):  # missing, or a path the OS refuses (checked next)
         return
     for folder in sorted(parent.iterdir()):
         name = folder.name
@@ -323,11 +323,11 @@ def staged_folder(
             f"cannot clean up {_failed_path(exc) or parent}, left by an earlier run beside "
             f"{target} ({_reason(exc)}); move it away yourself and rerun"
         ) from None
-    _check_replaceable(target)
     try:
+        _check_replaceable(target)
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
-    except OSError as exc:
+    except OSError as exc:  # e.g. a name too long for the file system
         raise HievalError(_unwritable_parent(target, exc)) from None
     _STAGED[staging] = target
     try:
@@ -349,15 +349,13 @@ def _unwritable_parent(target: Path, exc: OSError) -> str:
     """Why the folder that holds ``target`` cannot be made or written: a file where a folder
     of the path should be is named as such (``mkdir`` reports it as ``File exists``)."""
     for part in (target.absolute(), *target.absolute().parents):
-        if part.exists() and not part.is_dir():
+        if os.path.exists(part) and not os.path.isdir(part):  # False, never raises
             return (
                 f"cannot write the output folder {target}: {part} is a file, not a folder; "
                 "choose another --out"
             )
-    return (
-        f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
-        "folder you can write to"
-    )
+    advice = _ADVICE.get(_errno(exc), "choose an --out in a folder you can write to")
+    return f"cannot write the output folder {target} ({_reason(exc)}): {advice}"
 
 
 def _swap(staging: Path, target: Path, *, parent: Path) -> None:

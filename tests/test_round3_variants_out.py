@@ -278,3 +278,22 @@ def test_model_name_whose_temporary_file_is_too_long_is_named_as_its_output(
     )
     assert ".partial" not in line and ".tmp" not in line
     assert "shorter model name" in line
+
+
+@pytest.mark.parametrize("option", ["--out", "--gold", "--pred"])
+def test_path_too_long_for_the_file_system_is_one_line(tmp_path, inputs, cache, capsys, option):
+    """A 256-character --out ended in an OSError traceback (Path.exists raises for a name too
+    long); a 256-character --gold was reported as "cannot write" the gold."""
+    gold, pred = inputs
+    long_name = tmp_path / ("n" * 256)
+    out = tmp_path / "eval"
+    if option == "--out":
+        out = long_name
+    elif option == "--gold":
+        gold = long_name
+    else:
+        pred = long_name
+    assert evaluate(gold, pred, out, cache=cache) == 1
+    line = _one_error_line(capsys)
+    assert "File name too long" in line, line
+    assert ("cannot write the output folder" if option == "--out" else "cannot read") in line

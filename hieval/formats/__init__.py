@@ -9,6 +9,7 @@ unpickles: NumPy files are loaded with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -127,12 +128,17 @@ def detect(path: Path, name: str) -> str:
 
 
 def check_file(path: Path, name: str) -> None:
-    """The checks every format shares: the file exists, is a file, and is not empty."""
-    if not path.exists():
-        raise InputError(f"{name}: file {path} does not exist; check the path")
-    if path.is_dir():
+    """The checks every format shares: the file exists, is a file, and is not empty (a path
+    the system refuses to look at, e.g. a name too long, is said to be unreadable)."""
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{name}: file {path} does not exist; check the path") from None
+    except OSError as exc:
+        raise text.unreadable(path, name, exc) from None
+    if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{name}: {path} is a directory; point it at a label file")
-    if path.stat().st_size == 0:
+    if info.st_size == 0:
         raise InputError(f"{name}: file {path} is empty")
     try:
         with path.open("rb") as handle:
