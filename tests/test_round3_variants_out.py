@@ -297,3 +297,34 @@ def test_path_too_long_for_the_file_system_is_one_line(tmp_path, inputs, cache, 
     line = _one_error_line(capsys)
     assert "File name too long" in line, line
     assert ("cannot write the output folder" if option == "--out" else "cannot read") in line
+
+
+# --- The workflow's record of its report files ----------------------------------------------
+
+
+@pytest.mark.parametrize("recorded_as", ["absolute", "through a link", "climbing out"])
+def test_report_manifest_never_reaches_a_file_outside_the_report_folder(tmp_path, recorded_as):
+    """An edited or copied `.hieval-outputs.json` naming a file outside results/report (an
+    absolute path, a path through a symbolic link inside the folder, `..`) with that file's
+    sha256 made the report job delete the user's file."""
+    import hashlib
+    import json
+
+    from hieval.reports.leftovers import MANIFEST, remove_leftovers
+
+    report = tmp_path / "results" / "report"
+    report.mkdir(parents=True)
+    (report / "summary.md").write_text("this run's\n")
+    thesis = tmp_path / "thesis" / "thesis.tex"
+    thesis.parent.mkdir()
+    thesis.write_text("the user's\n")
+    (report / "mine").symlink_to(thesis.parent)
+    name = {
+        "absolute": str(thesis),
+        "through a link": "mine/thesis.tex",
+        "climbing out": "../../thesis/thesis.tex",
+    }[recorded_as]
+    sha = hashlib.sha256(thesis.read_bytes()).hexdigest()
+    (report / MANIFEST).write_text(json.dumps({"files": {name: sha}}))
+    assert remove_leftovers(report, [report / "summary.md"]) == []
+    assert thesis.read_text() == "the user's\n"
