@@ -294,6 +294,18 @@ def _failed_path(exc: Exception) -> Path | None:
     return path.with_name(temporary.group(1)) if temporary else path
 
 
+def _plain(target: Path) -> Path:
+    """``target`` with a name of its own (``.`` and ``..`` are named by their absolute path,
+    since the staging folder goes beside it), and without a ``..`` after a folder that does
+    not exist (``new/../eval``): the OS cannot resolve that, only its lexical meaning is left,
+    and creating ``new/`` just to step out of it would leave a folder behind."""
+    if target.name in ("", ".."):
+        return Path(os.path.abspath(target))
+    if ".." in target.parts and not os.path.isdir(target.absolute().parent):
+        return Path(os.path.normpath(target))
+    return target
+
+
 @contextlib.contextmanager
 def staged_folder(
     target: str | os.PathLike, *, inputs: list[tuple[str, Path]] = ()
@@ -310,9 +322,7 @@ def staged_folder(
     folders left by dead runs beside ``target`` are removed. OS errors become one
     :class:`HievalError` naming the path that failed.
     """
-    target = Path(target)
-    if target.name in ("", ".."):  # `.` or `..`: the folder's own name is needed beside it
-        target = Path(os.path.abspath(target))
+    target = _plain(Path(target))
     inputs = list(inputs)
     _refuse_inputs_inside(target, [*inputs, ("the current folder", Path.cwd())])
     parent = target.absolute().parent

@@ -328,3 +328,14 @@ def test_report_manifest_never_reaches_a_file_outside_the_report_folder(tmp_path
     (report / MANIFEST).write_text(json.dumps({"files": {name: sha}}))
     assert remove_leftovers(report, [report / "summary.md"]) == []
     assert thesis.read_text() == "the user's\n"
+
+
+def test_out_stepping_out_of_a_missing_folder_creates_nothing_else(
+    tmp_path, inputs, cache, monkeypatch
+):
+    """`--out new/../eval` wrote eval/ but left an empty `new/` behind, created only to step
+    out of it."""
+    monkeypatch.chdir(tmp_path)
+    assert evaluate(*inputs, Path("new/../eval"), cache=cache) == 0
+    assert base.flat_counts(tmp_path / "eval") == (1, 0, 2)
+    assert not (tmp_path / "new").exists()
