@@ -142,11 +142,12 @@ class Resources:
         return planned <= ceiling
 
     def memory_budget(self) -> tuple[int, str]:
-        """The bytes a job may use and what sets them: ``engine.memory_limit``, else DuckDB's
+        """The bytes a job may use and what sets them, in the running entry point's syntax
+        (``--memory-limit 4GB``, ``engine.memory_limit: 4GB``), else DuckDB's
         reading of the memory this process may use (80 % of the machine, container or SLURM
         job: :func:`duckdb_default_limit`)."""
         if self.memory_limit:
-            return parse_bytes(self.memory_limit), f"engine.memory_limit {self.memory_limit}"
+            return parse_bytes(self.memory_limit), setting("memory_limit", self.memory_limit)
         own = duckdb_default_limit()
         size = _size_bytes(own)
         if size is None:  # DuckDB could not tell: no check
