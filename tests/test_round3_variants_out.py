@@ -339,3 +339,37 @@ def test_out_stepping_out_of_a_missing_folder_creates_nothing_else(
     assert evaluate(*inputs, Path("new/../eval"), cache=cache) == 0
     assert base.flat_counts(tmp_path / "eval") == (1, 0, 2)
     assert not (tmp_path / "new").exists()
+
+
+# --- A leading ~ is a folder's name, in every reader -----------------------------------------
+
+TREE = "child,parent,title\nA,,a\nB,,b\nA1,A,x\nA2,A,y\n"
+#: The same codes under two roots: read instead of TREE, it changes the d1 numbers.
+DECOY_TREE = "child,parent,title\nA,,a\nB,,b\nA1,A,x\nA2,B,y\n"
+
+
+def test_tree_and_cache_under_a_folder_named_tilde_are_read_literally(tmp_path, monkeypatch):
+    """Polars expands a leading `~` whatever it is told: `--hierarchy '~/tree.csv'` read the
+    home folder's tree.csv (a decoy here) instead of ./~/tree.csv; `--cache '~'` the same."""
+    from hieval import cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "tree.csv").write_text(DECOY_TREE)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "~").mkdir()
+    (tmp_path / "~" / "tree.csv").write_text(TREE)
+    (tmp_path / "g.csv").write_text("doc_id,code\nd1,A1\nd2,A2\n")
+    (tmp_path / "p.csv").write_text("doc_id,code\nd1,A1\nd2,A1\n")
+    args = ["evaluate", "--gold", "g.csv", "--pred", "m=p.csv", "--hierarchy", "~/tree.csv"]
+    assert cli.main([*args, "--out", "eval", "--cache", "~", "--bootstrap", "0"]) == 0
+    tidy = base.pl.read_csv(tmp_path / "eval" / "metrics.csv").filter(
+        (base.pl.col("family") == "set")
+        & (base.pl.col("level") == "d1")
+        & (base.pl.col("average") == "micro")
+        & (base.pl.col("metric") == "f1")
+    )
+    # TREE: both codes are under A, so at d1 both documents are right (F1 1); DECOY_TREE
+    # would put d2's gold under B and its prediction under A (F1 0.5)
+    assert tidy["value"].item() == 1.0
