@@ -94,14 +94,29 @@ def _write_errors() -> tuple[type[Exception], ...]:
 
 
 def _reason(exc: Exception) -> str:
-    """The OS's reason (``No space left on device``) without the writer's wrapping."""
-    if isinstance(exc, OSError) and exc.errno:
-        return os.strerror(exc.errno)
-    code = re.search(r'"errno":\s*"(\d+)"', str(exc))
+    """The OS's reason (``No space left on device``) without the writer's wrapping (DuckDB's
+    text around it names the hidden temporary file)."""
+    code = _errno(exc)
     if code:
-        return os.strerror(int(code.group(1)))
+        return os.strerror(code)
     detail = re.search(r"Detail:\s*(.+)", str(exc))
     return (detail.group(1) if detail else str(exc).splitlines()[0]).strip()
+
+
+def _errno(exc: Exception) -> int | None:
+    """The OS's error number of a failed write: an OS error's own; DuckDB's errors carry it
+    as ``"errno": "28"`` or only as its text (``Cannot open file "x": File name too long``),
+    which is matched back to it."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    text = str(exc).strip()
+    code = re.search(r'"errno":\s*"(\d+)"', text)
+    if code:
+        return int(code.group(1))
+    first = text.splitlines()[0] if text else ""
+    return next(
+        (code for code in errno.errorcode if first.endswith(f": {os.strerror(code)}")), None
+    )
 
 
 #: The marker inside a staging folder: which process on which machine owns it. A staging
@@ -148,12 +163,11 @@ def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
     ``target`` is missing they are put back first, as the run would have on failing.
     """
     parent = target.absolute().parent
-    if not parent.is_dir():
+    if not os.path.isdir(parent):  # missing, or a path the OS refuses (checked next)
         return
-    prefix = f".{target.name}."
     for folder in sorted(parent.iterdir()):
         name = folder.name
-        if not (name.startswith(prefix) and name.endswith((".partial", ".old"))):
+        if not _staging_name(name, target):
             continue
         if folder.is_symlink() or not folder.is_dir() or not _dead_runs_folder(folder):
             continue
@@ -167,6 +181,19 @@ def _remove_stale_staging(target: Path, *, keep: list[Path]) -> None:
                 continue
         log.info("removing %s, left by a run that ended without cleaning up", folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _staging_name(name: str, target: Path) -> bool:
+    """Whether ``name`` is that of a staging folder of ``target`` (``.T.XXXX.partial`` or
+    ``.old``, the random part free of dots): not one of a sibling whose name starts as
+    ``target``'s does (``.T.x.XXXX.old`` belongs to ``T.x``, and its previous outputs must go
+    back there, not to ``T``)."""
+    prefix = f".{target.name}."
+    for suffix in (".partial", ".old"):
+        if name.startswith(prefix) and name.endswith(suffix):
+            middle = name[len(prefix) : -len(suffix)]
+            return bool(middle) and "." not in middle
+    return False
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -201,6 +228,24 @@ def _check_replaceable(target: Path) -> None:
         raise HievalError(problem)
 
 
+#: Each staging folder being written (by :func:`staged_folder`) and the folder it becomes.
+_STAGED: dict[Path, Path] = {}
+
+
+def final_path(path: str | os.PathLike) -> Path:
+    """Where ``path`` will be once its staging folder replaces the output folder; any other
+    path as it is.
+
+    Why: a log line or message names a file the user can open; the hidden staging folder
+    (``.OUT.XXXX.partial``) is gone by the time they read it.
+    """
+    path = Path(path)
+    for staging, target in _STAGED.items():
+        if _inside(path, staging):
+            return target / path.resolve().relative_to(staging.resolve())
+    return path
+
+
 #: What to do about a failed write, by the OS's error number.
 _ADVICE = {
     errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter model name "
@@ -210,6 +255,7 @@ _ADVICE = {
     errno.EACCES: "choose a place you can write to",
     errno.EROFS: "choose a place you can write to",
     errno.ENOTDIR: "a part of that path is a file, not a folder: choose another place",
+    errno.ENOENT: "a folder of that path does not exist: create it or choose another place",
 }
 
 
@@ -222,11 +268,13 @@ def _write_failure(
     failed = _failed_path(exc)
     place = f"the outputs to {target}"
     if failed is not None and _inside(failed, staging):
-        place = str(target / failed.resolve().relative_to(staging.resolve()))
+        place = str(final_path(failed))
     elif failed is not None:
-        named = [named for named, path in places if _inside(failed, path)]
-        place = f"{failed}" + (f", in {named[0]}," if named else "")
-    advice = _ADVICE.get(getattr(exc, "errno", None), "fix the cause and rerun")
+        named = [(named, path) for named, path in places if _inside(failed, path)]
+        # the innermost place: a --cache inside the --gold file's folder is the --cache
+        named.sort(key=lambda pair: len(pair[1].resolve().parts), reverse=True)
+        place = f"{failed}" + (f", in {named[0][0]}," if named else "")
+    advice = _ADVICE.get(_errno(exc), "fix the cause and rerun")
     return HievalError(
         f"cannot write {place} ({_reason(exc)}); nothing was written to {target}: {advice}"
     )
@@ -237,13 +285,25 @@ def _failed_path(exc: Exception) -> Path | None:
     :func:`atomic_path` (``.NAME.XXXX.tmp``) is shown as the file it was to become."""
     name = getattr(exc, "filename", None)
     if name is None:
-        quoted = re.search(r'"(/[^"]+)"', str(exc))
+        quoted = re.search(r'"([^"]+)"', str(exc))  # DuckDB quotes the path it was given
         name = quoted.group(1) if quoted else None
     if name is None:
         return None
     path = Path(os.fsdecode(name))
-    temporary = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", path.name)
+    temporary = re.fullmatch(r"(?:tmp_)?\.(.+)\.[^.]+\.tmp", path.name)  # DuckDB: tmp_
     return path.with_name(temporary.group(1)) if temporary else path
+
+
+def _plain(target: Path) -> Path:
+    """``target`` with a name of its own (``.`` and ``..`` are named by their absolute path,
+    since the staging folder goes beside it), and without a ``..`` after a folder that does
+    not exist (``new/../eval``): the OS cannot resolve that, only its lexical meaning is left,
+    and creating ``new/`` just to step out of it would leave a folder behind."""
+    if target.name in ("", ".."):
+        return Path(os.path.abspath(target))
+    if ".." in target.parts and not os.path.isdir(target.absolute().parent):
+        return Path(os.path.normpath(target))
+    return target
 
 
 @contextlib.contextmanager
@@ -262,9 +322,7 @@ def staged_folder(
     folders left by dead runs beside ``target`` are removed. OS errors become one
     :class:`HievalError` naming the path that failed.
     """
-    target = Path(target)
-    if target.name in ("", ".."):  # `.` or `..`: the folder's own name is needed beside it
-        target = Path(os.path.abspath(target))
+    target = _plain(Path(target))
     inputs = list(inputs)
     _refuse_inputs_inside(target, [*inputs, ("the current folder", Path.cwd())])
     parent = target.absolute().parent
@@ -275,15 +333,13 @@ def staged_folder(
             f"cannot clean up {_failed_path(exc) or parent}, left by an earlier run beside "
             f"{target} ({_reason(exc)}); move it away yourself and rerun"
         ) from None
-    _check_replaceable(target)
     try:
+        _check_replaceable(target)
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
-    except OSError as exc:
-        raise HievalError(
-            f"cannot write the output folder {target} ({_reason(exc)}); choose an --out in a "
-            "folder you can write to"
-        ) from None
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise HievalError(_unwritable_parent(target, exc)) from None
+    _STAGED[staging] = target
     try:
         _mark(staging)
         _honour_umask(staging, 0o777)
@@ -294,8 +350,22 @@ def staged_folder(
     except _write_errors() as exc:
         raise _write_failure(exc, staging=staging, target=target, places=inputs) from None
     finally:
+        _STAGED.pop(staging, None)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _unwritable_parent(target: Path, exc: OSError) -> str:
+    """Why the folder that holds ``target`` cannot be made or written: a file where a folder
+    of the path should be is named as such (``mkdir`` reports it as ``File exists``)."""
+    for part in (target.absolute(), *target.absolute().parents):
+        if os.path.exists(part) and not os.path.isdir(part):  # False, never raises
+            return (
+                f"cannot write the output folder {target}: {part} is a file, not a folder; "
+                "choose another --out"
+            )
+    advice = _ADVICE.get(_errno(exc), "choose an --out in a folder you can write to")
+    return f"cannot write the output folder {target} ({_reason(exc)}): {advice}"
 
 
 def _swap(staging: Path, target: Path, *, parent: Path) -> None:

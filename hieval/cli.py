@@ -10,9 +10,7 @@ import argparse
 import logging
 import math
 import re
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -43,6 +41,7 @@ from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty_settings import Settings
 from hieval.resources import memory_limit_problem
+from hieval.signals import StopSignals
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -523,51 +522,12 @@ def _configure_logging() -> logging.Handler:
     return handler
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every
-    ``finally`` runs (the staging folder is removed) before the process exits."""
-
-
-#: What a run stopped by a signal says, and its exit code: 128 + the signal's number, as a
-#: shell reports it.
-STOPPED = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
-
-
-class _StopSignals:
-    """Within ``with``: the first SIGINT or SIGTERM raises KeyboardInterrupt or
-    :class:`Terminated` in the main thread (later ones are ignored, so the cleanup the first
-    starts is not cut short), and ``received`` records it.
-
-    The record is what counts: a reader may turn the exception into its own (DuckDB raises
-    ``RuntimeError: Query interrupted``), which must not be reported as a failure. Outside the
-    main thread Python cannot install handlers, and nothing changes.
-    """
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict[int, object] = {}
-
-    def _stop(self, signum: int, _frame) -> None:
-        if self.received is None:
-            self.received = signum
-            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
-
-    def __enter__(self) -> _StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {sig: signal.signal(sig, self._stop) for sig in STOPPED}
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 only when every output was written; 130 after
     Ctrl-C, 143 after SIGTERM, with the staging folder removed)."""
     args = build_parser().parse_args(argv)
     handler = _configure_logging()
-    stop = _StopSignals()
+    stop = StopSignals()
     try:
         with stop, hints.entry_point(hints.CLI):
             if args.command == "evaluate":
@@ -575,10 +535,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 _run_hierarchy(args)
     except BaseException as exc:
-        if stop.received is None and isinstance(exc, KeyboardInterrupt):
-            stop.received = signal.SIGINT  # Ctrl-C outside the handlers' reach
-        if stop.received is not None:
-            what, code = STOPPED[stop.received]
+        stopped = stop.stopped(exc)
+        if stopped is not None:
+            what, code = stopped
             console.print(f"[red]hieval:[/red] {what}")
             return code
         if not isinstance(exc, HievalError):

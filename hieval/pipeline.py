@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from hieval import __version__, codesystem, paths
-from hieval.atomic import atomic_path, write_parquet, write_text
+from hieval.atomic import atomic_path, final_path, write_parquet, write_text
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -879,7 +879,8 @@ def publish_reports(
     write_text(html_out, page)
     for name, svg in drawn.items():
         write_text(Path(figures_out) / f"{name}.svg", svg)
-    log.info("wrote %s, %s, %s and %d figures", html_out, tex_out, markdown_out, len(drawn))
+    shown = (final_path(path) for path in (html_out, tex_out, markdown_out))
+    log.info("wrote %s, %s, %s and %d figures", *shown, len(drawn))
 
 
 def leaf_count(table: LevelTable) -> int:

@@ -8,6 +8,7 @@ jobs' memory model lives here too, because the workflow sizes SLURM requests fro
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -113,9 +114,11 @@ class Resources:
 
     def duckdb_config(self) -> dict[str, str]:
         """DuckDB connection settings: ``memory_limit`` (unset: :func:`default_duckdb_limit`)
-        and ``temp_directory`` when set."""
+        and ``temp_directory`` when set, absolute: DuckDB reads a leading ``~`` as the home
+        folder, and a user's path is literal (``~`` is then a folder of that name)."""
         limit = self.memory_limit or default_duckdb_limit()
-        settings = {"memory_limit": limit, "temp_directory": self.temp_directory}
+        spill = os.path.abspath(self.temp_directory) if self.temp_directory else None
+        settings = {"memory_limit": limit, "temp_directory": spill}
         return {key: str(value) for key, value in settings.items() if value}
 
     def count_job_bytes(self, labels: int) -> int:
@@ -139,11 +142,12 @@ class Resources:
         return planned <= ceiling
 
     def memory_budget(self) -> tuple[int, str]:
-        """The bytes a job may use and what sets them: ``engine.memory_limit``, else DuckDB's
+        """The bytes a job may use and what sets them, in the running entry point's syntax
+        (``--memory-limit 4GB``, ``engine.memory_limit: 4GB``), else DuckDB's
         reading of the memory this process may use (80 % of the machine, container or SLURM
         job: :func:`duckdb_default_limit`)."""
         if self.memory_limit:
-            return parse_bytes(self.memory_limit), f"engine.memory_limit {self.memory_limit}"
+            return parse_bytes(self.memory_limit), setting("memory_limit", self.memory_limit)
         own = duckdb_default_limit()
         size = _size_bytes(own)
         if size is None:  # DuckDB could not tell: no check

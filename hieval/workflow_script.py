@@ -4,7 +4,9 @@ Scripts stay thin: they read ``snakemake.input/params`` and make one call into
 :mod:`hieval.pipeline` per stage. This wrapper configures the library's ``logging`` once — each
 line timestamped with the job's elapsed time and the rule's name, to the rule's log file and to
 stderr — and on a :class:`~hieval.errors.HievalError` writes the message without a traceback
-and exits 1.
+and exits 1. A job stopped by SIGTERM (Snakemake cancelling it, a cluster's time limit) or
+SIGINT removes the temporary files it was writing, logs "terminated" (or "interrupted") and
+exits 143 (130), as the CLI does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from hieval import hints
 from hieval.errors import HievalError
+from hieval.signals import StopSignals
 
 log = logging.getLogger("hieval.workflow")
 
@@ -53,18 +56,31 @@ def configure_logging(rule: str, log_path: str | None) -> list[logging.Handler]:
 def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
     """Call ``main(snakemake)`` with logging configured for the rule."""
     handlers = configure_logging(smk.rule, smk.log[0] if smk.log else None)
+    stop = StopSignals()
     try:
-        with hints.entry_point(hints.WORKFLOW):
+        with stop, hints.entry_point(hints.WORKFLOW):
             main(smk)
         log.info("done")
-    except HievalError as exc:
-        log.error("error: %s", exc)
-        sys.exit(1)
-    except Exception:
-        # A bug, not a user error: keep the whole traceback in the rule's log, then fail.
-        log.error("unexpected error (please report it):\n%s", traceback.format_exc())
+    except BaseException as exc:
+        _exit_on(exc, stop)
         raise
     finally:
         for handler in handlers:
             handler.close()
             logging.getLogger("hieval").removeHandler(handler)
+
+
+def _exit_on(exc: BaseException, stop: StopSignals) -> None:
+    """Exit with one line for a signal or a user error; log a bug's traceback (the caller
+    raises it again, so that the job fails)."""
+    stopped = stop.stopped(exc)
+    if stopped is not None:
+        what, code = stopped
+        log.error("%s", what)
+        sys.exit(code)
+    if isinstance(exc, HievalError):
+        log.error("error: %s", exc)
+        sys.exit(1)
+    if isinstance(exc, Exception):
+        # A bug, not a user error: keep the whole traceback in the rule's log, then fail.
+        log.error("unexpected error (please report it):\n%s", traceback.format_exc())

@@ -265,7 +265,7 @@ def test_cli_refuses_a_bootstrap_that_cannot_fit_and_names_what_fits(tmp_path, c
     assert main([*args, "--memory-limit", "4GB", "--bootstrap", HUGE]) != 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "1,000,000,000" in err and "engine.memory_limit 4GB" in err
+    assert "1,000,000,000" in err and "above --memory-limit 4GB;" in err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["gold.csv", "perfect.csv", "weaker.csv"]
     )
@@ -300,4 +300,4 @@ def test_workflow_refuses_a_bootstrap_that_cannot_fit_at_parse_time(tmp_path):
         f"uncertainty:\n  bootstrap: {HUGE}\n"
     )
     message = parse_time_refusal(tmp_path, config)
-    assert "engine.memory_limit 4GB" in message and _largest_named(message) > 50_000
+    assert "engine.memory_limit: 4GB" in message and _largest_named(message) > 50_000

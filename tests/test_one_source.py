@@ -190,7 +190,18 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 
 #: The library's layers, bottom-up, as docs/development.md's layout map draws them.
 LAYERS = (
-    ("errors", "hints", "ownership", "atomic", "checksums", "paths", "background", "codes", "data"),
+    (
+        "errors",
+        "hints",
+        "signals",
+        "ownership",
+        "atomic",
+        "checksums",
+        "paths",
+        "background",
+        "codes",
+        "data",
+    ),
     ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),
@@ -198,7 +209,7 @@ LAYERS = (
     ("report", "reports"),
     ("resources", "pipeline", "config"),
     ("run",),
-    ("cli", "workflow_script", "api", "evaluator", "memory"),
+    ("cli", "workflow_script", "console", "api", "evaluator", "memory"),
     ("experiments",),
 )
 

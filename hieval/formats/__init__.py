@@ -9,6 +9,7 @@ unpickles: NumPy files are loaded with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -144,26 +145,27 @@ def detect(path: Path, name: str) -> str:
 
 
 def check_file(path: Path, name: str) -> None:
-    """The checks every format shares: the file exists, is a file, and is not empty.
+    """The checks every format shares: the file exists, is a file, is not empty, and can be
+    opened.
 
     A path the system cannot even look up (a name over 255 bytes, a NUL byte from a config
     file) is said to be unreadable, not left to surface later as an exception of its own.
     """
     try:
-        exists = path.exists()
-        folder = exists and path.is_dir()
-        empty = exists and not folder and path.stat().st_size == 0
-        if exists and not folder and not empty:
-            with path.open("rb") as handle:
-                handle.read(1)
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{name}: file {path} does not exist; check the path") from None
     except (OSError, ValueError) as exc:
         raise text.unreadable(path, name, exc) from None
-    if not exists:
-        raise InputError(f"{name}: file {path} does not exist; check the path")
-    if folder:
+    if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{name}: {path} is a directory; point it at a label file")
-    if empty:
+    if info.st_size == 0:
         raise InputError(f"{name}: file {path} is empty")
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise text.unreadable(path, name, exc) from None
 
 
 def _csv_layout(path: Path, fmt: str) -> tuple[str, int, str] | None:

@@ -199,7 +199,7 @@ def read_level_table(levels_path: str | Path) -> LevelTable:
 
 def _metadata(path: str | Path) -> dict[str, str]:
     """A Parquet file's key-value metadata (pyarrow stores the schema's metadata there too)."""
-    return pl.read_parquet_metadata(path)
+    return paths.read_parquet_metadata(path)
 
 
 def level_order(path: str | Path) -> tuple[str, ...]:

@@ -100,6 +100,8 @@ def read_history(path: str | Path) -> pl.DataFrame:
     path = Path(path)
     if not path.exists():
         return pl.DataFrame(schema=SCHEMA)
+    if not path.is_file():  # a folder: Polars would read the Parquet files in it as one table
+        raise _unusable(path, "is a folder, not a file")
     try:
         old = paths.read_parquet(path)
     # whatever a damaged file makes the reader raise (a Rust panic is no Exception)

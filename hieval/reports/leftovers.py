@@ -54,6 +54,15 @@ def _previous(manifest: Path) -> dict[str, str]:
     return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+def _own_place(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is a plain file inside ``folder`` itself: a manifest's name that is
+    absolute, climbs out with ``..`` or passes through a symbolic link points elsewhere,
+    where hieval never wrote (a manifest can be edited or copied; it proves nothing there)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    return path.resolve().is_relative_to(folder.resolve()) and ".." not in path.parts
+
+
 def remove_leftovers(folder: str | os.PathLike, current: Iterable[str | os.PathLike]) -> list[str]:
     """Remove from ``folder`` the files an earlier report job wrote that this one does not
     (``current``: every input and output of this job; those outside ``folder`` are ignored),
@@ -63,7 +72,7 @@ def remove_leftovers(folder: str | os.PathLike, current: Iterable[str | os.PathL
     removed = []
     for name, sha in _previous(folder / MANIFEST).items():
         path = folder / name
-        if name in now or ".." in Path(name).parts or not path.is_file():
+        if name in now or not _own_place(path, folder):
             continue
         if sha256_file(path) != sha:
             log.warning("%s is not what hieval wrote there: left in place", path)
