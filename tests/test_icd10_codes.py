@@ -8,6 +8,7 @@ from importlib import resources
 
 import pytest
 
+from hieval import hints
 from hieval.codes import DX, PROC
 from hieval.errors import CodeError
 from hieval.icd10 import (
@@ -166,7 +167,11 @@ def test_system_mismatch_hint():
     hint = system_mismatch_hint(["401.9", "4019", "25000", "E11.9"], "icd10")
     assert hint is not None
     assert "look like ICD-9 (e.g. 401.9)" in hint and "uses ICD-10" in hint
-    assert "package, cms or cophe" in hint
+    # the hint names the setting in the running entry point's syntax (the library's: config)
+    assert "hierarchy.source: package (or cms, cophe" in hint
+    with hints.entry_point(hints.CLI):
+        on_the_command_line = system_mismatch_hint(["401.9"], "icd10")
+    assert "--hierarchy package (or cms, cophe" in on_the_command_line
     back = system_mismatch_hint(["E11.9", "I10"], "icd9")
     assert back is not None and "look like ICD-10 (e.g. E11.9)" in back and "icd10" in back
     # half or fewer, garbage, or codes of the evaluation's own system: no hint

@@ -178,7 +178,7 @@ def test_engine_bounds_rerun_nothing(zoo_run, tmp_path):
         ("model\tpredictions\tthreshold\nm1\texact.csv\thigh\n", "must be a number"),
         ("model\tpredictions\nm1\t.\n", "is a directory"),
         ("model\tpath\nm1\texact.csv\n", "missing column(s) ['predictions']"),
-        ("model\tpredictions\ttreshold\nm1\texact.csv\t0.5\n", "unknown column(s) ['treshold']"),
+        ("model\tpredictions\ttreshold\nm1\texact.csv\t0.5\n", "unknown column(s) 'treshold'"),
     ],
 )
 def test_bad_model_sheet_fails_before_work(tmp_path, sheet, message):
