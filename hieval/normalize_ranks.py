@@ -81,6 +81,8 @@ def normalize(
     to the general path, whose DuckDB spills to disk instead."""
     if path.suffix.lower() != ".parquet" or options.format not in ("auto", "long"):
         return None
+    if options.code_list or options.doc_list:
+        return None  # lists belong to dense matrices: the general path refuses them here
     if not path.is_file():
         return None  # the general path says what is wrong with it
     if options.format == "auto" and wide.looks_wide(path):

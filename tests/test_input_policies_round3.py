@@ -392,3 +392,29 @@ def test_max_level_hint_names_the_cli_flag(tmp_path, cache, capsys):
     code, out = _kinds_run(tmp_path, cache, GOLD, GOLD, "--max-level", "d9")
     err = _err(capsys)
     assert code == 1 and "--max-level 'd9' is not a level" in err and not out.exists()
+
+
+# --- lists that only a dense matrix reads ----------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])  # the DuckDB path and the fast path
+@pytest.mark.parametrize(("flag", "name"), [("--code-list", "h"), ("--doc-list", "gold")])
+def test_a_list_given_for_a_file_that_is_no_matrix_is_refused(
+    tmp_path, cache, capsys, suffix, flag, name
+):
+    """A --code-list/--doc-list for a long file was ignored without a word (its path was not
+    even opened); like a threshold on a model without scores, a setting that cannot apply is
+    said, here refused: the user meant another file or another format."""
+    import polars as pl
+
+    docs = _docs("t", 5)
+    hard = tmp_path / f"hard{suffix}"
+    frame = pl.DataFrame({"doc_id": docs, "code": ["401.9"] * len(docs)})
+    frame.write_csv(hard) if suffix == ".csv" else frame.write_parquet(hard)
+    gold = _write_gold(tmp_path / "gold.csv", docs)
+    argv = ["--gold", str(gold), "--pred", f"h={hard}", flag, f"{name}={tmp_path / 'list.txt'}"]
+    code, out = _run(tmp_path, cache, *argv)
+    err = _err(capsys)
+    assert code == 1 and not out.exists()
+    assert f"{flag} {name}=PATH applies to dense score matrices only" in err
+    assert "is read as long" in err

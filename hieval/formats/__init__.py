@@ -250,8 +250,15 @@ def open_source(
             f"{name}: {path} is read as {fmt}, which holds predictions only, not {role}; "
             "name the right format"
         )
+    extras = extras or Extras()
+    for key in ("code_list", "doc_list"):
+        if getattr(extras, key) and fmt != "dense":  # ignored, it would misread nothing: say so
+            raise InputError(
+                f"{name}: {setting(key, 'PATH', file=name)} applies to dense score matrices "
+                f"only, and {path} is read as {fmt}; remove it, or point it at a matrix"
+            )
     try:
-        spec.load(con, path, name, role=role, extras=extras or Extras())
+        spec.load(con, path, name, role=role, extras=extras)
     except duckdb.Error as exc:
         raise read_error(path, fmt, name, exc) from None
     return fmt
