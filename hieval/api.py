@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hieval import cli, hints, memory, run
+from hieval import cli, hints, memory, paths, run
 from hieval.atomic import staged_folder
 from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.engine.icm import IcmParams
@@ -113,7 +113,7 @@ class Hierarchy:
     @functools.cached_property
     def ancestors(self) -> pl.DataFrame:
         """The long ``code, level, ancestor`` table: each node at its own level and above."""
-        return pl.read_parquet(self._tables.folder / "ancestors.parquet")
+        return paths.read_parquet(self._tables.folder / "ancestors.parquet")
 
     def __repr__(self) -> str:
         return f"Hierarchy({self.name!r}, levels={list(self.levels)})"
@@ -204,7 +204,7 @@ class Evaluation:
 
     def _read(self, name: str) -> pl.DataFrame | None:
         path = self._folder / name
-        return pl.read_parquet(path) if path.exists() else None
+        return paths.read_parquet(path) if path.exists() else None
 
     @functools.cached_property
     def metrics(self) -> pl.DataFrame:
@@ -230,7 +230,7 @@ class Evaluation:
         n_pred`` (the additive table the metrics come from)."""
         return pl.concat(
             [
-                pl.read_parquet(self._folder / "work" / "counts" / m / "nodes.parquet")
+                paths.read_parquet(self._folder / "work" / "counts" / m / "nodes.parquet")
                 .with_columns(pl.lit(m).alias("model"))
                 .select("model", pl.exclude("model"))
                 for m in self.models

@@ -74,6 +74,13 @@ def gold_options(config: dict) -> LabelOptions:
     )
 
 
+def other_gold_options(config: dict) -> LabelOptions:
+    """How to read the dev and the train gold: the gold's options without its code and
+    document lists, which name the test gold's matrix alone (a train matrix read with the test
+    split's document list would pair its rows with the wrong documents)."""
+    return dataclasses.replace(gold_options(config), code_list=None, doc_list=None)
+
+
 def ranking_ks(config: dict) -> tuple[int, ...]:
     """The K of precision@K and recall@K (config ``ranking.k``), ascending."""
     return tuple(sorted(config["ranking"]["k"]))

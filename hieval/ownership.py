@@ -30,19 +30,24 @@ _FORMAT = 1
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry under a folder: a ``dir``, a ``file`` (with size and mtime) or ``other``
-    (a symbolic link, a socket, …: never something hieval writes)."""
+    """One entry under a folder: a ``dir``, a ``file`` (with size, mtime and inode) or
+    ``other`` (a symbolic link, a socket, …: never something hieval writes).
+
+    The inode is what a user's copy cannot keep: ``cp -p``, ``rsync -a`` or a restore give a
+    file hieval's size and mtime, but a new inode (hashing every output would cost seconds on
+    large runs)."""
 
     kind: str
     size: int = 0
     mtime_ns: int = 0
+    inode: int = 0
 
 
 def _entry(info: os.stat_result) -> Entry:
     if stat.S_ISDIR(info.st_mode):
         return Entry("dir")
     if stat.S_ISREG(info.st_mode):
-        return Entry("file", info.st_size, info.st_mtime_ns)
+        return Entry("file", info.st_size, info.st_mtime_ns, info.st_ino)
     return Entry("other")
 
 

@@ -29,6 +29,7 @@ from hieval.config import (
     check_tuning,
     gold_options,
     icm_params,
+    other_gold_options,
     ranking_ks,
     report_settings,
     tuning_options,
@@ -79,7 +80,7 @@ class EvaluateOptions:
 
     Pairs name a file: ``pred`` and ``dev_pred`` are ``(model, path)``; ``format``,
     ``code_list``, ``doc_list`` are ``(model or "gold", value)``; ``code_type`` is
-    ``(model, "gold" or None for every file, kind)``.
+    ``(model or "gold", kind)``, or ``(None, kind)`` for every file.
     """
 
     gold: list[Path]
@@ -468,7 +469,7 @@ def evaluate_into(
             role=GOLD,
             out=train_gold,
             record_out=train_gold.with_suffix(".json"),
-            options=gold_options(config),
+            options=other_gold_options(config),
             shown_as=args.shown.get(str(config["train_gold"])),
             **common,
         )
@@ -544,9 +545,15 @@ def _normalize_predictions(
 
 
 def _every_file_code_type(args: EvaluateOptions) -> str | None:
-    """The last ``--code-type dx|proc`` given without a NAME (None: none)."""
-    plain = [kind for name, kind in args.code_type if name is None]
-    return plain[-1] if plain else None
+    """The ``--code-type dx|proc`` given without a NAME (None: none); two different ones are
+    refused, as for one file (the last would win without a word)."""
+    plain = sorted({kind for name, kind in args.code_type if name is None})
+    if len(plain) > 1:
+        raise HievalError(
+            f"{hints.name('code_type')} is given twice for every file: "
+            f"{' and '.join(map(repr, plain))}; give it once"
+        )
+    return plain[0] if plain else None
 
 
 def _model_options(args: EvaluateOptions, name: str) -> LabelOptions:
@@ -611,7 +618,7 @@ def _tune_thresholds(
         role=GOLD,
         out=dev_gold,
         record_out=dev_gold.with_suffix(".json"),
-        options=dataclasses.replace(gold_options(config), code_list=None, doc_list=None),
+        options=other_gold_options(config),
         shown_as=args.shown.get(str(config["dev_gold"])),
         **common,
     )

@@ -418,3 +418,35 @@ def test_a_list_given_for_a_file_that_is_no_matrix_is_refused(
     assert code == 1 and not out.exists()
     assert f"{flag} {name}=PATH applies to dense score matrices only" in err
     assert "is read as long" in err
+
+
+def test_train_gold_matrix_is_read_with_its_own_lists(tmp_path, cache, capsys):
+    """The train gold was read with the test gold's --code-list/--doc-list (the dev gold was
+    not): a train matrix beside its own lists paired its rows with the test split's
+    documents. Both read the gold's format and code options, never its lists."""
+    import numpy as np
+    import polars as pl
+
+    codes = ["401.9", "250.00", "38.93"]
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "test_codes.txt").write_text("\n".join(codes) + "\n")
+    (lists / "test_docs.txt").write_text("t1\nt2\n")
+    np.save(tmp_path / "test.npy", np.array([[1, 0, 0], [0, 1, 1]], dtype=np.int8))
+    (tmp_path / "train.codes.txt").write_text("\n".join(codes) + "\n")
+    (tmp_path / "train.docs.txt").write_text("r1\nr2\nr3\n")
+    np.save(tmp_path / "train.npy", np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]], dtype=np.int8))
+    pred = tmp_path / "pred.csv"
+    pred.write_text("doc_id,code\nt1,401.9\nt2,250.00\n")
+    argv = [
+        "--gold", str(tmp_path / "test.npy"),
+        "--code-list", f"gold={lists / 'test_codes.txt'}",
+        "--doc-list", f"gold={lists / 'test_docs.txt'}",
+        "--train-gold", str(tmp_path / "train.npy"),
+        "--pred", f"m={pred}",
+    ]  # fmt: skip
+    code, out = _run(tmp_path, cache, *argv)
+    assert code == 0, _err(capsys)
+    train = pl.read_parquet(out / "work" / "inputs" / "train_gold.parquet")
+    assert sorted(set(train["doc_id"].to_list())) == ["r1", "r2", "r3"]
+    assert train.height == 4

@@ -153,6 +153,30 @@ def test_output_file_the_user_changed_is_refused(tmp_path, inputs, cache, capsys
     assert (out / "summary.md").read_text() == "my edited summary"
 
 
+def test_a_users_copy_keeping_size_and_mtime_is_still_refused(tmp_path, inputs, cache, capsys):
+    """A file of the user's put in place of an output with the same size and mtime (as
+    `cp -p`, `rsync -a` or a restore leave it) is not what hieval wrote: refused, kept."""
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, cache=cache) == 0
+    target = out / "summary.md"
+    mine = tmp_path / "mine.md"
+    mine.write_text("x" * target.stat().st_size)  # the user's text, of the output's size
+    shutil.copystat(target, mine)  # and its times
+    os.replace(mine, target)
+    assert evaluate(*inputs, out, cache=cache) == 1
+    one_line_refusal(capsys, "summary.md")
+    assert target.read_text() == "x" * target.stat().st_size
+
+
+def test_two_code_types_for_every_file_are_refused(tmp_path, inputs, cache, capsys):
+    """`--code-type dx --code-type proc` kept the last without a word; one NAME given two
+    values was refused already."""
+    out = tmp_path / "eval"
+    assert evaluate(*inputs, out, "--code-type", "dx", "--code-type", "proc", cache=cache) == 1
+    one_line_refusal(capsys, "--code-type is given twice for every file: 'dx' and 'proc'")
+    assert not out.exists()
+
+
 def test_earlier_run_is_replaced_whole(tmp_path, inputs, cache):
     """What a run proves it wrote is replaced: a model of the last run leaves no files."""
     gold, pred = inputs

@@ -10,6 +10,7 @@ from hieval.config import (
     gold_options as gold_label_options,
     icm_params as config_icm_params,
     load_workflow_config,
+    other_gold_options as config_other_gold_options,
     report_settings as run_settings,
 )
 from hieval.codesystem import for_source
@@ -188,7 +189,7 @@ def dev_model_options(wildcards):
     )
 
 
-def dev_gold_options():
-    """How to read the dev gold: the gold's options, without its code/document lists."""
-    options = replace(gold_label_options(config), code_list=None, doc_list=None)
-    return json.dumps(asdict(options), sort_keys=True)
+def other_gold_options():
+    """How to read the dev and the train gold: the gold's options, without its code/document
+    lists (hieval.config.other_gold_options)."""
+    return json.dumps(asdict(config_other_gold_options(config)), sort_keys=True)
