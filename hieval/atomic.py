@@ -344,8 +344,9 @@ def staged_folder(
         _mark(staging)
         _honour_umask(staging, 0o777)
         yield staging
-        (staging / STAGING_MARKER).unlink()
-        ownership.write_manifest(staging)
+        # The marker stays until the rename (see _publish): a run killed before it leaves a
+        # staging folder the next run can prove is a dead run's.
+        ownership.write_manifest(staging, leave_out=(STAGING_MARKER,))
         _swap(staging, target, parent=parent)
     except _write_errors() as exc:
         raise _write_failure(exc, staging=staging, target=target, places=inputs) from None
@@ -368,6 +369,13 @@ def _unwritable_parent(target: Path, exc: OSError) -> str:
     return f"cannot write the output folder {target} ({_reason(exc)}): {advice}"
 
 
+def _publish(staging: Path, target: Path) -> None:
+    """Rename the finished ``staging`` folder to ``target``, its marker removed first (the
+    published folder holds what its manifest lists, nothing more)."""
+    (staging / STAGING_MARKER).unlink(missing_ok=True)
+    os.replace(staging, target)
+
+
 def _swap(staging: Path, target: Path, *, parent: Path) -> None:
     """Move ``staging`` into place, moving the previous ``target`` aside first.
 
@@ -378,7 +386,7 @@ def _swap(staging: Path, target: Path, *, parent: Path) -> None:
     """
     _check_replaceable(target)
     if not target.exists():
-        os.replace(staging, target)
+        _publish(staging, target)
         return
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
     previous = old / "previous"
@@ -394,7 +402,7 @@ def _swap(staging: Path, target: Path, *, parent: Path) -> None:
         )
         if problem:
             raise HievalError(problem)
-        os.replace(staging, target)
+        _publish(staging, target)
     except BaseException as failure:
         try:
             os.replace(previous, target)

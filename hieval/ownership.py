@@ -67,9 +67,11 @@ def walk(folder: Path) -> Iterator[tuple[str, Entry]]:
                 yield f"{item.name}/{below}", sub
 
 
-def write_manifest(folder: Path) -> None:
-    """Record every entry under ``folder`` as hieval's own; call it after the last write."""
-    entries = {name: vars(entry) for name, entry in walk(folder) if name != MANIFEST}
+def write_manifest(folder: Path, *, leave_out: tuple[str, ...] = ()) -> None:
+    """Record every entry under ``folder`` as hieval's own (but the top-level names in
+    ``leave_out``, which go before the folder is published); call it after the last write."""
+    skipped = {MANIFEST, *leave_out}
+    entries = {name: vars(entry) for name, entry in walk(folder) if name not in skipped}
     text = json.dumps({"format": _FORMAT, "entries": entries}, indent=0, sort_keys=True)
     (folder / MANIFEST).write_text(text, encoding="utf-8")
 
