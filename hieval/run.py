@@ -462,16 +462,8 @@ def evaluate_into(
     )
     train_gold = None
     if config["train_gold"]:
-        train_gold = work / "inputs" / "train_gold.parquet"
-        normalize_file(
-            config["train_gold"],
-            name="train_gold",
-            role=GOLD,
-            out=train_gold,
-            record_out=train_gold.with_suffix(".json"),
-            options=other_gold_options(config),
-            shown_as=args.shown.get(str(config["train_gold"])),
-            **common,
+        train_gold = _other_gold(
+            args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
     publish_reports(
         tidy=out / "metrics.parquet",
@@ -544,6 +536,22 @@ def _normalize_predictions(
     return tuned
 
 
+def _other_gold(args: EvaluateOptions, config: dict, common: dict, *, key: str, out: Path) -> Path:
+    """Normalise the dev or the train gold (config ``key``) to ``out``: read as the gold is,
+    but with its own code and document lists (:func:`hieval.config.other_gold_options`)."""
+    normalize_file(
+        config[key],
+        name=key,
+        role=GOLD,
+        out=out,
+        record_out=out.with_suffix(".json"),
+        options=other_gold_options(config),
+        shown_as=args.shown.get(str(config[key])),
+        **common,
+    )
+    return out
+
+
 def _every_file_code_type(args: EvaluateOptions) -> str | None:
     """The ``--code-type dx|proc`` given without a NAME (None: none); two different ones are
     refused, as for one file (the last would win without a word)."""
@@ -611,17 +619,7 @@ def _tune_thresholds(
         return {}
     gold = Path(gold)  # tuning reads the gold's record too: a gold being written is waited for
     work = out / "work" / "inputs" / "dev"
-    dev_gold = work / "gold.parquet"
-    normalize_file(
-        config["dev_gold"],
-        name="dev_gold",
-        role=GOLD,
-        out=dev_gold,
-        record_out=dev_gold.with_suffix(".json"),
-        options=other_gold_options(config),
-        shown_as=args.shown.get(str(config["dev_gold"])),
-        **common,
-    )
+    dev_gold = _other_gold(args, config, common, key="dev_gold", out=work / "gold.parquet")
     tuned = {}
     for spec in tuned_specs:
         name = spec.model
