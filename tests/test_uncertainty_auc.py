@@ -19,7 +19,7 @@ from test_ranking import make_case
 from hieval.metrics.auc_uncertainty import auc_pairs, auc_plan, auc_replicates
 from hieval.metrics.ranking import encode, score_rows
 from hieval.metrics.ranking_uncertainty import auc_pair_plans, ranking_units
-from hieval.metrics.ranking_uncertainty import ranking_values as replicate_values
+from hieval.metrics.ranking_uncertainty import ranking_replicates as replicate_values
 from hieval.metrics.uncertainty import (
     Settings,
     doc_keys,

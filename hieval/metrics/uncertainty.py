@@ -42,10 +42,11 @@ weighted Mann-Whitney statistics over the scores sorted once
 What is held fixed: ICM's information content and PROP-F's propensities are computed once from
 the whole gold (they set the metrics' scale, as the node weights of a sharded run are); the
 label set of LB-* and EB-HAMM follows each replicate's documents (``observed``) or is the
-hierarchy's leaves (``hierarchy``). Formulas come from their one place: P/R/F1 from
-:data:`hieval.metrics.prf.PRF`, label- and example-based measures from the registry's
-``per_unit``, ICM and the item measures from :mod:`hieval.metrics.suite`; a replicate whose
-weights are all 1 is the point estimate (tested), up to the order of floating-point sums.
+hierarchy's leaves (``hierarchy``). Formulas come from their one place: P/R/F-beta from
+:data:`hieval.metrics.count_measures.COUNT_MEASURES`, label- and example-based measures from
+the registry's ``per_unit``, ICM and the item measures from :mod:`hieval.metrics.suite`; a
+replicate whose weights are all 1 is the point estimate (tested), up to the order of
+floating-point sums.
 """
 
 from __future__ import annotations
@@ -68,15 +69,15 @@ from hieval.engine.counts import family_counts
 from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
-from hieval.metrics.prf import PRF, PRF_DENOMINATORS, harmonic_f1
+from hieval.metrics.count_measures import COUNT_MEASURES
 from hieval.metrics.ranking_uncertainty import (
     CONVENTION,
     UNDEFINED,
     RankingUnits,
     auc_pair_plans,
+    ranking_replicates,
     replicate_mean,
 )
-from hieval.metrics.ranking_uncertainty import ranking_values as ranking_replicates
 from hieval.metrics.registry import (
     COUNT_METRICS,
     DOCUMENTS,
@@ -313,15 +314,16 @@ def _macro_rows(
     out: dict[Key, np.ndarray], family: str, level: str, sums: dict, seen: np.ndarray,
     empty: float,
 ) -> None:  # fmt: skip
-    """``macro`` and ``macro_hm`` P/R/F1 from per-node metric sums over ``seen`` nodes;
-    ``empty`` where no node is reached."""
-    macro = {metric: replicate_mean(sums[metric], seen, empty=empty) for metric in PRF}
-    for metric, value in macro.items():
-        out[family, level, "macro", metric] = value
+    """``macro`` and ``macro_hm`` rows of every count measure from per-node measure sums over
+    ``seen`` nodes; ``empty`` where no node is reached."""
+    macro = {name: replicate_mean(sums[name], seen, empty=empty) for name in COUNT_MEASURES}
+    for name, value in macro.items():
+        out[family, level, "macro", name] = value
     p, r = macro["precision"], macro["recall"]
-    out[family, level, "macro_hm", "precision"] = p
-    out[family, level, "macro_hm", "recall"] = r
-    out[family, level, "macro_hm", "f1"] = np.where(seen > 0, harmonic_f1(p, r), empty)
+    for name, measure in COUNT_MEASURES.items():
+        out[family, level, "macro_hm", name] = (
+            macro[name] if measure.of_pr is None else np.where(seen > 0, measure.of_pr(p, r), empty)
+        )
 
 
 #: The per-node reductions a replicate needs: sums over nodes of P, R and F1 (macro), the number
@@ -349,12 +351,12 @@ def node_sums(
     """
     seen = (tp + fp + fn) > 0
     if pure is None:
-        out = {metric: f(tp, fp, fn).sum(-1) for metric, f in PRF.items()}
+        out = {metric: f(tp, fp, fn).sum(-1) for metric, f in COUNT_MEASURES.items()}
     else:
         mixed = pure == 0
         hits = seen[:, pure == 1].sum(-1).astype(np.float64)
         tp_m, fp_m, fn_m = tp[:, mixed], fp[:, mixed], fn[:, mixed]
-        out = {metric: f(tp_m, fp_m, fn_m).sum(-1) + hits for metric, f in PRF.items()}
+        out = {metric: f(tp_m, fp_m, fn_m).sum(-1) + hits for metric, f in COUNT_MEASURES.items()}
     out[SEEN] = seen.sum(-1).astype(np.float64)
     if items is not None:
         for metric in _label_metrics():
@@ -374,7 +376,7 @@ def count_rows(
 ) -> dict[Key, np.ndarray]:
     """The rows that need only the replicate's column sums (``col``: name → values): TP, FP
     and FN of every average, micro P/R/F1, per family, level and code type; micro P, R and F1
-    are ``empty`` where their denominator is 0 (:data:`~hieval.metrics.prf.PRF_DENOMINATORS`:
+    are ``empty`` where their denominator is 0 (each measure's declared ``denominator``:
     the replicate drew no predicted code of the slice, no gold code, neither), where the
     point estimate's zero-division convention would say 0."""
     out: dict[Key, np.ndarray] = {}
@@ -384,9 +386,9 @@ def count_rows(
         for average in averages:
             for metric in COUNT_METRICS:
                 out[family, level, average, metric] = counts[metric]
-        for metric, formula in PRF.items():
-            defined = PRF_DENOMINATORS[metric](tp, fp, fn) > 0
-            out[family, level, "micro", metric] = np.where(defined, formula(tp, fp, fn), empty)
+        for metric, measure in COUNT_MEASURES.items():
+            defined = measure.denominator(tp, fp, fn) > 0
+            out[family, level, "micro", metric] = np.where(defined, measure(tp, fp, fn), empty)
 
     kinds = [""] + ([f"_{k}" for k in CODE_TYPES] if layout.split_kinds else [])
     for family, levels in _families(layout):
@@ -524,7 +526,7 @@ def replicate_values(
 def _node_values(tp, fp, fn, items) -> dict[str, np.ndarray]:
     """Per-node quantities whose sums :func:`node_sums` takes (nodes on the last axis)."""
     seen = (tp + fp + fn) > 0
-    out = {metric: f(tp, fp, fn) for metric, f in PRF.items()}
+    out = {metric: f(tp, fp, fn) for metric, f in COUNT_MEASURES.items()}
     out[SEEN] = seen.astype(np.float64)
     if items is not None:
         for metric in _label_metrics():
@@ -585,7 +587,7 @@ class PairPlan:
 
 
 def _quantities() -> tuple[str, ...]:
-    return (*PRF, SEEN, *(m.metric for m in _label_metrics()))
+    return (*COUNT_MEASURES, SEEN, *(m.metric for m in _label_metrics()))
 
 
 def _column_range(m: sparse.csc_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -923,7 +925,7 @@ def label_set_rows(keys: list[Key], label_set: str) -> np.ndarray:
             out.append(label_set == "observed" and counts_labels(by_key[key]))
         else:
             macro_auc = key[0] == "ranking" and key[2:] == ("macro", "auc")
-            out.append(macro_auc or (key[2] in ("macro", "macro_hm") and key[3] in PRF))
+            out.append(macro_auc or (key[2] in ("macro", "macro_hm") and key[3] in COUNT_MEASURES))
     return np.array(out, dtype=bool)
 
 
