@@ -19,15 +19,11 @@ from hieval.metrics.ranking import (
     point_values,
     score_rows,
 )
-from hieval.metrics.ranking_uncertainty import ranking_replicates as replicate_values
-from hieval.metrics.ranking_uncertainty import ranking_units
-from hieval.metrics.uncertainty import (
-    Settings,
-    doc_keys,
-    poisson_weights,
-    ranking_randomization_p,
-    swaps,
-)
+from hieval.metrics.uncertainty.ranking import ranking_replicates as replicate_values
+from hieval.metrics.uncertainty.ranking import ranking_units
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import ranking_randomization_p
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights, swaps
 
 KS = (1, 3, 5)
 LEVEL = "up"

@@ -4,7 +4,7 @@ MAP, nDCG@K): each declared once, with the documents its mean runs over.
 A ranking ``mean`` metric is a per-document value averaged over a declared set of documents
 (:class:`DocumentMean`). The reported value (:func:`hieval.metrics.ranking.point_values`) is
 the exact mean of the values over the counted documents; a bootstrap or permutation replicate
-(:mod:`hieval.metrics.ranking_uncertainty`) is Σ w·value / Σ w·[counted], from the same
+(:mod:`hieval.metrics.uncertainty.ranking`) is Σ w·value / Σ w·[counted], from the same
 per-document arrays. Nothing here dispatches on a metric's name.
 
 Ties: a document's codes are ranked by score, ties by code (label index), unscored codes

@@ -268,7 +268,7 @@ def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[st
     The ``mean`` metrics are their registry declarations' per-document statistics
     (:data:`~hieval.metrics.registry.DOCUMENT_MEANS`), averaged exactly over the documents
     each counts: the same arrays the replicates weight
-    (:mod:`hieval.metrics.ranking_uncertainty`)."""
+    (:mod:`hieval.metrics.uncertainty.ranking`)."""
     values: dict[str, float] = {}
     micro = micro_auc(arrays)
     if micro is not None:

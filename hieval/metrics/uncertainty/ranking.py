@@ -21,7 +21,7 @@ with integer weights a replicate is the test set with each document repeated tha
 
 ROC-AUC (micro and macro, at the leaves and each level) is no per-document sum: it counts
 (positive, negative) pairs across documents. Its replicates are weighted Mann-Whitney
-statistics over the scores sorted once (:mod:`hieval.metrics.auc_uncertainty`), with the same
+statistics over the scores sorted once (:mod:`hieval.metrics.uncertainty.auc`), with the same
 weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_plans`).
 """
 
@@ -35,16 +35,6 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.arithmetic import divide
-from hieval.metrics.auc_uncertainty import (
-    AUC_MAX_SCORED_PAIRS,
-    MACRO,
-    MICRO,
-    AucPairs,
-    AucPlan,
-    auc_pairs,
-    auc_plan,
-    auc_replicates,
-)
 from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
 from hieval.metrics.ranking import (
     DEFAULT_KS,
@@ -55,6 +45,16 @@ from hieval.metrics.ranking import (
     level_arrays,
 )
 from hieval.metrics.registry import DOCUMENT_MEANS, LEAF, at_ks, lookup
+from hieval.metrics.uncertainty.auc import (
+    AUC_MAX_SCORED_PAIRS,
+    MACRO,
+    MICRO,
+    AucPairs,
+    AucPlan,
+    auc_pairs,
+    auc_plan,
+    auc_replicates,
+)
 
 #: The per-document denominators of the ``mean`` metrics (columns of :class:`RankingUnits`).
 DOCUMENT_SETS = (ALL_DOCUMENTS, GOLD_DOCUMENTS)
@@ -72,7 +72,7 @@ class RankingUnits:
     pairs and the per-bin score and truth sums. ``keys`` are the rows it can replicate.
 
     AUC is not additive per document: ``auc`` holds per level the model's scored pairs
-    (:class:`~hieval.metrics.auc_uncertainty.AucPairs`, to pool with another model's) and
+    (:class:`~hieval.metrics.uncertainty.auc.AucPairs`, to pool with another model's) and
     ``auc_plans`` the same pairs sorted once for the bootstrap."""
 
     columns: np.ndarray
@@ -229,7 +229,7 @@ def ranking_replicates(
     empty: float = CONVENTION,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
-    per row of the weights (as :func:`hieval.metrics.uncertainty.replicate_values`): one
+    per row of the weights (as :func:`hieval.metrics.uncertainty.replicates.replicate_values`): one
     component is a bootstrap replicate, two a swapped pair of models. ``auc_plans`` are the
     components' pairs sorted together (:func:`auc_pair_plans`); without them a single
     component uses its own and several are sorted together here, per call. ``empty`` is a
