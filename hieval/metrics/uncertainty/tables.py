@@ -7,6 +7,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -274,7 +275,9 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def uncertainty_tables(
+# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
+# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
+def uncertainty_tables(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
     tidy: dict[str, pl.DataFrame],
     units: dict[str, Units],
     *,
@@ -320,15 +323,8 @@ def uncertainty_tables(
             "%d models: %d bootstrap replicates of their metrics", len(models), settings.bootstrap
         )
         pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
-        comparisons = list(
-            pool.map(
-                lambda pair: _pair_rows(
-                    *pair, tidy, units, replicates, layout=layout, weights_key=weights_key,
-                    settings=settings, ranking=ranking,
-                ),
-                pairs,
-            )
-        )  # fmt: skip
+        zoo = _Zoo(tidy, units, replicates, ranking, layout, weights_key, settings)
+        comparisons = list(pool.map(lambda pair: _pair_rows(*pair, zoo), pairs))
     intervals = [
         interval_rows(tidy[m], replicates[m], settings, label_set=layout.label_set) for m in models
     ]
@@ -354,12 +350,24 @@ _COMPARISON_SCHEMA = {
 }  # fmt: skip
 
 
-def _pair_rows(
-    model_a: str, model_b: str, tidy: dict[str, pl.DataFrame], units: dict[str, Units],
-    replicates: dict[str, np.ndarray], *, layout: Layout, weights_key: np.ndarray,
-    settings: Settings, ranking: dict[str, RankingUnits],
-) -> pl.DataFrame:  # fmt: skip
+@dataclass(frozen=True)
+class _Zoo:
+    """What every pair's comparison reads: the models' tidy rows, tables and bootstrap
+    replicates, the layout, the documents' weight keys and the settings."""
+
+    tidy: dict[str, pl.DataFrame]
+    units: dict[str, Units]
+    replicates: dict[str, np.ndarray]
+    ranking: dict[str, RankingUnits]
+    layout: Layout
+    weights_key: np.ndarray
+    settings: Settings
+
+
+def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
     """The comparison rows of one pair, over the metrics both models have."""
+    tidy, units, replicates, ranking = zoo.tidy, zoo.units, zoo.replicates, zoo.ranking
+    layout, weights_key, settings = zoo.layout, zoo.weights_key, zoo.settings
     a, b = tidy[model_a], tidy[model_b]
     keys_a, keys_b = _keys_of(a), _keys_of(b)
     where_b = {k: i for i, k in enumerate(keys_b)}
