@@ -50,7 +50,8 @@ from benchmarks import generate as gen
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
 from hieval.hierarchy.sources import load_source
-from hieval.metrics.uncertainty import replicates, settings, tables, units, weights
+from hieval.metrics.uncertainty import replicates, tables, units, weights
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import count_model, model_metrics, zoo_units
 
 KEEP_RATES = (0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50)
@@ -237,7 +238,7 @@ def child(args: argparse.Namespace) -> dict:
     if args.what == "fast":
         if args.micro_only:
             tidy = {m: t.filter(pl.col("average") == "micro") for m, t in tidy.items()}
-        settings = settings.Settings(bootstrap=args.bootstrap, seed=args.seed, permutations=0)
+        settings = Settings(bootstrap=args.bootstrap, seed=args.seed, permutations=0)
         started = time.perf_counter()
         tables.uncertainty_tables(
             tidy, units, layout=layout, settings=settings, levels=layout.levels,
@@ -245,7 +246,7 @@ def child(args: argparse.Namespace) -> dict:
         )  # fmt: skip
         out["bootstrap_s"] = time.perf_counter() - started
         if args.permutations:
-            settings = settings.Settings(
+            settings = Settings(
                 bootstrap=args.bootstrap, seed=args.seed, permutations=args.permutations
             )
             started = time.perf_counter()
@@ -259,7 +260,7 @@ def child(args: argparse.Namespace) -> dict:
             a, b = units[models[0]], units[models[1]]
             p = tables.randomization_p(
                 a, b, keys, layout=layout, weights_key=weights_key,
-                settings=settings.Settings(seed=args.seed, permutations=args.naive_permutations),
+                settings=Settings(seed=args.seed, permutations=args.naive_permutations),
             )  # fmt: skip
             out["check_hits"] = np.rint(p * (1 + args.naive_permutations) - 1).astype(int).tolist()
     else:
