@@ -64,6 +64,7 @@ COUNT_MEASURES: dict[str, CountMeasure] = {
         ),
         CountMeasure("recall", "TP / (TP + FN)", lambda tp, fp, fn: tp, lambda tp, fp, fn: tp + fn),
         f_beta(1),
+        f_beta(2),
     )
 }
 

@@ -10,13 +10,16 @@ entry here (and its test).
 
 Conventions (the field's differ silently; each is named here and in docs/conventions.md):
 
-- ``micro``: P, R, F1 from the counts summed over the nodes of a level.
+- ``micro``: P, R, F1, F2 from the counts summed over the nodes of a level.
 - ``macro``: the mean over the nodes of a level that have gold support or a prediction of
-  per-node P, R and F1 (F1 macro is the mean of per-node F1s).
+  per-node P, R, F1 and F2 (F1 macro is the mean of per-node F1s).
 - ``macro_hm``: P and R as in ``macro``; F1 is the harmonic mean of macro P and macro R (the
-  convention of CAML and much of the ICD-coding literature).
-- Zero division gives 0 in the P/R/F1 families; the ``tp``, ``fp``, ``fn`` rows of every
+  convention of CAML and much of the ICD-coding literature), F2 the F-beta (beta 2) of them.
+- Zero division gives 0 in the P/R/F families; the ``tp``, ``fp``, ``fn`` rows of every
   average are the summed counts.
+- Ranking ``mean`` metrics rank a document's codes by score, ties by code, unscored codes
+  last (:mod:`hieval.metrics.document_measures`); MAP alone treats tied scores as one
+  threshold.
 - Example-based measures score an item with nothing predicted and nothing gold as 1 (0/0 = 1,
   scikit-learn's ``zero_division=1``); ``mean`` averages over the gold items.
 """
@@ -39,6 +42,7 @@ from hieval.metrics.document_measures import (
     GOLD_DOCUMENTS,
     DocumentMean,
     average_precision,
+    ndcg_at,
     precision_at,
     r_precision,
     recall_at,
@@ -221,6 +225,12 @@ REGISTRY: tuple[Metric, ...] = (
         "ranking", "map", "mean", LEAF_AND_LEVELS, SCORES,
         "mean over documents with gold codes of average precision (ties one threshold)", "MAP",
         per_document=DocumentMean(average_precision, GOLD_DOCUMENTS),
+    ),
+    Metric(
+        "ranking", "ndcg@{k}", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over documents with gold codes of DCG@K / ideal DCG@K (binary gains, "
+        "1/log2(rank + 1), ties by code)", "nDCG@K",
+        per_document=DocumentMean(ndcg_at, GOLD_DOCUMENTS),
     ),
     Metric(
         "calibration", "brier", "micro", LEAF, SCORES,
