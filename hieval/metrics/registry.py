@@ -35,6 +35,7 @@ import polars as pl
 
 from hieval.codes import CODE_TYPES
 from hieval.engine.counts import FAMILIES
+from hieval.engine.keys import LEAF
 from hieval.metrics.arithmetic import divide, exact_mean  # noqa: F401 (exact_mean re-exported)
 from hieval.metrics.count_measures import COUNT_MEASURES
 from hieval.metrics.document_measures import (
@@ -48,7 +49,8 @@ from hieval.metrics.document_measures import (
     recall_at,
 )
 
-LEAF, OVERALL, EACH_LEVEL = "leaf", "overall", "each level"
+#: LEAF (the leaf level's name) is the engine's (:data:`hieval.engine.keys.LEAF`), defined once.
+OVERALL, EACH_LEVEL = "overall", "each level"
 #: The additive tables metrics are computed from (see :mod:`hieval.engine.driver`).
 NODES, DOCUMENTS, ITEMS = "per-node counts", "per-document counts", "per-item sums"
 
