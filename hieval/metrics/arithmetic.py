@@ -25,7 +25,9 @@ def divide(num, den, *, zero_division: float = 0.0):
     if isinstance(num, pl.Expr) or isinstance(den, pl.Expr):
         return pl.when(den > 0).then(num / den).otherwise(zero_division)
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    out = np.full(np.broadcast_shapes(num.shape, den.shape), zero_division, dtype=np.float64)
+    shape = np.broadcast_shapes(num.shape, den.shape)
+    # np.zeros takes pages the OS zeroes lazily: the common case writes its output once.
+    out = np.zeros(shape) if zero_division == 0 else np.full(shape, zero_division, np.float64)
     return np.divide(num, den, out=out, where=den > 0)
 
 
