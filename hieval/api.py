@@ -35,7 +35,7 @@ from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 
 #: The name of a model passed without one (``hieval.evaluate(gold, predictions)``).
 DEFAULT_MODEL = "model"

@@ -39,7 +39,7 @@ from hieval.label_options import (
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.resources import memory_limit_problem
 from hieval.signals import StopSignals
 

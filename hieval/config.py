@@ -33,7 +33,7 @@ from hieval.errors import ConfigError, InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.resources import Resources, memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}

@@ -56,11 +56,11 @@ from hieval.label_options import (
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 
 if TYPE_CHECKING:
     from hieval.input_record import InputRecord
-    from hieval.metrics.uncertainty import Layout, Units
+    from hieval.metrics.uncertainty.units import Layout, Units
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
@@ -917,12 +917,12 @@ def uncertainty(
     rows (the point estimates, exactly as reported). With ``scores`` (normalised score tables)
     and ``ranking`` (:func:`score_metrics`'s rows), a scored model's ranking and calibration
     rows get intervals and comparisons too, ROC-AUC included
-    (:mod:`hieval.metrics.ranking_uncertainty`, :mod:`hieval.metrics.auc_uncertainty`).
+    (:mod:`hieval.metrics.uncertainty.ranking`, :mod:`hieval.metrics.uncertainty.auc`).
     """
     # Imported here, as in zoo_units: the uncertainty modules (scipy, numba) load only in the
     # job that computes intervals, not in every job that imports this module.
-    from hieval.metrics.ranking_uncertainty import ranking_units
-    from hieval.metrics.uncertainty import uncertainty_tables
+    from hieval.metrics.uncertainty.ranking import ranking_units
+    from hieval.metrics.uncertainty.tables import uncertainty_tables
 
     (resources or Resources()).check_bootstrap(settings.bootstrap, models=len(predictions))
     layout, units = zoo_units(
@@ -996,7 +996,7 @@ def zoo_units(
     aligned to the gold's documents and the nodes any model reaches: each model's labels are
     encoded and grouped again by the engine driver (the count tables hold sums over
     documents; a bootstrap needs each document apart)."""
-    from hieval.metrics.uncertainty import Layout, build_units, node_table
+    from hieval.metrics.uncertainty.units import Layout, build_units, node_table
 
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)

@@ -11,6 +11,7 @@ from hieval.atomic import atomic_path, write_parquet, write_text
 from hieval.codes import CODE_TYPES
 from hieval.metrics.registry import (
     FAMILY_TITLES,
+    HEADLINE,
     LEAF,
     OVERALL,
     SCORE_METRICS,
@@ -228,13 +229,6 @@ def _score_note(note: dict) -> str:
     return f"- **{md(note['model'])}** (scores): " + md("; ".join(parts)) + "." if parts else ""
 
 
-#: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
-HEADLINE = (
-    ("Flat F1", "flat", LEAF, "micro", "f1"),
-    ("Set-based F1", "set", OVERALL, "micro", "f1"),
-    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
-    ("ICM", "icm", OVERALL, "mean", "icm"),
-)
 #: Holm-adjusted p-values below this are marked significant in summary.md.
 SIGNIFICANCE = 0.05
 

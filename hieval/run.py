@@ -51,7 +51,7 @@ from hieval.label_options import (
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import (
     ModelFiles,
     build_hierarchy,

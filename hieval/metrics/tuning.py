@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from hieval.metrics.arithmetic import divide
+from hieval.metrics.count_measures import F1
 from hieval.metrics.ranking import ScoreArrays, by_label
 
 log = logging.getLogger(__name__)
@@ -47,11 +49,6 @@ def _sweep(scores: np.ndarray, positive_scores: np.ndarray, positives: int):
     return thresholds, tp, at_least - tp
 
 
-def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    den = 2 * tp + fp + fn
-    return np.divide(2 * tp, den, out=np.zeros(len(tp)), where=den > 0)
-
-
 def _best(f1: np.ndarray) -> int:
     """Index of the highest F1, the highest threshold among equals (thresholds ascend)."""
     return len(f1) - 1 - int(np.argmax(f1[::-1]))
@@ -75,7 +72,7 @@ def global_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
     if not len(thresholds):
         raise ValueError("the dev predictions hold no scores to tune a threshold on")
     fn = positives - tp
-    f1 = _f1(tp, fp, fn)
+    f1 = F1(tp, fp, fn)
     best = _best(f1)
     keep = np.arange(len(thresholds))
     if len(keep) > CURVE_POINTS:
@@ -87,9 +84,7 @@ def global_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
             "tp": tp[keep],
             "fp": fp[keep],
             "fn": fn[keep],
-            "precision": np.divide(
-                tp[keep], predicted[keep], out=np.zeros(len(keep)), where=predicted[keep] > 0
-            ),
+            "precision": divide(tp[keep], predicted[keep]),
             "recall": tp[keep] / positives if positives else np.zeros(len(keep)),
             "f1": f1[keep],
             "chosen": keep == best,
@@ -116,7 +111,7 @@ def per_code_thresholds(arrays: ScoreArrays, *, min_support: int) -> pl.DataFram
         thresholds, tp, fp = _sweep(column, own, int(support[c]))
         if not len(thresholds):
             continue  # gold but never scored: the global threshold it is
-        f1 = _f1(tp, fp, int(support[c]) - tp)
+        f1 = F1(tp, fp, int(support[c]) - tp)
         best = _best(f1)
         rows.append((arrays.labels[c], float(thresholds[best]), int(support[c]), float(f1[best])))
     return pl.DataFrame(rows, schema=CODE_THRESHOLDS_SCHEMA, orient="row")

@@ -15,31 +15,17 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL, SPLIT_FAMILIES, SUITE, paper_level
+from hieval.metrics.registry import (
+    FAMILY_TITLES,
+    LEADERBOARD,
+    LEAF,
+    OVERALL,
+    SPLIT_FAMILIES,
+    SUITE,
+    paper_level,
+)
 from hieval.reports import figures
 
-#: The columns of the leaderboard: (heading, family, level, average, metric).
-LEADERBOARD = (
-    ("Flat P", "flat", LEAF, "micro", "precision"),
-    ("Flat R", "flat", LEAF, "micro", "recall"),
-    ("Flat F1", "flat", LEAF, "micro", "f1"),
-    ("Flat macro F1", "flat", LEAF, "macro", "f1"),
-    ("Set P", "set", OVERALL, "micro", "precision"),
-    ("Set R", "set", OVERALL, "micro", "recall"),
-    ("Set F1", "set", OVERALL, "micro", "f1"),
-    ("CoPHE P", "cophe", OVERALL, "micro", "precision"),
-    ("CoPHE R", "cophe", OVERALL, "micro", "recall"),
-    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
-    ("CoPHE macro F1", "cophe", OVERALL, "macro", "f1"),
-    ("ICM", "icm", OVERALL, "mean", "icm"),
-    ("ICM-Norm", "icm", OVERALL, "mean", "icm_norm"),
-    ("Micro AUC", "ranking", LEAF, "micro", "auc"),
-    ("Macro AUC", "ranking", LEAF, "macro", "auc"),
-    ("P@5", "ranking", LEAF, "mean", "precision@5"),
-    ("P@8", "ranking", LEAF, "mean", "precision@8"),
-    ("P@15", "ranking", LEAF, "mean", "precision@15"),
-    ("MAP", "ranking", LEAF, "mean", "map"),
-)
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
 FAMILY_LEVELS = ("e0", "category")
