@@ -225,6 +225,13 @@ class Evaluation:
         return self._read("comparisons.parquet")
 
     @functools.cached_property
+    def conventions(self) -> pl.DataFrame:
+        """Each model's headline metrics under each named convention (``conventions.parquet``:
+        ``model, convention, metric, value``), each metric named as that convention's
+        reference code names it (docs/conventions.md)."""
+        return self._read("conventions.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""
@@ -375,6 +382,8 @@ def evaluate(
     memory_limit: str | None = None,
     temp_directory: str | os.PathLike | None = None,
     threads: int | None = None,
+    conventions: Sequence[str] | None = None,
+    label_space: Mapping[str, str | os.PathLike] | None = None,
 ) -> Evaluation:
     """Evaluate models against a gold, as ``hieval evaluate`` does.
 
@@ -477,6 +486,10 @@ def evaluate(
             memory_limit=_checked("memory_limit", memory_limit),
             temp_directory=None if temp_directory is None else Path(temp_directory),
             threads=_checked("threads", threads),
+            conventions=None
+            if conventions is None
+            else [_checked("conventions", c) for c in conventions],
+            label_space=[(n, Path(p)) for n, p in _pairs(label_space, "label_space")],
         )
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"

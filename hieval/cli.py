@@ -24,6 +24,7 @@ from hieval.config import (
     TUNE,
     check_model_name,
 )
+from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
 from hieval.formats import FORMATS
@@ -197,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
         "  intervals.parquet             with --bootstrap N > 0: every tidy row's interval\n"
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
+        "  conventions.parquet           headline metrics under each named convention (caml, "
+        "edin, ...)\n"
         "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
         "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
         "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"
@@ -287,6 +290,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the K of precision@K and recall@K (config ranking.k; default "
         + " ".join(map(str, DEFAULT_KS))
         + ")",
+    )
+    ev.add_argument(
+        "--conventions",
+        nargs="+",
+        choices=CONVENTION_NAMES,
+        default=None,
+        metavar="NAME",
+        help="the named conventions of conventions.parquet: "
+        + ", ".join(CONVENTION_NAMES)
+        + " (config conventions; default: every one)",
+    )
+    ev.add_argument(
+        "--label-space",
+        action="append",
+        type=_named_path,
+        default=[],
+        metavar="NAME=PATH",
+        help="model NAME's label space for the caml and edin conventions, one code per line "
+        "(default: the codes in the gold and its predictions)",
     )
     ev.add_argument(
         "--tuning-per-code",

@@ -444,6 +444,8 @@ class ModelSpec:
     #: and standard deviation.
     system: str | None = None
     dev_predictions: str | None = None
+    #: The label space of the caml and edin conventions (one code per line).
+    label_space: str | None = None
 
     def tunes(self, default_threshold: float | str) -> bool:
         """Whether this model's threshold is tuned on its dev predictions: its own threshold
