@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from hieval.conventions.matrix import Matrices, auc
+from hieval.conventions.matrix import Matrices
 
 GUARD = 1e-10
 
@@ -65,10 +65,11 @@ def set_metrics(y: np.ndarray, yhat: np.ndarray) -> dict[str, float]:
     return out
 
 
-def at_k(raw: np.ndarray, y: np.ndarray, k: int) -> tuple[float, float]:
-    """``(prec_at_k, rec_at_k)``: the top K columns as CAML takes them (numpy's default
-    ``argsort``, reversed, so ties fall where that sort puts them)."""
-    top = np.argsort(raw)[:, ::-1][:, :k]
+def at_k(order: np.ndarray, y: np.ndarray, k: int) -> tuple[float, float]:
+    """``(prec_at_k, rec_at_k)`` from ``order``, each row's columns as CAML sorts them
+    (numpy's default ``argsort`` of the scores, reversed, so ties fall where that sort puts
+    them): its first K columns are the top K."""
+    top = order[:, :k]
     hits = np.take_along_axis(y, top, axis=1).sum(axis=1).astype(float)
     gold = y.sum(axis=1).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -78,28 +79,20 @@ def at_k(raw: np.ndarray, y: np.ndarray, k: int) -> tuple[float, float]:
     return float(np.mean(precision)), float(np.mean(recall))
 
 
-def auc_metrics(raw: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """``auc_macro`` (labels with a positive and a defined AUC) and ``auc_micro``."""
-    per_label = [auc(y[:, j], raw[:, j]) for j in range(y.shape[1]) if y[:, j].any()]
-    defined = [value for value in per_label if not np.isnan(value)]
-    with np.errstate(invalid="ignore"):
-        macro = float(np.mean(defined)) if defined else float("nan")
-    return {"auc_macro": macro, "auc_micro": auc(y.ravel(), raw.ravel())}
-
-
 def caml_metrics(m: Matrices, ks: Sequence[int]) -> dict[str, float]:
     """``all_metrics`` of the matrices: set metrics, and with scores the @K and AUC ones (AUC
     only for more than one document, as CAML)."""
     out = set_metrics(m.y, m.yhat)
     if m.raw is None:
         return out
+    order = np.argsort(m.raw)[:, ::-1]  # one sort for every K
     for k in ks:
-        precision, recall = at_k(m.raw, m.y, k)
+        precision, recall = at_k(order, m.y, k)
         out[f"rec_at_{k}"] = recall
         out[f"prec_at_{k}"] = precision
         out[f"f1_at_{k}"] = _harmonic_nan(precision, recall)
     if m.raw.shape[0] > 1:
-        out.update(auc_metrics(m.raw, m.y))
+        out.update(m.aucs)
     return out
 
 

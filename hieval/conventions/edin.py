@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hieval.conventions.matrix import Matrices, auc
+from hieval.conventions.matrix import Matrices
 
 GUARD = 1e-10
 PRECISION_KS = (1, 5, 8, 15)
@@ -87,16 +87,6 @@ def ranking_metrics(y: np.ndarray, raw: np.ndarray) -> dict[str, float]:
     return out
 
 
-def auc_metrics(y: np.ndarray, raw: np.ndarray) -> dict[str, float]:
-    """``auc_micro`` and ``auc_macro`` (the codes with a positive)."""
-    per_code = [auc(y[:, j], raw[:, j]) for j in range(y.shape[1]) if y[:, j].any()]
-    defined = [value for value in per_code if not np.isnan(value)]
-    return {
-        "auc_micro": auc(y.ravel(), raw.ravel()),
-        "auc_macro": float(np.mean(defined)) if defined else float("nan"),
-    }
-
-
 def edin_metrics(m: Matrices, pred: np.ndarray, *, filter_codes: bool) -> dict[str, float]:
     """One model's metrics under ``edin`` (``filter_codes``) or ``edin_mullenbach``, its
     decisions ``pred`` (documents x labels, ``score > threshold``)."""
@@ -109,7 +99,8 @@ def edin_metrics(m: Matrices, pred: np.ndarray, *, filter_codes: bool) -> dict[s
     out = decision_metrics(y, pred)
     if raw is not None:
         out.update(ranking_metrics(y, raw))
-        out.update(auc_metrics(m.y, m.raw))  # unfiltered, as its last update computes them
+        aucs = m.aucs  # unfiltered, as its last update computes them
+        out.update(auc_micro=aucs["auc_micro"], auc_macro=aucs["auc_macro"])
     if filter_codes:
         return out
     return {f"{name}_mullenbach": value for name, value in out.items()}

@@ -10,6 +10,7 @@ the label space, in code order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,18 @@ class Matrices:
     raw: np.ndarray | None
     outside: dict[str, int]
 
+    @functools.cached_property
+    def aucs(self) -> dict[str, float]:
+        """``auc_micro`` (the flattened matrix) and ``auc_macro`` (the mean over the labels
+        with a positive and a defined AUC): CAML's and Edin et al.'s definitions agree, so
+        the conventions share one computation (the costliest of them)."""
+        per_label = [auc(self.y[:, j], self.raw[:, j]) for j in np.flatnonzero(self.y.any(0))]
+        defined = [value for value in per_label if not np.isnan(value)]
+        return {
+            "auc_macro": float(np.mean(defined)) if defined else float("nan"),
+            "auc_micro": auc(self.y.ravel(), self.raw.ravel()),
+        }
+
 
 def documents(gold: pl.DataFrame) -> list[str]:
     """The gold's documents, sorted (a document declared without labels included)."""
@@ -52,22 +65,20 @@ def _codes(frame: pl.DataFrame) -> pl.Series:
 
 def _fill(
     frame: pl.DataFrame,
-    doc_index: dict[str, int],
-    label_index: dict[str, int],
+    rows: pl.DataFrame,
+    cols: pl.DataFrame,
     matrix: np.ndarray,
     values: str | None = None,
 ) -> int:
-    """Set the matrix cells of ``frame``'s pairs (to True, or to the column ``values``);
-    return how many pairs with a code were outside the label space."""
+    """Set the matrix cells of ``frame``'s pairs (to True, or to the column ``values``), the
+    row and column of a pair found by joins on ``rows`` (``doc_id, row``) and ``cols``
+    (``code, col``); return how many pairs with a code were outside the label space."""
     frame = frame.filter(pl.col("code").is_not_null() & (pl.col("code") != ""))
-    rows = np.fromiter((doc_index.get(d, -1) for d in frame["doc_id"]), np.int64, frame.height)
-    cols = np.fromiter((label_index.get(c, -1) for c in frame["code"]), np.int64, frame.height)
-    keep = (rows >= 0) & (cols >= 0)
-    if values is None:
-        matrix[rows[keep], cols[keep]] = True
-    else:
-        matrix[rows[keep], cols[keep]] = frame[values].to_numpy()[keep]
-    return int((cols < 0).sum())
+    placed = frame.join(rows, on="doc_id", how="left").join(cols, on="code", how="left")
+    inside = placed.filter(pl.col("row").is_not_null() & pl.col("col").is_not_null())
+    r, c = inside["row"].to_numpy(), inside["col"].to_numpy()
+    matrix[r, c] = True if values is None else inside[values].to_numpy()
+    return placed.filter(pl.col("col").is_null()).height
 
 
 def matrices(
@@ -79,8 +90,12 @@ def matrices(
 ) -> Matrices:
     """The matrices of one model over the gold's documents and ``labels``."""
     docs = documents(gold)
-    doc_index = {d: i for i, d in enumerate(docs)}
-    label_index = {c: j for j, c in enumerate(labels)}
+    doc_index = pl.DataFrame(
+        {"doc_id": docs, "row": np.arange(len(docs))}, schema_overrides={"doc_id": pl.String}
+    )
+    label_index = pl.DataFrame(
+        {"code": list(labels), "col": np.arange(len(labels))}, schema_overrides={"code": pl.String}
+    )
     shape = (len(docs), len(labels))
     y = np.zeros(shape, dtype=bool)
     yhat = np.zeros(shape, dtype=bool)
