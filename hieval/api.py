@@ -34,7 +34,7 @@ from hieval.label_options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, La
 from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty_settings import Settings
 
 #: The name of a model passed without one (``hieval.evaluate(gold, predictions)``).
@@ -366,6 +366,7 @@ def evaluate(
     dev_predictions: object = None,
     tuning_per_code: bool = False,
     tuning_min_support: int = DEFAULT_MIN_SUPPORT,
+    tuning_method: str = DEFAULT_METHOD,
     allow_dev_test_overlap: bool = False,
     train_gold: object = None,
     icm_empty_gold: str = IcmParams.empty_gold,
@@ -465,6 +466,7 @@ def evaluate(
             k=[_checked("k", value) for value in k],
             tuning_per_code=bool(tuning_per_code),
             tuning_min_support=_checked("tuning_min_support", tuning_min_support),
+            tuning_method=_checked("tuning_method", tuning_method),
             allow_dev_test_overlap=bool(allow_dev_test_overlap),
             top_k=_checked("top_k", top_k),
             code_format=_checked("code_format", code_format),

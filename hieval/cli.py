@@ -39,7 +39,7 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, TUNING_METHODS
 from hieval.metrics.uncertainty_settings import Settings
 from hieval.resources import memory_limit_problem
 from hieval.signals import StopSignals
@@ -322,6 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_at_least_one("tuning-min-support"),
         default=DEFAULT_MIN_SUPPORT,
         help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
+    )
+    ev.add_argument(
+        "--tuning-method",
+        choices=TUNING_METHODS,
+        default=DEFAULT_METHOD,
+        help="exact: every distinct dev score is a candidate threshold (default); grid: Edin et "
+        "al.'s 100 thresholds from 0 to 1, decisions score > t (config tuning.method)",
     )
     ev.add_argument(
         "--allow-dev-test-overlap",

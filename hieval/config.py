@@ -93,6 +93,7 @@ def tuning_options(config: dict) -> dict:
         "per_code": config["tuning"]["per_code"],
         "min_support": config["tuning"]["min_support"],
         "allow_dev_test_overlap": config["tuning"]["allow_dev_test_overlap"],
+        "method": config["tuning"]["method"],
     }
 
 

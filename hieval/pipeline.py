@@ -55,7 +55,7 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty_settings import Settings
 
 if TYPE_CHECKING:
@@ -324,6 +324,7 @@ def tune_threshold(
     per_code: bool = False,
     min_support: int = DEFAULT_MIN_SUPPORT,
     allow_dev_test_overlap: bool = False,
+    method: str = DEFAULT_METHOD,
     curve_out: str | Path,
     codes_out: str | Path,
     tuned_out: str | Path,
@@ -364,7 +365,9 @@ def tune_threshold(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
-    result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
+    result = tune(
+        encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
+    )
     if result.f1 == 0:
         warnings.append(
             f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "
@@ -385,7 +388,7 @@ def tune_threshold(
         "dev_predictions_sha256": pred_record["sha256"],
         "per_code": result.per_code.height,
         "per_code_file": Path(codes_out).name,  # beside this JSON
-        "tuning": {"per_code": per_code, "min_support": min_support},
+        "tuning": {"per_code": per_code, "min_support": min_support, "method": method},
         "warnings": warnings,
     }
     write_text(tuned_out, json.dumps(tuned, indent=2, sort_keys=True) + "\n")

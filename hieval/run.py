@@ -52,7 +52,7 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty_settings import Settings
 from hieval.pipeline import (
     ModelFiles,
@@ -100,6 +100,7 @@ class EvaluateOptions:
     k: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_KS))
     tuning_per_code: bool = False
     tuning_min_support: int = DEFAULT_MIN_SUPPORT
+    tuning_method: str = DEFAULT_METHOD
     allow_dev_test_overlap: bool = False
     top_k: int | None = None
     code_format: str = LabelOptions.code_format
@@ -288,6 +289,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "per_code": args.tuning_per_code,
             "min_support": args.tuning_min_support,
             "allow_dev_test_overlap": args.allow_dev_test_overlap,
+            "method": args.tuning_method,
         },
         "icm": {
             "alpha1": args.icm_alpha1,
