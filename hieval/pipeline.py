@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -787,6 +788,7 @@ def final_reports(
     comparisons: str | Path | None = None,
     systems: dict[str, str] | None = None,
     notes: list[str | Path] = (),
+    conventions: str | Path | None = None,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
@@ -809,6 +811,9 @@ def final_reports(
         comparisons=paths.read_parquet(comparisons) if comparisons else None,
         systems=systems or None,
         notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
+        conventions=(paths.read_parquet(conventions), read_notes(conventions))
+        if conventions
+        else None,
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy

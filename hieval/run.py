@@ -462,8 +462,12 @@ def evaluate_into(
             "intervals": out / "intervals.parquet",
             "comparisons": out / "comparisons.parquet",
         }
+    _conventions(
+        args, names, config, out=out, levels=levels, labels=labels, scores=scores, spaces=spaces
+    )
     final_reports(
         **uncertain,
+        conventions=out / "conventions.parquet",
         metrics=[
             work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
         ],
@@ -474,9 +478,6 @@ def evaluate_into(
         models=names,
         hierarchy=hierarchy,
         out_dir=out,
-    )
-    _conventions(
-        args, names, config, out=out, levels=levels, labels=labels, scores=scores, spaces=spaces
     )
     train_gold = None
     if config["train_gold"]:

@@ -132,3 +132,24 @@ def test_decision_threshold_follows_the_normalisation():
     assert decision_threshold({}, threshold=0.7, top_k=3, default=0.5) == 0.7
     assert decision_threshold({}, threshold=None, top_k=3, default=0.5) is None
     assert decision_threshold({}, threshold=None, top_k=None, default=0.5) == 0.5
+
+
+def test_summary_shows_the_conventions_side_by_side_and_why_they_differ(files, tmp_path):
+    code, out = run(files, tmp_path, "--k", "2")
+    assert code == 0
+    summary = (out / "summary.md").read_text()
+    section = summary.split("## Conventions", 1)[1].split("## Input notes", 1)[0]
+    table = pl.read_parquet(out / "conventions.parquet")
+    f1 = dict(
+        table.filter(pl.col("metric").is_in(["f1_micro", "f1_micro_mullenbach"]))
+        .select("convention", "value")
+        .iter_rows()
+    )
+    for convention in NAMES:
+        value = f"{100 * f1[convention]:.1f}"
+        assert f"| m | {convention} | {value} |" in section
+    # edin_mullenbach's micro-F1 differs from hieval's only by a's score of exactly 0.5
+    assert f1["edin_mullenbach"] != f1["hieval"]
+    assert "edin_mullenbach decides score > threshold where hieval decides" in section
+    assert "over the 7 codes observed in the gold and its predictions" in section
+    assert "Edin et al.'s decisions: score > 0.5." in section

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from hieval import codesystem, paths
-from hieval.atomic import write_parquet
+from hieval.atomic import atomic_path
 from hieval.conventions.table import (
     SCHEMA,
     check_names,
@@ -23,6 +24,15 @@ from hieval.conventions.table import (
 from hieval.hierarchy.table import read_level_table
 
 log = logging.getLogger(__name__)
+
+#: The Parquet metadata key of the notes the report shows (per model: its label space, the
+#: pairs outside it, the threshold of Edin et al.'s decisions).
+NOTES_KEY = "hieval.conventions.notes"
+
+
+def read_notes(path: str | Path) -> dict[str, dict]:
+    """The notes :func:`write_conventions` kept in ``path``'s metadata."""
+    return json.loads(paths.read_parquet_metadata(path).get(NOTES_KEY, "{}"))
 
 
 def write_conventions(
@@ -49,7 +59,7 @@ def write_conventions(
     names = check_names(conventions)
     icd9 = codesystem.of_table(read_level_table(levels_file)).name == "icd9"
     gold_frame = paths.read_parquet(gold)
-    frames = []
+    frames, notes = [], {}
     for model in models:
         record = json.loads(Path(records[model]).read_text("utf-8"))
         threshold, top_k = selections.get(model, (None, None))
@@ -69,9 +79,13 @@ def write_conventions(
                     record, threshold=threshold, top_k=top_k, default=default_threshold
                 ),
                 icd9=icd9,
+                notes=notes.setdefault(model, {}),
             )
         )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
-    write_parquet(table, out)
+    arrow = table.to_arrow()
+    arrow = arrow.replace_schema_metadata({NOTES_KEY: json.dumps(notes, sort_keys=True)})
+    with atomic_path(out) as tmp:
+        pq.write_table(arrow, tmp)
     log.info("%d convention rows (%s) for %d models", table.height, ", ".join(names), len(models))
     return table

@@ -84,9 +84,12 @@ def model_rows(
     label_space_name: str | None = None,
     threshold: float | None = None,
     icd9: bool = True,
+    notes: dict | None = None,
 ) -> pl.DataFrame:
     """The rows of ``model`` under each of ``conventions``; with ``label_space`` None, CAML's and
-    Edin et al.'s label space is the codes observed in the gold and the decided predictions."""
+    Edin et al.'s label space is the codes observed in the gold and the decided predictions.
+    ``notes``, when given, receives what the report says about them (the label space, the
+    pairs left outside it, the threshold of Edin et al.'s decisions)."""
     rows: list[tuple[str, str, float]] = []
     matrix_conventions = [c for c in conventions if c != "hieval"]
     if matrix_conventions:
@@ -100,6 +103,14 @@ def model_rows(
             labels = label_space
         m = matrices(gold, decided, scores, labels=labels)
         _check_label_space(m.outside, gold, label_space_name)
+        if notes is not None:
+            notes.update(
+                label_space=label_space_name or "observed",
+                codes=len(labels),
+                outside=m.outside,
+                threshold=threshold,
+                scored=m.raw is not None,
+            )
         strict = matrices(gold, strictly_above(decided, threshold), scores.clear(), labels=labels)
     for convention in conventions:
         if convention == "hieval":

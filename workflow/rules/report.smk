@@ -15,6 +15,7 @@ rule report:
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
+        conventions="results/report/conventions.parquet",
         records=[
             "results/inputs/gold.json",
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
@@ -24,7 +25,6 @@ rule report:
         # not read: named so the job knows every file of this run in results/report, and
         # removes what an earlier configuration left there (hieval.reports.leftovers)
         nodes_csv=expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
-        conventions=rules.conventions.output,
         curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
         # mean and sd over each system's runs, when the sheet has a `system` column
