@@ -390,9 +390,10 @@ def evaluate(
 
     Every option of ``hieval evaluate`` is a keyword of the same name (``--max-level`` is
     ``max_level``) and default; options naming one file (``--code-type NAME=dx``,
-    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``) take a mapping from the
-    file's name (``"gold"`` or a model) to the value. The keywords not described below are
-    the options ``hieval evaluate --help`` describes.
+    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``, ``--label-space``) take a
+    mapping from the file's name (``"gold"`` or a model) to the value; ``conventions`` is a
+    list of names. The keywords not described below are the options ``hieval evaluate
+    --help`` describes.
 
     Parameters
     ----------
