@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from hieval import codesystem, paths
 from hieval.atomic import atomic_path
@@ -83,6 +82,8 @@ def write_conventions(
             )
         )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
+    import pyarrow.parquet as pq  # here: `import hieval.pipeline` must not load pyarrow
+
     arrow = table.to_arrow()
     arrow = arrow.replace_schema_metadata({NOTES_KEY: json.dumps(notes, sort_keys=True)})
     with atomic_path(out) as tmp:
