@@ -34,7 +34,7 @@ from hieval.label_options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, La
 from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty.settings import Settings
 
 #: The name of a model passed without one (``hieval.evaluate(gold, predictions)``).
@@ -225,6 +225,13 @@ class Evaluation:
         return self._read("comparisons.parquet")
 
     @functools.cached_property
+    def conventions(self) -> pl.DataFrame:
+        """Each model's headline metrics under each named convention (``conventions.parquet``:
+        ``model, convention, metric, value``), each metric named as that convention's
+        reference code names it (docs/conventions.md)."""
+        return self._read("conventions.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""
@@ -359,6 +366,7 @@ def evaluate(
     dev_predictions: object = None,
     tuning_per_code: bool = False,
     tuning_min_support: int = DEFAULT_MIN_SUPPORT,
+    tuning_method: str = DEFAULT_METHOD,
     allow_dev_test_overlap: bool = False,
     train_gold: object = None,
     icm_empty_gold: str = IcmParams.empty_gold,
@@ -375,14 +383,17 @@ def evaluate(
     memory_limit: str | None = None,
     temp_directory: str | os.PathLike | None = None,
     threads: int | None = None,
+    conventions: Sequence[str] | None = None,
+    label_space: Mapping[str, str | os.PathLike] | None = None,
 ) -> Evaluation:
     """Evaluate models against a gold, as ``hieval evaluate`` does.
 
     Every option of ``hieval evaluate`` is a keyword of the same name (``--max-level`` is
     ``max_level``) and default; options naming one file (``--code-type NAME=dx``,
-    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``) take a mapping from the
-    file's name (``"gold"`` or a model) to the value. The keywords not described below are
-    the options ``hieval evaluate --help`` describes.
+    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``, ``--label-space``) take a
+    mapping from the file's name (``"gold"`` or a model) to the value; ``conventions`` is a
+    list of names. The keywords not described below are the options ``hieval evaluate
+    --help`` describes.
 
     Parameters
     ----------
@@ -456,6 +467,7 @@ def evaluate(
             k=[_checked("k", value) for value in k],
             tuning_per_code=bool(tuning_per_code),
             tuning_min_support=_checked("tuning_min_support", tuning_min_support),
+            tuning_method=_checked("tuning_method", tuning_method),
             allow_dev_test_overlap=bool(allow_dev_test_overlap),
             top_k=_checked("top_k", top_k),
             code_format=_checked("code_format", code_format),
@@ -477,6 +489,10 @@ def evaluate(
             memory_limit=_checked("memory_limit", memory_limit),
             temp_directory=None if temp_directory is None else Path(temp_directory),
             threads=_checked("threads", threads),
+            conventions=None
+            if conventions is None
+            else [_checked("conventions", c) for c in conventions],
+            label_space=[(n, Path(p)) for n, p in _pairs(label_space, "label_space")],
         )
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"

@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -55,7 +56,7 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty.settings import Settings
 
 if TYPE_CHECKING:
@@ -324,6 +325,7 @@ def tune_threshold(
     per_code: bool = False,
     min_support: int = DEFAULT_MIN_SUPPORT,
     allow_dev_test_overlap: bool = False,
+    method: str = DEFAULT_METHOD,
     curve_out: str | Path,
     codes_out: str | Path,
     tuned_out: str | Path,
@@ -364,7 +366,9 @@ def tune_threshold(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
-    result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
+    result = tune(
+        encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
+    )
     if result.f1 == 0:
         warnings.append(
             f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "
@@ -385,7 +389,7 @@ def tune_threshold(
         "dev_predictions_sha256": pred_record["sha256"],
         "per_code": result.per_code.height,
         "per_code_file": Path(codes_out).name,  # beside this JSON
-        "tuning": {"per_code": per_code, "min_support": min_support},
+        "tuning": {"per_code": per_code, "min_support": min_support, "method": method},
         "warnings": warnings,
     }
     write_text(tuned_out, json.dumps(tuned, indent=2, sort_keys=True) + "\n")
@@ -784,6 +788,7 @@ def final_reports(
     comparisons: str | Path | None = None,
     systems: dict[str, str] | None = None,
     notes: list[str | Path] = (),
+    conventions: str | Path | None = None,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
@@ -806,6 +811,9 @@ def final_reports(
         comparisons=paths.read_parquet(comparisons) if comparisons else None,
         systems=systems or None,
         notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
+        conventions=(paths.read_parquet(conventions), read_notes(conventions))
+        if conventions
+        else None,
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy

@@ -22,6 +22,7 @@ from hieval.metrics.registry import (
     sort_tidy,
     wide,
 )
+from hieval.reports.conventions import conventions_markdown
 from hieval.reports.escaping import csv_safe
 from hieval.reports.escaping import markdown as md
 
@@ -80,6 +81,7 @@ def summary_markdown(
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
     notes: list[dict] = (),
+    conventions: tuple[pl.DataFrame, dict] | None = None,
 ) -> str:
     """A paper-style table (one row per model) plus per-level tables and input notes; with
     ``intervals``/``comparisons`` the headline scores' intervals and significant differences,
@@ -171,6 +173,8 @@ def summary_markdown(
         lines += uncertainty_markdown(intervals, comparisons, models)
     if systems:
         lines += systems_markdown(tidy, systems)
+    if conventions is not None:
+        lines += conventions_markdown(*conventions, models)
     lines_notes = [_record_note(r) for r in records] + [_score_note(n) for n in notes]
     lines_notes = [n for n in lines_notes if n]
     if lines_notes:
@@ -429,6 +433,7 @@ def write_reports(
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
     notes: list[dict] = (),
+    conventions: tuple[pl.DataFrame, dict] | None = None,
 ) -> None:
     """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir`` (and, with
     ``systems``, systems.parquet: :func:`system_table`)."""
@@ -451,5 +456,6 @@ def write_reports(
             comparisons=comparisons,
             systems=systems,
             notes=notes,
+            conventions=conventions,
         ),
     )

@@ -35,6 +35,8 @@ from hieval.config import (
     tuning_options,
     uncertainty_settings,
 )
+from hieval.conventions.stage import write_conventions
+from hieval.conventions.table import check_names
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
@@ -50,7 +52,7 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import (
     ModelFiles,
@@ -98,6 +100,7 @@ class EvaluateOptions:
     k: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_KS))
     tuning_per_code: bool = False
     tuning_min_support: int = DEFAULT_MIN_SUPPORT
+    tuning_method: str = DEFAULT_METHOD
     allow_dev_test_overlap: bool = False
     top_k: int | None = None
     code_format: str = LabelOptions.code_format
@@ -119,6 +122,10 @@ class EvaluateOptions:
     memory_limit: str | None = None
     temp_directory: Path | None = None
     threads: int | None = None
+    #: Named conventions of conventions.parquet (None: every one) and each model's label
+    #: space for them, ``(model, path)``.
+    conventions: list[str] | None = None
+    label_space: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
     per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
     #: How records and reports name an input file the user never saw (the API's in-memory
@@ -236,7 +243,11 @@ def run_inputs(args: EvaluateOptions) -> list[tuple[str, Path]]:
     named = [(f"--gold {path}", path) for path in args.gold]
     named += [(f"--pred {name}={path}", path) for name, path in args.pred]
     named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
-    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
+    for flag, pairs in (
+        ("--code-list", args.code_list),
+        ("--doc-list", args.doc_list),
+        ("--label-space", args.label_space),
+    ):
         named += [(f"{flag} {name}={path}", path) for name, path in pairs]
     for flag, path in (
         ("--dev-gold", args.dev_gold),
@@ -278,6 +289,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "per_code": args.tuning_per_code,
             "min_support": args.tuning_min_support,
             "allow_dev_test_overlap": args.allow_dev_test_overlap,
+            "method": args.tuning_method,
         },
         "icm": {
             "alpha1": args.icm_alpha1,
@@ -300,6 +312,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "memory_limit": args.memory_limit,
             "temp_directory": str(args.temp_directory) if args.temp_directory else None,
         },
+        "conventions": list(args.conventions) if args.conventions is not None else None,
     }
 
 
@@ -330,7 +343,9 @@ def evaluate_into(
     """
     names = model_names(args)
     args.per_file = _per_file_options(args, names)
+    spaces = _label_spaces(args, names)
     config = config_from_args(args)
+    check_names(config["conventions"])
     figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
@@ -447,8 +462,12 @@ def evaluate_into(
             "intervals": out / "intervals.parquet",
             "comparisons": out / "comparisons.parquet",
         }
+    _conventions(
+        args, names, config, out=out, levels=levels, labels=labels, scores=scores, spaces=spaces
+    )
     final_reports(
         **uncertain,
+        conventions=out / "conventions.parquet",
         metrics=[
             work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
         ],
@@ -482,6 +501,56 @@ def evaluate_into(
         **uncertain,
     )
     return names
+
+
+def _conventions(
+    args: EvaluateOptions,
+    names: list[str],
+    config: dict,
+    *,
+    out: Path,
+    levels: Path,
+    labels: dict[str, Path],
+    scores: dict[str, Path],
+    spaces: dict[str, tuple[Path, str]],
+) -> None:
+    """OUT/conventions.parquet: every model's headline metrics under each named convention."""
+    work = out / "work"
+    write_conventions(
+        models=names,
+        gold=work / "inputs" / "gold.parquet",
+        labels=labels,
+        scores=scores,
+        records={name: labels[name].with_suffix(".json") for name in names},
+        tidy={
+            name: [work / s / f"{name}.parquet" for s in ("metrics", "ranking")] for name in names
+        },
+        levels_file=levels,
+        conventions=config["conventions"],
+        ks=ranking_ks(config),
+        selections={
+            name: (_model_options(args, name).threshold, _model_options(args, name).top_k)
+            for name in names
+        },
+        default_threshold=config["threshold"],
+        label_spaces=spaces,
+        out=out / "conventions.parquet",
+    )
+
+
+def _label_spaces(args: EvaluateOptions, names: list[str]) -> dict[str, tuple[Path, str]]:
+    """``--label-space NAME=PATH`` by model, with how messages name it; checked by name."""
+    spaces = {}
+    for name, path in args.label_space:
+        if name not in names:
+            raise HievalError(
+                f"--label-space {preview_value(name)}=...: no model {preview_value(name)} "
+                f"(models: {', '.join(names)})"
+            )
+        if name in spaces:
+            raise HievalError(f"--label-space is given twice for {name}; give it once")
+        spaces[name] = (path, f"--label-space {name}={path}")
+    return spaces
 
 
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:

@@ -24,6 +24,7 @@ def main(smk):
         intervals=smk.input.get("intervals"),
         comparisons=smk.input.get("comparisons"),
         systems=systems,
+        conventions=smk.input.conventions,
     )
     publish_reports(
         tidy=smk.output.metrics,

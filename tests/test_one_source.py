@@ -205,7 +205,7 @@ LAYERS = (
     ("hierarchy", "icd10", "codesystem"),
     ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
     ("engine",),
-    ("metrics",),
+    ("metrics", "conventions"),
     ("report", "reports"),
     ("resources", "pipeline", "config"),
     ("run",),

@@ -15,6 +15,7 @@ rule report:
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
+        conventions="results/report/conventions.parquet",
         records=[
             "results/inputs/gold.json",
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
