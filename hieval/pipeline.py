@@ -874,6 +874,7 @@ def publish_reports(
             frequency_bins=bins,
             history=past,
             curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
+            systems=systems or {},
         )
     )
     write_text(html_out, page)

@@ -170,8 +170,10 @@ def summary_markdown(
         lines += uncertainty_markdown(intervals, comparisons, models)
     if systems:
         lines += systems_markdown(tidy, systems)
-    lines_notes = [_record_note(r) for r in records] + [_score_note(n) for n in notes]
-    lines_notes = [n for n in lines_notes if n]
+    lines_notes = _collapse_notes(
+        [(r["name"], "", _record_note(r)) for r in records]
+        + [(n["model"], " (scores)", _score_note(n)) for n in notes]
+    )
     if lines_notes:
         lines += ["", "## Input notes", "", *lines_notes]
     return "\n".join(lines) + "\n"
@@ -208,6 +210,19 @@ def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
     return lines
 
 
+def _collapse_notes(notes: list[tuple[str, str, str]]) -> list[str]:
+    """One bullet per distinct note (name, kind, text), naming every model it is about: thirty
+    runs of hard predictions give one "no scores" line, not thirty identical ones."""
+    names: dict[tuple[str, str], list[str]] = {}
+    for name, kind, text in notes:
+        if text:
+            names.setdefault((kind, text), []).append(name)
+    return [
+        "- " + ", ".join(f"**{md(name)}**" for name in named) + f"{kind}: " + md(text) + "."
+        for (kind, text), named in names.items()
+    ]
+
+
 def _score_note(note: dict) -> str:
     parts = []
     if note.get("ranking"):
@@ -225,7 +240,7 @@ def _score_note(note: dict) -> str:
             f"{count} code(s) of the label space have no node at level {level} (shallower "
             "leaves or unplaced codes; left out of its ranking rows, as of its set counts)"
         )
-    return f"- **{md(note['model'])}** (scores): " + md("; ".join(parts)) + "." if parts else ""
+    return "; ".join(parts)
 
 
 #: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
@@ -385,7 +400,7 @@ def _record_note(record: dict) -> str:
     if record.get("unknown_documents_dropped"):
         parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
     parts += [f"warning: {warning}" for warning in record.get("warnings") or ()]
-    return f"- **{md(record['name'])}**: " + md("; ".join(parts)) + "." if parts else ""
+    return "; ".join(parts)
 
 
 def node_report(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL, SPLIT_FAMILIES, SUITE, paper_level
-from hieval.reports import figures
+from hieval.reports import figures, leaderboard
 
 #: The columns of the leaderboard: (heading, family, level, average, metric).
 LEADERBOARD = (
@@ -46,7 +46,7 @@ FAMILY_LEVELS = ("e0", "category")
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222}
-main{max-width:1200px;margin:0 auto;padding:1rem 1.5rem 3rem}
+main{max-width:1320px;margin:0 auto;padding:1rem 1.5rem 3rem}
 h1{font-size:1.6rem;margin:.5rem 0}h2{font-size:1.25rem;margin-top:2rem;
 border-bottom:1px solid #ddd;padding-bottom:.2rem}h3{font-size:1.05rem}
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
@@ -101,6 +101,7 @@ class ReportInputs:
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
+    systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
 
 
 def _esc(value) -> str:
@@ -131,52 +132,15 @@ def _values(tidy: pl.DataFrame) -> dict[tuple, float]:
 
 
 def _leaderboard(inputs: ReportInputs) -> str:
-    values = _values(inputs.tidy)
-    intervals = {}
-    if inputs.intervals is not None:
-        for r in inputs.intervals.iter_rows(named=True):
-            key = (r["model"], r["family"], r["level"], r["average"], r["metric"])
-            intervals[key] = (r["low"], r["high"])
-    records = {r["name"]: r for r in inputs.records}
-    columns = [c for c in LEADERBOARD if any((m, *c[1:]) in values for m in inputs.models)]
-    best = {}
-    for _, *key in columns:
-        present = [values[(m, *key)] for m in inputs.models if (m, *key) in values]
-        best[tuple(key)] = max(present) if present else None
-    rows = []
-    for model in inputs.models:
-        record = records.get(model, {})
-        cells = [
-            f"<td>{_esc(model)}</td>",
-            f'<td data-value="{record.get("documents", "")}">{record.get("documents", "–"):,}</td>'
-            if isinstance(record.get("documents"), int)
-            else "<td>–</td>",
-            f'<td data-value="{record.get("labels", "")}">{record.get("labels", "–"):,}</td>'
-            if isinstance(record.get("labels"), int)
-            else "<td>–</td>",
-        ]
-        for _, *key in columns:
-            value = values.get((model, *key))
-            percent = key[0] not in ("icm",)
-            text = _num(value, percent=percent)
-            if (model, *key) in intervals:
-                low, high = intervals[(model, *key)]
-                text += (
-                    f' <span class="note">[{_num(low, percent=percent)}, '
-                    f"{_num(high, percent=percent)}]</span>"
-                )
-            cls = ' class="best"' if value is not None and value == best[tuple(key)] else ""
-            data = "" if value is None else f' data-value="{value!r}"'
-            cells.append(f"<td{cls}{data}>{text}</td>")
-        rows.append(cells)
-    headers = ["Model", "Documents", "Labels", *(c[0] for c in columns)]
-    note = (
-        "<p class='note'>Micro averages unless named macro; P, R, F1 in %, ICM in bits. "
-        "Bold: best of the column. Click a heading to sort."
-        + (" Brackets: bootstrap intervals." if intervals else "")
-        + "</p>"
+    """The leaderboard (:mod:`hieval.reports.leaderboard`): systems as systems, grouped tabs."""
+    return leaderboard.render(
+        inputs.tidy,
+        headline=LEADERBOARD,
+        models=inputs.models,
+        systems=inputs.systems,
+        intervals=inputs.intervals,
+        records=inputs.records,
     )
-    return "<h2 id='leaderboard'>Leaderboard</h2>" + note + _table(headers, rows, sortable=True)
 
 
 def _comparisons(inputs: ReportInputs) -> str:
@@ -229,6 +193,8 @@ def _p(value: float | None) -> str:
 
 
 def _suite(inputs: ReportInputs) -> str:
+    """The definitions of ICM and the comparison metrics (their numbers are in the
+    leaderboard's "ICM and suite" tab)."""
     values = _values(inputs.tidy)
     present = [
         m
@@ -240,23 +206,15 @@ def _suite(inputs: ReportInputs) -> str:
     ]
     if not present:
         return ""
-    rows = [
-        [f"<td>{_esc(model)}</td>"]
-        + [
-            f"<td>{_num(values.get((model, m.family, paper_level(m), m.average, m.metric)), percent=False)}</td>"  # noqa: E501
-            for m in present
-        ]
-        for model in inputs.models
-    ]
     formulas = "".join(
         f"<li><b>{_esc(m.paper)}</b> ({'higher' if m.higher_is_better else 'lower'} is better): "
         f"{_esc(m.formula)}</li>"
         for m in present
     )
     return (
-        "<h2 id='icm'>ICM and the comparison metrics</h2>"
-        + _table(["Model", *(_esc(m.paper) for m in present)], rows, sortable=True)
-        + f"<details><summary>Definitions</summary><ul>{formulas}</ul></details>"
+        "<h2 id='icm'>ICM and the comparison metrics</h2><p class='note'>Their numbers are in "
+        "the leaderboard's <a href='#leaderboard'>ICM and suite</a> tab.</p>"
+        f"<details><summary>Definitions</summary><ul>{formulas}</ul></details>"
     )
 
 
@@ -529,7 +487,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     page = (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>hieval report</title><style>{_CSS}</style></head><body><main>"
+        f"<title>hieval report</title><style>{_CSS}{leaderboard.CSS}</style></head><body><main>"
         f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s); hierarchy: "
         f"{_esc(inputs.hierarchy)}.</p>" + "".join(s for s in sections if s) + "</main>"
         f"<script>{_SORT_JS}</script></body></html>\n"
