@@ -43,6 +43,8 @@ LEADERBOARD = (
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
 FAMILY_LEVELS = ("e0", "category")
+#: Up to this many models, each model's table of families is shown open; more are folded.
+MODELS_OPEN = 6
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222}
@@ -56,6 +58,7 @@ th{background:#f6f6f6;position:sticky;top:0}th.sortable{cursor:pointer}
 th.sortable:after{content:" \\2195";color:#aaa}td.best{font-weight:700}
 .note{color:#555;font-size:13px}code{font-size:12px}
 figure{margin:.5rem 0}figure svg{max-width:100%;height:auto}
+figure.wide{overflow-x:auto}figure.wide svg{max-width:none}
 details{margin:.5rem 0}pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:12px}
 """
 
@@ -238,6 +241,11 @@ def _kinds(inputs: ReportInputs) -> str:
     return "<h2 id='kinds'>Diagnoses and procedures</h2>" + _table(headers, rows, sortable=True)
 
 
+def _series(inputs: ReportInputs) -> list[figures.Series]:
+    """The figures' series: one per system (its runs) and per model without a system."""
+    return [(row.name, row.runs) for row in leaderboard.rows(inputs.models, inputs.systems)]
+
+
 def _family_level(inputs: ReportInputs) -> str:
     for level in FAMILY_LEVELS:
         if level in inputs.levels:
@@ -293,10 +301,10 @@ def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
                 "</code>; the 25 groups with most disagreement.</p>"
             )
             svg = figures.disagreement_heatmap(
-                counts, groups=groups, models=inputs.models, titles=titles
+                counts, groups=groups, models=inputs.models, titles=titles, series=_series(inputs)
             )
             drawn["disagreement"] = svg
-            parts.append(f"<figure>{svg}</figure>")
+            parts.append(f"<figure class='wide'>{svg}</figure>")
     level = _family_level(inputs)
     parent = inputs.levels[inputs.levels.index(level) + 1] if level != inputs.levels[-1] else None
     context = {}
@@ -333,10 +341,18 @@ def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
                     ]
                 )
         if rows:
+            heading = (
+                f"{_esc(model)}: families (level <code>{_esc(level)}</code>) most "
+                "over- and under-predicted"
+            )
+            table = _table(
+                ["", "Node", "Title", "FP or FN", "Gold leaves", "Predicted leaves"], rows
+            )
+            # Many models: each table one click away, so the page stays a page.
             parts.append(
-                f"<h3>{_esc(model)}: families (level <code>{_esc(level)}</code>) most "
-                "over- and under-predicted</h3>"
-                + _table(["", "Node", "Title", "FP or FN", "Gold leaves", "Predicted leaves"], rows)
+                f"<h3>{heading}</h3>{table}"
+                if len(inputs.models) <= MODELS_OPEN
+                else f"<details><summary>{heading}</summary>{table}</details>"
             )
     return "".join(parts)
 
@@ -352,7 +368,9 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
     if inputs.frequency_bins is None or inputs.frequency_bins.is_empty():
         return ""
     bins = list(dict.fromkeys(inputs.frequency_bins["bin"].to_list()))
-    svg = figures.frequency_bins(inputs.frequency_bins, bins=bins, models=inputs.models)
+    svg = figures.frequency_bins(
+        inputs.frequency_bins, bins=bins, models=inputs.models, series=_series(inputs)
+    )
     drawn["frequency"] = svg
     lookup = {(r["model"], r["bin"]): r for r in inputs.frequency_bins.iter_rows(named=True)}
     rows = [
@@ -467,14 +485,23 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     """The whole report as one HTML document, and its figures by name (SVG text) for those
     who want them as files."""
     drawn = {
-        "per_level": figures.per_level(inputs.tidy, levels=inputs.levels, models=inputs.models)
+        "per_level": figures.per_level(
+            inputs.tidy, levels=inputs.levels, models=inputs.models, series=_series(inputs)
+        )
     }
     sections = [
         _warnings(inputs),
         _leaderboard(inputs),
         _comparisons(inputs),
-        "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 at each "
-        "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
+        "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 (%) at "
+        "each evaluated level: set-based counts a family once, CoPHE keeps the counts. Each "
+        "row's axis is zoomed to its data (its range is in the row's label)"
+        + (
+            "; a system's line is the mean of its runs, the band their range"
+            if any(len(runs) > 1 for _, runs in _series(inputs))
+            else ""
+        )
+        + ".</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
         _thresholds(inputs, drawn),

@@ -261,20 +261,17 @@ def render(
 
 
 def _counts(records: list[dict], table_rows: list[Row]) -> dict[str, list[str]]:
-    """Documents and labels cells per model (its input record), with their headings under
-    ``""``; empty when there are no such rows (systems: their runs' counts differ)."""
+    """The labels cell per model (how many labels its file holds after normalisation, beside
+    its P and R), its heading under ``""``; empty without such rows (a system's runs differ).
+    Documents and the rest of each input are in the provenance table."""
     if not table_rows:
         return {}
     by_name = {r["name"]: r for r in records}
-    out: dict[str, list[str]] = {"": ["Documents", "Labels"]}
+    out: dict[str, list[str]] = {"": ["Labels"]}
     for row in table_rows:
-        record = by_name.get(row.name, {})
-        cells = []
-        for field in ("documents", "labels"):
-            value = record.get(field)
-            number = isinstance(value, int)
-            cells.append(f'<td data-value="{value}">{value:,}</td>' if number else "<td>–</td>")
-        out[row.name] = cells
+        value = by_name.get(row.name, {}).get("labels")
+        number = isinstance(value, int)
+        out[row.name] = [f'<td data-value="{value}">{value:,}</td>' if number else "<td>–</td>"]
     return out
 
 
@@ -289,5 +286,6 @@ background:#f6f6f6;margin-right:.2rem;font-size:13px}
 #lb-tab-0:checked~#lb-panel-0,#lb-tab-1:checked~#lb-panel-1,#lb-tab-2:checked~#lb-panel-2,
 #lb-tab-3:checked~#lb-panel-3{display:block}
 @media print{.tabs .panel{display:block}.tabs>label{display:none}}
+.lb td:first-child{white-space:normal;overflow-wrap:anywhere;min-width:8rem;max-width:16rem}
 td .sub,th .sub{display:block;font-size:11px;color:#666;font-weight:400}
 """
