@@ -165,7 +165,7 @@ def summary_markdown(
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
-    lines += _score_table(tidy, models)
+    lines += _score_table(tidy, models, notes)
     if intervals is not None:
         lines += uncertainty_markdown(intervals, comparisons, models)
     if systems:
@@ -179,8 +179,10 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
-    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric)."""
+def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) -> list[str]:
+    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric),
+    ranking in percent as the other scores; with the share of pairs each model's scores cover
+    (a truncated score file's unscored pairs weigh on its AUC, Brier and ECE)."""
     score = tidy.filter(
         pl.col("family").is_in([m.family for m in SCORE_METRICS]) & (pl.col("level") == LEAF)
     )
@@ -191,19 +193,30 @@ def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
         (r["model"], r["family"], r["average"], r["metric"]): r["value"]
         for r in score.iter_rows(named=True)
     }
+    covered = {
+        n["model"]: 1 - n["unscored_pairs"] / n["label_space_pairs"]
+        for n in notes
+        if n.get("label_space_pairs") and n.get("unscored_pairs") is not None
+    }
     heads = [f"{metric} ({average})" for _, average, metric in columns]
     lines = [
         "",
         "## Scores: ranking, calibration and tuned thresholds (leaf codes)",
         "",
-        "Models without scores have no ranking rows (see the notes).",
+        "Models without scores have no ranking rows (see the notes). Ranking metrics in percent; "
+        "Brier and ECE are losses. Pairs scored: the share of the label space's (document, "
+        "code) pairs the score file scores; the others rank tied below every scored pair (AUC) "
+        "and score zero (Brier, ECE).",
         "",
-        f"| Model | {' | '.join(heads)} |",
-        "|---|" + "---:|" * len(heads),
+        f"| Model | Pairs scored | {' | '.join(heads)} |",
+        "|---|---:|" + "---:|" * len(heads),
     ]
     for model in models:
-        cells = [
-            f"{values[key]:.4g}" if (key := (model, *column)) in values else "-"
+        cells = [f"{100 * covered[model]:.1f}" if model in covered else "-"]
+        cells += [
+            (_pct(values[key]) if column[0] == "ranking" else f"{values[key]:.4g}")
+            if (key := (model, *column)) in values
+            else "-"
             for column in columns
         ]
         lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")

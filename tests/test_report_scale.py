@@ -369,3 +369,32 @@ def test_the_browser_check_catches_overflow_and_overlap(runs30, tmp_path):
     measured = _measure(broken, SCREENS[0], tmp_path)
     assert measured["views"][0]["wide"]
     assert ["one", "two"] in measured["views"][1]["overlaps"]
+
+
+# --- Score metrics with their coverage ------------------------------------------------------------
+
+
+def test_auc_brier_and_ece_are_shown_with_the_share_of_pairs_scored(zoo50):
+    """A demo model scored on its own predictions covers about 1 % of the label space's
+    pairs: that share (its numerator counted here from the prediction file) stands beside its
+    AUC, Brier and ECE in the HTML and in summary.md; hard predictions have no such cells."""
+    out, page, _ = zoo50
+    model = "over_predictor_v02"
+    note = json.loads((out / "work" / "ranking" / f"{model}.json").read_text())
+    scored = pl.read_parquet(out.parent / f"{model}.parquet").unique(["doc_id", "code"]).height
+    share = scored / note["label_space_pairs"]
+    assert 0.005 < share < 0.05  # the point of the test: a small share
+    text = page.read_text()
+    row = re.search(rf"<tr><td>{model}</td>(.*?)</tr>", text.split('id="lb-panel-1"')[1]).group(1)
+    assert row.count(f"scores for {100 * share:.1f} % of pairs") == 2  # micro and macro AUC
+    row = re.search(rf"<tr><td>{model}</td>(.*?)</tr>", text.split('id="lb-panel-3"')[1]).group(1)
+    assert row.count(f"scores for {100 * share:.1f} % of pairs") == 2  # Brier and ECE
+    hard = re.search(
+        r"<tr><td>sibling_confuser_v01</td>(.*?)</tr>", text.split('id="lb-panel-1"')[1]
+    )
+    assert "scores for" not in hard.group(1)
+    summary = (out / "summary.md").read_text().split("## Scores")[1]
+    line = next(
+        x for x in summary.splitlines() if x.startswith(f"| {model.replace('_', chr(92) + '_')} |")
+    )
+    assert line.split(" | ")[1] == f"{100 * share:.1f}"

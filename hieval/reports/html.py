@@ -105,6 +105,7 @@ class ReportInputs:
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
+    notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
 
 
 def _esc(value) -> str:
@@ -143,6 +144,7 @@ def _leaderboard(inputs: ReportInputs) -> str:
         systems=inputs.systems,
         intervals=inputs.intervals,
         records=inputs.records,
+        notes=inputs.notes,
     )
 
 

@@ -10,7 +10,7 @@ A row of a system is the mean of its runs (:func:`hieval.report.system_table`, t
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -136,10 +136,15 @@ class Numbers:
     values: dict[tuple, float]  # (model, family, level, average, metric) -> value
     intervals: dict[tuple, tuple[float | None, float | None]]
     means: dict[tuple, tuple[float | None, float | None, int]]  # (system, ...) -> mean, sd, runs
+    coverage: dict[str, float] = field(default_factory=dict)  # row name -> share of pairs scored
 
     @classmethod
     def of(
-        cls, tidy: pl.DataFrame, intervals: pl.DataFrame | None, table_rows: list[Row]
+        cls,
+        tidy: pl.DataFrame,
+        intervals: pl.DataFrame | None,
+        table_rows: list[Row],
+        notes: list[dict] = (),
     ) -> Numbers:
         values = {
             (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
@@ -156,7 +161,7 @@ class Numbers:
             for r in system_table(tidy, systems).iter_rows(named=True):
                 key = (r["system"], r["family"], r["level"], r["average"], r["metric"])
                 means[key] = (r["mean"], r["sd"], r["runs"])
-        return cls(values, bounds, means)
+        return cls(values, bounds, means, coverage(notes, table_rows))
 
     def value(self, row: Row, column: Column) -> float | None:
         if row.is_system:
@@ -174,9 +179,53 @@ def _cell(numbers: Numbers, row: Row, column: Column, best: float | None) -> str
     elif (row.name, *column.key) in numbers.intervals:
         low, high = numbers.intervals[(row.name, *column.key)]
         text += f'<span class="sub">[{column.text(low)}, {column.text(high)}]</span>'
+    share = numbers.coverage.get(row.name)
+    if value is not None and share is not None and share < 1 and column.key in PARTIAL:
+        # Unscored pairs rank tied below every scored pair (AUC) or score zero (Brier, ECE):
+        # the number is then as much the truncation's as the model's, so the share of pairs
+        # scored goes with it. (AUC is no strict bound: the tie among the unscored pairs
+        # counts a half for each of their positive-negative pairs, which could go either way.)
+        text += f'<span class="sub">scores for {_share(share)} of pairs</span>'
     cls = ' class="best"' if value is not None and value == best else ""
     data = "" if value is None else f' data-value="{value!r}"'
     return f"<td{cls}{data}>{text}</td>"
+
+
+#: The score metrics whose value depends on the pairs a score file leaves out (they count as
+#: scored zero): shown with the share of the label space's pairs that were scored.
+PARTIAL = {
+    ("ranking", "leaf", "micro", "auc"),
+    ("ranking", "leaf", "macro", "auc"),
+    ("calibration", "leaf", "micro", "brier"),
+    ("calibration", "leaf", "micro", "ece"),
+}
+
+
+def coverage(notes: list[dict], table_rows: list[Row]) -> dict[str, float]:
+    """The share of (document, code) pairs of the label space each row's scores cover, from
+    the score notes (``scored_pairs``, ``unscored_pairs``); a system's is the mean of its runs'.
+    Rows without scored pairs have none (they have no score metrics either)."""
+    share = {}
+    for note in notes:
+        total = note.get("label_space_pairs")
+        if total and note.get("unscored_pairs") is not None:
+            share[note["model"]] = 1 - note["unscored_pairs"] / total
+    out = {}
+    for row in table_rows:
+        runs = [share[m] for m in row.runs if m in share]
+        if runs:
+            out[row.name] = sum(runs) / len(runs)
+    return out
+
+
+def _share(value: float) -> str:
+    """A share as a percentage that never reads as 0 or 100 when it is neither."""
+    percent = 100 * value
+    if 0 < percent < 0.1:
+        return "< 0.1 %"
+    if 99.9 < percent < 100:
+        return "> 99.9 %"
+    return f"{percent:.1f} %"
 
 
 def _table(heads: list[str], body: list[str], *, caption: str = "") -> str:
@@ -214,13 +263,14 @@ def render(
     systems: dict[str, str],
     intervals: pl.DataFrame | None,
     records: list[dict],
+    notes: list[dict] = (),
 ) -> str:
     """The leaderboard section: a tab per group of columns, each a table of systems and
     models, and under it (one click away) the table of every run when systems have runs."""
     table_rows = rows(models, systems)
     run_rows = [Row(model, (model,)) for model in models]
     grouped = any(r.is_system for r in table_rows)
-    numbers = Numbers.of(tidy, intervals, table_rows)
+    numbers = Numbers.of(tidy, intervals, [*table_rows, *run_rows], notes)
     counts = _counts(records, table_rows if not grouped else [])
     groups = columns(tidy, headline)
     tabs, panels = [], []
@@ -251,6 +301,14 @@ def render(
             else ""
         )
         + (" Brackets: bootstrap intervals." if numbers.intervals else "")
+        + (
+            " A score file that leaves (document, code) pairs unscored (a top-k file) has them "
+            "ranked tied below every scored pair for AUC and scored zero for Brier and ECE: "
+            "those numbers then say as much about the truncation as about the model, so the "
+            "share of pairs scored is beside them."
+            if any(v < 1 for v in numbers.coverage.values())
+            else ""
+        )
         + "</p>"
     )
     return (
