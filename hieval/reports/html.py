@@ -248,6 +248,12 @@ def _series(inputs: ReportInputs) -> list[figures.Series]:
     return [(row.name, row.runs) for row in leaderboard.rows(inputs.models, inputs.systems)]
 
 
+def _in_systems(inputs: ReportInputs) -> str:
+    """ ", runs of 3 systems" when the sheet groups models into systems, else nothing."""
+    grouped = [runs for _, runs in _series(inputs) if len(runs) > 1]
+    return f", runs of {len(grouped)} system(s)" if grouped else ""
+
+
 def _family_level(inputs: ReportInputs) -> str:
     for level in FAMILY_LEVELS:
         if level in inputs.levels:
@@ -517,8 +523,10 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>hieval report</title><style>{_CSS}{leaderboard.CSS}</style></head><body><main>"
-        f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s); hierarchy: "
-        f"{_esc(inputs.hierarchy)}.</p>" + "".join(s for s in sections if s) + "</main>"
+        f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s){_in_systems(inputs)}"
+        f"; hierarchy: {_esc(inputs.hierarchy)}.</p>"
+        + "".join(s for s in sections if s)
+        + "</main>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )
     return page, drawn
