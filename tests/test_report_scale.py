@@ -352,6 +352,18 @@ def test_50_model_report_fits_the_screen_without_overlapping_text(zoo50, screen,
 
 
 @needs_chromium
+@pytest.mark.parametrize("screen", SCREENS)
+def test_golden_zoo_report_with_intervals_fits_the_screen(screen, tmp_path):
+    """The golden zoo's report (tests/golden/zoo: scored, tuned, bootstrapped, with training
+    frequencies): intervals under every value, and still no sideways scrolling or overlap."""
+    page = Path(__file__).parent / "golden" / "zoo" / "report.html"
+    copy = tmp_path / "zoo" / "report.html"
+    copy.parent.mkdir()
+    shutil.copy(page, copy)
+    _assert_fits(_measure(copy, screen, tmp_path), screen)
+
+
+@needs_chromium
 def test_the_browser_check_catches_overflow_and_overlap(runs30, tmp_path):
     """The measurement can fail: a leaderboard cell made too wide and a label drawn over
     another are both reported."""

@@ -45,6 +45,8 @@ LEADERBOARD = (
 FAMILY_LEVELS = ("e0", "category")
 #: Up to this many models, each model's table of families is shown open; more are folded.
 MODELS_OPEN = 6
+#: Up to this many rows, the table of paired differences is shown open; more are folded.
+COMPARISONS_OPEN = 60
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222}
@@ -185,10 +187,12 @@ def _comparisons(inputs: ReportInputs) -> str:
         if tested
         else "; no test (permutations: 0), so no p."
     )
+    table = _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
+    if len(rows) > COMPARISONS_OPEN:  # many models: a click away, so the page stays a page
+        table = f"<details><summary>All {len(rows):,} differences</summary>{table}</details>"
     return (
         "<h2 id='comparisons'>Which differences are real</h2><p class='note'>Paired bootstrap "
-        f"interval of each difference{test}</p>"
-        + _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
+        f"interval of each difference{test}</p>" + table
     )
 
 

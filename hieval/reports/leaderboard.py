@@ -25,6 +25,10 @@ GROUPS = (
     ("Calibration", ("calibration", "selection")),
 )
 
+#: The families whose values are shares in [0, 1], shown in percent.
+PERCENT_FAMILIES = ("flat", "set", "cophe", "ranking", "label", "example", "propensity",
+                    "hierarchical")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Column:
@@ -49,11 +53,10 @@ class Column:
 
     @property
     def percent(self) -> bool:
-        """Shown in percent: P, R, F1, AUC and the ranking metrics (as papers print them);
-        ICM (bits), the suite's other measures, losses and thresholds as they are."""
-        return self.family in ("flat", "set", "cophe", "ranking") or self.family.startswith(
-            ("flat_", "cophe_")
-        )
+        """Shown in percent: P, R, F1, AUC, the ranking metrics and the suite's other shares
+        (label-, example-based, propensity, hierarchical: all in [0, 1]), as papers print
+        them; ICM (bits), ICM-Norm, Brier, ECE and thresholds as they are."""
+        return self.family in PERCENT_FAMILIES or self.family.startswith(("flat_", "cophe_"))
 
     def text(self, value: float | None) -> str:
         if value is None:
@@ -291,9 +294,10 @@ def render(
             )
         panels.append(f'<div class="panel" id="lb-panel-{number}">{panel}</div>')
     note = (
-        "<p class='note'>Micro averages unless named macro; P, R, F1, AUC and the ranking "
-        "metrics in %, ICM in bits, the others as defined (Brier and ECE are losses: lower is "
-        "better). Bold: best of the column. Click a heading to sort."
+        "<p class='note'>Micro averages unless named macro; P, R, F1, AUC, the ranking metrics "
+        "and the suite's label- and example-based measures in %, ICM in bits, ICM-Norm, Brier "
+        "and ECE as defined (EB-HAMM, Brier and ECE are losses: lower is better). Bold: best "
+        "of the column. Click a heading to sort."
         + (
             " A system's cell is the mean over its runs, ± their standard deviation;"
             " each run's numbers are under the table."
@@ -344,6 +348,7 @@ background:#f6f6f6;margin-right:.2rem;font-size:13px}
 #lb-tab-0:checked~#lb-panel-0,#lb-tab-1:checked~#lb-panel-1,#lb-tab-2:checked~#lb-panel-2,
 #lb-tab-3:checked~#lb-panel-3{display:block}
 @media print{.tabs .panel{display:block}.tabs>label{display:none}}
+.lb th,.lb td{padding:.25rem .4rem}.lb th{white-space:normal;vertical-align:bottom;max-width:5.5rem}
 .lb td:first-child{white-space:normal;overflow-wrap:anywhere;min-width:8rem;max-width:16rem}
 td .sub,th .sub{display:block;font-size:11px;color:#666;font-weight:400}
 """
