@@ -23,6 +23,7 @@ from hieval.metrics.registry import (
 )
 from hieval.reports.escaping import csv_safe
 from hieval.reports.escaping import markdown as md
+from hieval.reports.numbers import percent
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
@@ -208,13 +209,13 @@ def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) 
         "code) pairs the score file scores; the others rank tied below every scored pair (AUC) "
         "and score zero (Brier, ECE).",
         "",
-        f"| Model | Pairs scored | {' | '.join(heads)} |",
+        f"| Model | Pairs scored (%) | {' | '.join(heads)} |",
         "|---|---:|" + "---:|" * len(heads),
     ]
     for model in models:
-        cells = [f"{100 * covered[model]:.1f}" if model in covered else "-"]
+        cells = [percent(covered[model]) if model in covered else "-"]
         cells += [
-            (_pct(values[key]) if column[0] == "ranking" else f"{values[key]:.4g}")
+            (percent(values[key]) if column[0] == "ranking" else f"{values[key]:.4g}")
             if (key := (model, *column)) in values
             else "-"
             for column in columns

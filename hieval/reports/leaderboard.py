@@ -16,6 +16,7 @@ import polars as pl
 
 from hieval.metrics.registry import SCORE_METRICS, SUITE, lookup, paper_level
 from hieval.report import system_table
+from hieval.reports.numbers import percent
 
 #: The groups of the leaderboard, in tab order: (title, families shown in it).
 GROUPS = (
@@ -62,7 +63,7 @@ class Column:
         if value is None:
             return "–"
         if self.percent:
-            return f"{100 * value:.1f}"
+            return percent(value)
         if self.family == "icm":
             return f"{value:.2f}"
         return f"{value:.3g}" if abs(value) >= 0.01 or value == 0 else f"{value:.2e}"
