@@ -33,15 +33,23 @@ SYSTEMS = ("sibling_confuser", "over_predictor", "cautious_coder")
 RUNS = 10
 
 
-def _evaluate(folder: Path, runs: dict[str, tuple[str, float]], *, documents: int) -> Path:
+def _evaluate(
+    folder: Path, runs: dict[str, tuple[str, float]], *, documents: int, train: bool = False
+) -> Path:
     """The CLI on the demo's gold and, per name, its base demo model's predictions with a
-    random share of rows dropped (so runs of one system differ a little); the --out folder."""
+    random share of rows dropped (so runs of one system differ a little); the --out folder.
+    With ``train``, a training gold too (the report's rare and frequent codes)."""
     from hieval.hierarchy.sources import load_source
 
     table, _ = load_source("package")
     gold, predictions = make_demo(table.frame, seed=7, documents=documents)
     gold.write_parquet(folder / "gold.parquet")
     args = ["evaluate", "--gold", str(folder / "gold.parquet"), "--out", str(folder / "out")]
+    if train:
+        make_demo(table.frame, seed=8, documents=documents)[0].write_parquet(
+            folder / "train.parquet"
+        )
+        args += ["--train-gold", str(folder / "train.parquet")]
     rng = np.random.default_rng(1)
     for name, (base, drop) in runs.items():
         frame = predictions[base]
@@ -72,6 +80,8 @@ def _publish(out: Path, dest: Path, systems: dict[str, str]) -> Path:
         markdown_out=dest / "tables.md",
         figures_out=dest / "figures",
         systems=systems,
+        train_gold=work / "inputs" / "train_gold.parquet",
+        notes=[work / "ranking" / f"{m}.json" for m in models],
     )
     return dest / "report.html"
 
@@ -81,7 +91,7 @@ def runs30(tmp_path_factory):
     """3 systems × 10 runs: the CLI's outputs, the report with systems, and the systems."""
     folder = tmp_path_factory.mktemp("runs30")
     runs = {f"{s}_run{r:02d}": (s, 0.1) for s in SYSTEMS for r in range(1, RUNS + 1)}
-    out = _evaluate(folder, runs, documents=120)
+    out = _evaluate(folder, runs, documents=120, train=True)
     systems = {name: base for name, (base, _) in runs.items()}
     return out, _publish(out, folder / "report", systems), systems
 
@@ -137,6 +147,14 @@ def test_systems_are_rows_with_the_mean_and_sd_of_their_runs(runs30):
         )
         assert len(values) == RUNS
         assert row[column] == [f"{100 * values.mean():.1f}", "±", f"{100 * values.std(ddof=1):.1f}"]
+
+
+def test_rare_and_frequent_codes_are_shown_per_system(runs30):
+    _, page, _ = runs30
+    section = page.read_text().split("id='frequency'")[1].split("<h2")[0]
+    names = [row[0][0] for row in _tables(section)[0]]
+    assert names == list(SYSTEMS)
+    assert "a system's: the mean over its runs" in section
 
 
 def _bold_values(panel: str, heading: str) -> tuple[list[float], list[float]]:

@@ -184,7 +184,8 @@ def per_level(
                     ax.set_xticks(x, levels)
                     ax.set_xlabel("level (deepest first)")
             low, high = _zoomed(everything)
-            axes[row][0].set_ylim(low, high)
+            pad = 0.03 * (high - low)  # a line at 100 % drawn whole, not cut by the frame
+            axes[row][0].set_ylim(low - pad, high + pad)
             axes[row][0].set_ylabel(f"micro {label} (%)\naxis {low:.0f}–{high:.0f}")
         handles, labels = axes[0][0].get_legend_handles_labels()
         title = (

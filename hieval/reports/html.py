@@ -384,18 +384,27 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
         inputs.frequency_bins, bins=bins, models=inputs.models, series=_series(inputs)
     )
     drawn["frequency"] = svg
-    lookup = {(r["model"], r["bin"]): r for r in inputs.frequency_bins.iter_rows(named=True)}
-    rows = [
-        [f"<td>{_esc(model)}</td>"]
-        + [f"<td>{_num((lookup.get((model, b)) or {}).get('f1'))}</td>" for b in bins]
-        for model in inputs.models
-    ]
+    lookup = {(r["model"], r["bin"]): r["f1"] for r in inputs.frequency_bins.iter_rows(named=True)}
+    series = _series(inputs)
+    grouped = any(len(runs) > 1 for _, runs in series)
+    rows = []
+    for name, runs in series:
+        cells = [f"<td>{_esc(name)}</td>"]
+        for b in bins:
+            found = [lookup[(m, b)] for m in runs if lookup.get((m, b)) is not None]
+            cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
+        rows.append(cells)
     codes = {r["bin"]: r["codes"] for r in inputs.frequency_bins.iter_rows(named=True)}
     return (
         "<h2 id='frequency'>Rare and frequent codes</h2><p class='note'>Flat micro F1 over the "
         "codes of each training-frequency bin (gold or predicted codes of the test set; codes "
-        "per bin: " + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins) + ").</p>"
-        f"<figure>{svg}</figure>" + _table(["Model", *map(_esc, bins)], rows)
+        "per bin: "
+        + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins)
+        + ")"
+        + ("; a system's: the mean over its runs" if grouped else "")
+        + ".</p>"
+        f"<figure class='wide'>{svg}</figure>"
+        + _table(["System" if grouped else "Model", *map(_esc, bins)], rows)
     )
 
 
