@@ -149,12 +149,13 @@ def test_systems_are_rows_with_the_mean_and_sd_of_their_runs(runs30):
         assert row[column] == [f"{100 * values.mean():.1f}", "±", f"{100 * values.std(ddof=1):.1f}"]
 
 
-def test_rare_and_frequent_codes_are_shown_per_system(runs30):
+def test_rare_and_frequent_codes_and_code_kinds_are_shown_per_system(runs30):
     _, page, _ = runs30
-    section = page.read_text().split("id='frequency'")[1].split("<h2")[0]
-    names = [row[0][0] for row in _tables(section)[0]]
-    assert names == list(SYSTEMS)
-    assert "a system's: the mean over its runs" in section
+    for section_id in ("frequency", "kinds"):
+        section = page.read_text().split(f"id='{section_id}'")[1].split("<h2")[0]
+        names = [row[0][0] for row in _tables(section)[0]]
+        assert names == list(SYSTEMS), section_id
+        assert "mean over its runs" in section
 
 
 def _bold_values(panel: str, heading: str) -> tuple[list[float], list[float]]:

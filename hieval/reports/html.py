@@ -240,11 +240,21 @@ def _kinds(inputs: ReportInputs) -> str:
         for metric, short in (("precision", "P"), ("recall", "R"), ("f1", "F1")):
             headers.append(f"{FAMILY_TITLES[base]} {kind} {short}")
             keys.append((family, level, "micro", metric))
-    rows = [
-        [f"<td>{_esc(model)}</td>"] + [f"<td>{_num(values.get((model, *k)))}</td>" for k in keys]
-        for model in inputs.models
-    ]
-    return "<h2 id='kinds'>Diagnoses and procedures</h2>" + _table(headers, rows, sortable=True)
+    series = _series(inputs)
+    grouped = any(len(runs) > 1 for _, runs in series)
+    rows = []
+    for name, runs in series:
+        cells = [f"<td>{_esc(name)}</td>"]
+        for key in keys:
+            found = [values[(m, *key)] for m in runs if (m, *key) in values]
+            cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
+        rows.append(cells)
+    if grouped:
+        headers[0] = "System"
+    note = "<p class='note'>A system's cells: the mean over its runs.</p>" if grouped else ""
+    return (
+        "<h2 id='kinds'>Diagnoses and procedures</h2>" + note + _table(headers, rows, sortable=True)
+    )
 
 
 def _series(inputs: ReportInputs) -> list[figures.Series]:
