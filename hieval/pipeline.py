@@ -838,11 +838,13 @@ def publish_reports(
     curves: dict[str, str | Path] | None = None,
     history: str | Path | None = None,
     systems: dict[str, str] | None = None,
+    notes: list[str | Path] = (),
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
     Markdown; with ``systems``, model → system, one row per system holding the mean over its
     runs) and the self-contained HTML report; with ``history``, this run's headline rows are
-    added to the zoo's history first (only evaluations with a new key)."""
+    added to the zoo's history first (only evaluations with a new key); ``notes`` (the score
+    notes of :func:`score_metrics`) put the share of pairs scored beside AUC, Brier and ECE."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -882,6 +884,8 @@ def publish_reports(
             frequency_bins=bins,
             history=past,
             curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
+            systems=systems or {},
+            notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
         )
     )
     write_text(html_out, page)

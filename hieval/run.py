@@ -498,6 +498,7 @@ def evaluate_into(
         figures_out=out / "figures",
         train_gold=train_gold,
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+        notes=[work / "ranking" / f"{name}.json" for name in names],
         **uncertain,
     )
     return names

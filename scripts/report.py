@@ -44,6 +44,7 @@ def main(smk):
         curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
         history=smk.params.history,
         systems=systems,
+        notes=list(smk.input.notes),
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 
