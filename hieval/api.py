@@ -238,6 +238,26 @@ class Evaluation:
         )
 
     @functools.cached_property
+    def errors(self) -> pl.DataFrame:
+        """Error distance (``errors.parquet``): ``model, kind, lca_level, code_status, count,
+        share``, each model's false negatives (``fn``) and false positives (``fp``) by the
+        level at which they meet the nearest error of the other kind in their document."""
+        return self._read("errors.parquet")
+
+    @functools.cached_property
+    def confusions(self) -> dict[str, pl.DataFrame]:
+        """Each model's near misses (``confusions/{model}.parquet``): ``gold_code,
+        predicted_code, lca_level, documents``, most frequent first."""
+        return {m: self._read(f"confusions/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
+    def codes(self) -> dict[str, pl.DataFrame]:
+        """Each model's per-code table (``codes/{model}.parquet``): ``code, title, level,
+        support, tp, fp, fn, precision, recall, f1`` (and ``train_frequency`` with
+        ``train_gold``) for every code and ancestor node up to ``max_level``."""
+        return {m: self._read(f"codes/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
     def records(self) -> dict[str, dict]:
         """What normalisation did to each input (rows read, duplicates, codes placed or
         dropped, coverage and other warnings): ``gold`` and each model, as in

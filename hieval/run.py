@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hieval import hints
+from hieval.analysis_stage import error_analysis
 from hieval.atomic import atomic_path
 from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
@@ -480,6 +481,17 @@ def evaluate_into(
         train_gold=train_gold,
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         **uncertain,
+    )
+    error_analysis(
+        gold=gold,
+        labels=labels,
+        levels_file=levels,
+        ancestors=ancestors,
+        max_level=config["max_level"],
+        errors_out=out / "errors.parquet",
+        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
+        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
+        train_gold=train_gold,
     )
     return names
 

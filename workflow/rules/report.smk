@@ -24,6 +24,7 @@ rule report:
         # not read: named so the job knows every file of this run in results/report, and
         # removes what an earlier configuration left there (hieval.reports.leftovers)
         nodes_csv=expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
+        analysis=rules.error_analysis.output,
         curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
         # mean and sd over each system's runs, when the sheet has a `system` column

@@ -1,0 +1,60 @@
+"""The error-analysis stage (issue 34), composed once for the CLI, the API and the workflow:
+it reads a run's normalised labels and hierarchy tables and writes ``errors.parquet``,
+``confusions/{model}.parquet`` and ``codes/{model}.parquet``.
+
+A stage of its own beside :mod:`hieval.pipeline` (same layer, same conventions: keyword paths as
+the workflow's rule declares them), so that the analysis reads only finished inputs and no
+count or metric changes with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from hieval import codesystem, paths
+from hieval.analysis.confusions import confusions
+from hieval.analysis.errors import error_distance, error_rows
+from hieval.analysis.per_code import code_table
+from hieval.analysis.tree import tree_of
+from hieval.atomic import write_parquet
+from hieval.engine.counts import evaluated_levels
+from hieval.hierarchy.table import read_level_table
+
+log = logging.getLogger(__name__)
+
+
+def error_analysis(
+    *,
+    gold: str | Path,
+    labels: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    errors_out: str | Path,
+    confusions_out: dict[str, str | Path],
+    codes_out: dict[str, str | Path],
+    train_gold: str | Path | None = None,
+) -> None:
+    """Error distance of every model (one table, models in ``labels`` order), and each model's
+    near-miss confusions and per-code table (with ``train_frequency`` given ``train_gold``)."""
+    table = read_level_table(levels_file)
+    system = codesystem.of_table(table)
+    levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
+    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
+    guesses = {m: paths.read_parquet(p, columns=["doc_id", "code"]) for m, p in labels.items()}
+    train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
+    every = [truth, *guesses.values(), *([] if train is None else [train])]
+    codes = pl.concat([frame["code"] for frame in every])
+    tree = tree_of(table, paths.read_parquet(ancestors), codes)
+    distances = []
+    for model, predicted in guesses.items():
+        distances.append(error_distance(error_rows(truth, predicted, tree), tree, model=model))
+        write_parquet(confusions(truth, predicted, tree), confusions_out[model])
+        write_parquet(
+            code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out[model]
+        )
+    write_parquet(pl.concat(distances), errors_out)
+    log.info("error analysis of %d model(s): distances, confusions, per-code tables", len(labels))
