@@ -22,6 +22,7 @@ from hieval.analysis.tree import tree_of
 from hieval.atomic import write_parquet
 from hieval.engine.counts import evaluated_levels
 from hieval.hierarchy.table import read_level_table
+from hieval.metrics.uncertainty_settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,11 @@ def error_analysis(
     confusions_out: dict[str, str | Path],
     codes_out: dict[str, str | Path],
     train_gold: str | Path | None = None,
+    settings: Settings | None = None,
 ) -> None:
-    """Error distance of every model (one table, models in ``labels`` order), and each model's
-    near-miss confusions and per-code table (with ``train_frequency`` given ``train_gold``)."""
+    """Error distance of every model (one table, models in ``labels`` order; with
+    ``settings.bootstrap`` replicates, each share's interval), and each model's near-miss
+    confusions and per-code table (with ``train_frequency`` given ``train_gold``)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -51,7 +54,8 @@ def error_analysis(
     tree = tree_of(table, paths.read_parquet(ancestors), codes)
     distances = []
     for model, predicted in guesses.items():
-        distances.append(error_distance(error_rows(truth, predicted, tree), tree, model=model))
+        rows = error_rows(truth, predicted, tree)
+        distances.append(error_distance(rows, tree, model=model, settings=settings))
         write_parquet(confusions(truth, predicted, tree), confusions_out[model])
         write_parquet(
             code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out[model]

@@ -492,6 +492,7 @@ def evaluate_into(
         confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
         codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
         train_gold=train_gold,
+        settings=settings,
     )
     return names
 

@@ -1,6 +1,9 @@
 """Snakemake script: error distance, near-miss confusions and per-code tables of every model."""
 
+import json
+
 from hieval.analysis_stage import error_analysis
+from hieval.metrics.uncertainty_settings import Settings
 from hieval.workflow_script import run_rule
 
 
@@ -16,6 +19,7 @@ def main(smk):
         confusions_out=dict(zip(models, smk.output.confusions, strict=True)),
         codes_out=dict(zip(models, smk.output.codes, strict=True)),
         train_gold=smk.input.get("train_gold"),
+        settings=Settings(**json.loads(smk.params.uncertainty)),
     )
 
 

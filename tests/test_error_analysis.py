@@ -223,3 +223,42 @@ def evaluation_titles(evaluation) -> list[tuple[str, str | None]]:
     """The package tree's titles, read from the evaluation's own hierarchy table."""
     frame = pl.read_parquet(evaluation._folder / "work" / "hierarchy" / "levels.parquet")
     return frame.select("code", "title").iter_rows()
+
+
+def test_share_intervals_are_the_bootstrap_of_the_naive_shares(icd9, icd9_ancestors, tmp_path):
+    """With ``bootstrap``, each share's interval is the percentile interval of the share over
+    replicates that weigh each document by its Poisson weight (the documented weights of
+    hieval.metrics.uncertainty, by seed, document and replicate), computed here per error."""
+    from hieval.metrics.uncertainty import doc_keys, poisson_weights
+
+    up = naive_ancestors(icd9_ancestors)
+    gold, models, placed = designed_zoo(icd9, up, seed=3, documents=40)
+    replicates, seed = 60, 11
+    evaluation = hieval.evaluate(
+        frame_of(gold),
+        {"near": frame_of(models["near"])},
+        cache=tmp_path / "cache",
+        bootstrap=replicates,
+        permutations=10,
+        seed=seed,
+        confidence=0.9,
+    )
+    table = evaluation.errors
+    assert table.columns[-2:] == ["low", "high"]
+    docs = sorted(gold)
+    weights = poisson_weights(doc_keys(docs), seed=seed, first=0, count=replicates)
+    weight_of = {doc: weights[:, i] for i, doc in enumerate(docs)}
+    per_cell: dict = defaultdict(lambda: np.zeros(replicates))
+    pred = models["near"]
+    for doc in docs:
+        one = naive_errors({doc: gold[doc]}, {doc: pred.get(doc, set())}, up, placed)
+        for cell, n in one.items():
+            per_cell[cell] += n * weight_of[doc]
+    for kind, level, status, low, high in table.select(
+        "kind", "lca_level", "code_status", "low", "high"
+    ).iter_rows():
+        total = sum(v for (k, _, _), v in per_cell.items() if k == kind)
+        shares = per_cell[(kind, level, status)] / total
+        expected = np.quantile(shares, [0.05, 0.95])
+        assert (low, high) == pytest.approx(tuple(expected), abs=1e-12)
+        assert low <= high

@@ -10,14 +10,21 @@ no false positive at all (a plain miss). False positives get theirs the same way
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
+from scipy import sparse
 
 from hieval.analysis.tree import CODE_STATUSES, NONE, ROOT, Tree, labels_of
+from hieval.metrics.uncertainty import doc_keys, interval_bounds, poisson_weights
+from hieval.metrics.uncertainty_settings import Settings
 
 FN, FP = "fn", "fp"
 KINDS = (FN, FP)
 #: The columns of ``errors.parquet`` (bootstrap intervals of ``share`` add ``low, high``).
 COLUMNS = ("model", "kind", "lca_level", "code_status", "count", "share")
+INTERVAL_COLUMNS = ("low", "high")
+#: Replicate x document cells weighed at once (8 MB of float64), whatever the zoo's size.
+_BLOCK_CELLS = 1 << 20
 
 
 def errors_of(gold: pl.DataFrame, predicted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -85,16 +92,63 @@ def error_rows(gold: pl.DataFrame, predicted: pl.DataFrame, tree: Tree) -> pl.Da
     )
 
 
-def error_distance(rows: pl.DataFrame, tree: Tree, *, model: str) -> pl.DataFrame:
+def error_distance(
+    rows: pl.DataFrame, tree: Tree, *, model: str, settings: Settings | None = None
+) -> pl.DataFrame:
     """``model, kind, lca_level, code_status, count, share`` from :func:`error_rows`: ``share``
     is the fraction of the model's errors of that kind (FN or FP), so each kind's shares sum
-    to 1; rows in the order kind, level (deepest first, ``none`` last), status."""
+    to 1; rows in the order kind, level (deepest first, ``none`` last), status. With
+    ``settings.bootstrap`` replicates, ``low, high``: the share's percentile interval."""
     counts = rows.group_by("kind", "lca_level", "code_status").agg(pl.len().alias("count"))
     counts = counts.with_columns(
         (pl.col("count") / pl.col("count").sum().over("kind")).alias("share"),
         pl.col("count").cast(pl.Int64),
     )
-    return sort_errors(counts.with_columns(pl.lit(model).alias("model")), tree).select(COLUMNS)
+    table = sort_errors(counts.with_columns(pl.lit(model).alias("model")), tree).select(COLUMNS)
+    if settings is None or not settings.bootstrap:
+        return table
+    low, high = share_intervals(rows, table, settings)
+    return table.with_columns(pl.Series("low", low), pl.Series("high", high))
+
+
+def share_intervals(
+    rows: pl.DataFrame, table: pl.DataFrame, settings: Settings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds of each row's share over bootstrap replicates of the documents: the
+    replicate weights of :mod:`hieval.metrics.uncertainty` (they depend on the seed, the
+    document and the replicate only, so an error table is resampled as the metrics are). A
+    replicate without an error of a kind leaves that kind's shares undefined (NaN), and the
+    bounds are those of the other replicates."""
+    cells = table.with_row_index("_cell").select("kind", "lca_level", "code_status", "_cell")
+    per_doc = (
+        rows.join(cells, on=["kind", "lca_level", "code_status"])
+        .group_by("doc_id", "_cell")
+        .agg(pl.len().alias("n"))
+    )
+    docs = per_doc["doc_id"].unique().sort()
+    doc_index = per_doc.join(pl.DataFrame({"doc_id": docs}).with_row_index("_doc"), on="doc_id")
+    counts = sparse.csr_matrix(
+        (
+            doc_index["n"].to_numpy().astype(np.float64),
+            (doc_index["_doc"].to_numpy(), doc_index["_cell"].to_numpy()),
+        ),
+        shape=(docs.len(), table.height),
+    )
+    kinds = table["kind"].to_numpy()
+    same_kind = (kinds[:, None] == kinds[None, :]).astype(np.float64)
+    keys = doc_keys(docs.to_list())
+    step = max(1, _BLOCK_CELLS // max(1, docs.len()))
+    shares = []
+    for first in range(0, settings.bootstrap, step):
+        count = min(step, settings.bootstrap - first)
+        weights = poisson_weights(keys, seed=settings.seed, first=first, count=count)
+        weighted = np.asarray((counts.T @ weights.T).T)  # replicates x cells
+        totals = weighted @ same_kind  # each cell's kind's total
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares.append(np.where(totals > 0, weighted / totals, np.nan))
+    values = np.vstack(shares)
+    share = table["share"].to_numpy()
+    return interval_bounds(values, share, np.zeros(table.height, bool), settings.confidence)
 
 
 def sort_errors(frame: pl.DataFrame, tree: Tree) -> pl.DataFrame:

@@ -26,5 +26,7 @@ rule error_analysis:
         hieval=HIEVAL_CODE,
         models=MODEL_NAMES,
         max_level=config["max_level"],
+        # A JSON string: Snakemake records it, so a new seed or count reruns the job.
+        uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/error_analysis.py"
