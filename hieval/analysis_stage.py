@@ -17,6 +17,7 @@ import polars as pl
 from hieval import codesystem, paths
 from hieval.analysis.confusions import confusions
 from hieval.analysis.errors import error_distance, error_rows
+from hieval.analysis.groups import MISSING, assignment, group_rows, headline_counts, read_doc_groups
 from hieval.analysis.per_code import code_table
 from hieval.analysis.tree import tree_of
 from hieval.atomic import write_parquet
@@ -62,3 +63,37 @@ def error_analysis(
         )
     write_parquet(pl.concat(distances), errors_out)
     log.info("error analysis of %d model(s): distances, confusions, per-code tables", len(labels))
+
+
+def group_analysis(
+    *,
+    gold: str | Path,
+    docs: dict[str, str | Path],
+    doc_groups: str | Path,
+    settings: Settings,
+    groups_out: str | Path,
+    gaps_out: str | Path,
+) -> None:
+    """Headline P/R/F1 of every model per group of every attribute of ``doc_groups``
+    (:mod:`hieval.analysis.groups`), from each model's per-document count table ``docs``;
+    with ``settings.bootstrap`` replicates, intervals, and the largest gap per attribute with
+    its interval and permutation p-value."""
+    table = read_doc_groups(doc_groups)
+    doc_ids = paths.read_parquet(gold, columns=["doc_id"])["doc_id"].unique().sort()
+    labels = assignment(doc_ids, table)
+    unlisted = doc_ids.filter(~doc_ids.is_in(table["doc_id"].implode())).len()
+    if unlisted:
+        log.warning(
+            "warning: %d of %d gold documents are not in doc_groups %s: they form the group %s",
+            unlisted,
+            doc_ids.len(),
+            doc_groups,
+            MISSING,
+        )
+    counts = {
+        model: headline_counts(paths.read_parquet(path), doc_ids) for model, path in docs.items()
+    }
+    groups, gaps = group_rows(labels, counts, doc_ids, settings)
+    write_parquet(groups, groups_out)
+    write_parquet(gaps, gaps_out)
+    log.info("%d group rows over %d attribute(s)", groups.height, table.width - 1)

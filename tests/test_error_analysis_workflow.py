@@ -33,7 +33,10 @@ def write_zoo(workdir: Path) -> Path:
     pl.DataFrame({"doc_id": ["a"], "code": [""]}).write_csv(workdir / "empty.csv")
     (workdir / "models.tsv").write_text("model\tpredictions\nexact\texact.csv\nempty\tempty.csv\n")
     config = workdir / "my.yaml"
-    config.write_text("gold: gold.csv\nmodels: models.tsv\ntrain_gold: gold.csv\n")
+    pl.DataFrame({"doc_id": ["a", "b"], "sex": ["F", "M"]}).write_csv(workdir / "groups.csv")
+    config.write_text(
+        "gold: gold.csv\nmodels: models.tsv\ntrain_gold: gold.csv\ndoc_groups: groups.csv\n"
+    )
     return config
 
 
@@ -48,6 +51,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     out = work / "cli-out"
     argv = ["evaluate", "--gold", str(work / "gold.csv"), "--out", str(out)]
     argv += ["--cache", str(work / "resources"), "--train-gold", str(work / "gold.csv")]
+    argv += ["--doc-groups", str(work / "groups.csv")]
     for model in MODELS:
         argv += ["--pred", f"{model}={work / model}.csv"]
     assert cli.main(argv) == 0
@@ -85,11 +89,19 @@ def test_workflow_writes_the_hand_worked_error_distance(runs):
     row = codes.filter(code="364").row(0, named=True)  # category 364: a (both sides) only
     assert (row["level"], row["support"], row["tp"], row["fp"], row["fn"]) == ("e0", 1, 1, 0, 0)
     assert codes.filter(code="96.04")["train_frequency"].to_list() == [1]
+    groups = pl.read_parquet(report / "groups.parquet")
+    flat = groups.filter(model="exact", family="flat", metric="recall")
+    # a (F): 364.11 of three; b (M): 401.9 of two; c, unlisted: no gold code, recall 0 by rule
+    assert dict(zip(flat["group"], flat["value"], strict=True)) == {
+        "F": 1 / 3,
+        "M": 1 / 2,
+        "(missing)": 0.0,
+    }
 
 
 def test_cli_writes_the_workflows_tables(runs):
     report, out = runs
-    names = ["errors.parquet"]
+    names = ["errors.parquet", "groups.parquet", "group_gaps.parquet"]
     names += [f"{folder}/{m}.parquet" for folder in ("confusions", "codes") for m in MODELS]
     for name in names:
         assert pl.read_parquet(out / name).equals(pl.read_parquet(report / name)), name

@@ -30,3 +30,26 @@ rule error_analysis:
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/error_analysis.py"
+
+
+rule group_analysis:
+    input:
+        gold="results/inputs/gold.parquet",
+        docs=expand("results/counts/{model}/docs.parquet", model=MODEL_NAMES),
+        doc_groups=config["doc_groups"] or [],
+    output:
+        groups="results/report/groups.parquet",
+        gaps="results/report/group_gaps.parquet",
+    log:
+        "logs/report/group_analysis.log",
+    conda:
+        "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
+    params:
+        hieval=HIEVAL_CODE,
+        models=MODEL_NAMES,
+        uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
+    script:
+        "../../scripts/group_analysis.py"

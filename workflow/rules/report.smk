@@ -12,6 +12,7 @@ rule report:
     input:
         unpack(uncertainty_files),
         unpack(train_gold_input),
+        unpack(group_files),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
