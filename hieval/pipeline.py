@@ -57,6 +57,7 @@ from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty_settings import Settings
+from hieval.reports.error_sections import read_tables
 
 if TYPE_CHECKING:
     from hieval.input_record import InputRecord
@@ -830,6 +831,7 @@ def publish_reports(
     curves: dict[str, str | Path] | None = None,
     history: str | Path | None = None,
     systems: dict[str, str] | None = None,
+    analysis_dir: str | Path | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
     Markdown; with ``systems``, model → system, one row per system holding the mean over its
@@ -874,6 +876,7 @@ def publish_reports(
             frequency_bins=bins,
             history=past,
             curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
+            analysis=read_tables(analysis_dir, models) if analysis_dir is not None else None,
         )
     )
     write_text(html_out, page)

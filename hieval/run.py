@@ -472,22 +472,6 @@ def evaluate_into(
         train_gold = _other_gold(
             args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
-    publish_reports(
-        tidy=out / "metrics.parquet",
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        records=records,
-        levels_file=levels,
-        max_level=config["max_level"],
-        hierarchy=hierarchy,
-        settings=report_settings(config, model_options),
-        html_out=out / "report.html",
-        tex_out=out / "tables.tex",
-        markdown_out=out / "tables.md",
-        figures_out=out / "figures",
-        train_gold=train_gold,
-        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
-        **uncertain,
-    )
     error_analysis(
         gold=gold,
         labels=labels,
@@ -509,6 +493,23 @@ def evaluate_into(
             groups_out=out / "groups.parquet",
             gaps_out=out / "group_gaps.parquet",
         )
+    publish_reports(
+        tidy=out / "metrics.parquet",
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        records=records,
+        levels_file=levels,
+        max_level=config["max_level"],
+        hierarchy=hierarchy,
+        settings=report_settings(config, model_options),
+        html_out=out / "report.html",
+        tex_out=out / "tables.tex",
+        markdown_out=out / "tables.md",
+        figures_out=out / "figures",
+        train_gold=train_gold,
+        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+        analysis_dir=out,
+        **uncertain,
+    )
     return names
 
 

@@ -43,6 +43,7 @@ def main(smk):
         curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
         history=smk.params.history,
         systems=systems,
+        analysis_dir=Path(smk.output.metrics).parent,
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 

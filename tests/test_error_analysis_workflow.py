@@ -105,3 +105,23 @@ def test_cli_writes_the_workflows_tables(runs):
     names += [f"{folder}/{m}.parquet" for folder in ("confusions", "codes") for m in MODELS]
     for name in names:
         assert pl.read_parquet(out / name).equals(pl.read_parquet(report / name)), name
+
+
+def test_report_shows_the_error_sections(runs):
+    """Both reports hold the three sections; the CLI's renders in Chromium without a script
+    error, with the near misses' titles and the groups' rows in its DOM."""
+    from test_reports import CHROMIUM, _chromium, _console_errors
+
+    _report, out = runs
+    for folder in runs:
+        text = (folder / "report.html").read_text("utf-8")
+        for heading in ("How the errors fall", "Per code", "Who it fails"):
+            assert f">{heading}</h2>" in text, (folder, heading)
+        assert (folder / "figures" / "error_distance.svg").exists()
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    page = out / "report.html"
+    assert _console_errors(page) == []
+    dom = _chromium("--dump-dom", page.as_uri()).stdout
+    assert "iridocyclitis" in dom.lower()  # the titles of the 364.x near misses
+    assert ">(missing)<" in dom and "codes-0" in dom

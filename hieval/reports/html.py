@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL, SPLIT_FAMILIES, SUITE, paper_level
-from hieval.reports import figures
+from hieval.reports import error_sections, figures
 
 #: The columns of the leaderboard: (heading, family, level, average, metric).
 LEADERBOARD = (
@@ -101,6 +101,7 @@ class ReportInputs:
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
+    analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
 
 
 def _esc(value) -> str:
@@ -519,6 +520,13 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
+        error_sections.render(
+            inputs.analysis,
+            models=inputs.models,
+            levels=[*inputs.all_levels, "none"],
+            titles=dict(inputs.levels_frame.select("code", "title").drop_nulls().iter_rows()),
+            drawn=drawn,
+        ),
         _thresholds(inputs, drawn),
         _frequency(inputs, drawn),
         _suite(inputs),
