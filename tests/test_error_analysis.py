@@ -262,3 +262,42 @@ def test_share_intervals_are_the_bootstrap_of_the_naive_shares(icd9, icd9_ancest
         expected = np.quantile(shares, [0.05, 0.95])
         assert (low, high) == pytest.approx(tuple(expected), abs=1e-12)
         assert low <= high
+
+
+def test_a_users_tree_by_hand(tmp_path):
+    """A user's tree (levels d3, d2, d1 from the leaves up), worked by hand: siblings meet at
+    d2, cousins at d1, other branches at the root; near misses are siblings."""
+    tree = tmp_path / "tree.csv"
+    tree.write_text(
+        "child,parent\nA,\nB,\nA1,A\nA2,A\nB1,B\nA1x,A1\nA1y,A1\nA2x,A2\nB1x,B1\nB1y,B1\n"
+    )
+    gold = {"d1": ["A1x", "B1x"], "d2": ["A1x"], "d3": ["B1y"]}
+    pred = {"d1": ["A1y", "A2x"], "d2": ["A1x", "B1y"], "d3": []}
+    evaluation = hieval.evaluate(gold, {"m": pred}, hierarchy=tree, cache=tmp_path / "cache")
+    rows = {(k, lv): c for _, k, lv, _, c, _ in evaluation.errors.iter_rows()}
+    # d1: A1x meets A1y at d2 (A1); B1x meets A1y/A2x only at the root; A1y at d2 (A1x); A2x
+    # at d1 (A, with A1x). d2: B1y is an extra code (no miss): none. d3: B1y a plain miss.
+    assert rows == {
+        ("fn", "d2"): 1,
+        ("fn", "root"): 1,
+        ("fn", "none"): 1,
+        ("fp", "d2"): 1,
+        ("fp", "d1"): 1,
+        ("fp", "none"): 1,
+    }
+    assert evaluation.confusions["m"].rows() == [("A1x", "A1y", "d2", 1)]
+    codes = evaluation.codes["m"]
+    a = codes.filter(code="A").row(0, named=True)  # d1 and d2 carry A on both sides
+    assert (a["level"], a["tp"], a["fp"], a["fn"]) == ("d1", 2, 0, 0)
+
+
+def test_icd10_by_hand(icd10_cache):
+    """ICD-10's levels: E11.9 and E11.65 meet at their category E11; I10 and I11.9 at their
+    block (hypertensive diseases); the two pairs share nothing below the root."""
+    gold = {"d": ["E11.9", "I10"]}
+    pred = {"d": ["E11.65", "I11.9"]}
+    evaluation = hieval.evaluate(gold, {"m": pred}, hierarchy="icd10", cache=icd10_cache)
+    rows = {(k, lv): c for _, k, lv, _, c, _ in evaluation.errors.iter_rows()}
+    assert rows == {("fn", "category"): 1, ("fn", "block"): 1, ("fp", "category"): 1,
+                    ("fp", "block"): 1}  # fmt: skip
+    assert evaluation.confusions["m"].rows() == [("E11.9", "E11.65", "category", 1)]

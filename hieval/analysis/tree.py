@@ -22,7 +22,7 @@ CODE_STATUSES = (VALID, PLACED, INVALID)
 NONE = "none"
 ROOT = "root"
 #: The level of near misses, per code system: a confusion is kept when its two codes meet here
-#: or deeper (ICD-9's ``e0`` and ICD-10's ``category`` are both the fourth level from the root).
+#: or deeper.
 CATEGORY_LEVELS = {"icd9": "e0", "icd10": "category"}
 
 
@@ -50,12 +50,12 @@ class Tree:
 
 def category_level(table: LevelTable) -> str:
     """The near-miss level of ``table``: its code system's category, or for a user's tree the
-    level three below the root (the category's place in ICD-9 and ICD-10), or its deepest
-    level when the tree is shallower."""
+    parent level of its deepest nodes (siblings are near misses; a user's levels carry no
+    meaning hieval could read a "category" from), or the deepest level of a one-level tree."""
     system = codesystem.of_table(table).name
     if system in CATEGORY_LEVELS and CATEGORY_LEVELS[system] in table.levels:
         return CATEGORY_LEVELS[system]
-    return table.levels[-4] if len(table.levels) >= 4 else table.levels[0]
+    return table.levels[1] if len(table.levels) > 2 else table.levels[0]
 
 
 def tree_of(table: LevelTable, ancestors: pl.DataFrame, codes: pl.Series) -> Tree:
