@@ -28,6 +28,43 @@ from hieval.metrics.uncertainty_settings import Settings
 log = logging.getLogger(__name__)
 
 
+def model_error_analysis(
+    *,
+    model: str,
+    gold: str | Path,
+    labels: str | Path,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    distance_out: str | Path,
+    confusions_out: str | Path,
+    codes_out: str | Path,
+    train_gold: str | Path | None = None,
+    settings: Settings | None = None,
+) -> None:
+    """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
+    interval), near-miss confusions and per-code table (with ``train_frequency`` given
+    ``train_gold``): a job of its own per model, so a changed model reruns alone."""
+    table = read_level_table(levels_file)
+    system = codesystem.of_table(table)
+    levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
+    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
+    predicted = paths.read_parquet(labels, columns=["doc_id", "code"])
+    train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
+    every = [truth, predicted, *([] if train is None else [train])]
+    tree = tree_of(table, paths.read_parquet(ancestors), pl.concat([f["code"] for f in every]))
+    rows = error_rows(truth, predicted, tree)
+    write_parquet(error_distance(rows, tree, model=model, settings=settings), distance_out)
+    write_parquet(confusions(truth, predicted, tree), confusions_out)
+    write_parquet(code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out)
+    log.info("%s: %d errors analysed", model, rows.height)
+
+
+def gather_errors(parts: list[str | Path], errors_out: str | Path) -> None:
+    """``errors.parquet``: the models' error distance rows, in the order given."""
+    write_parquet(pl.concat([paths.read_parquet(p) for p in parts], how="diagonal"), errors_out)
+
+
 def error_analysis(
     *,
     gold: str | Path,
@@ -35,34 +72,32 @@ def error_analysis(
     levels_file: str | Path,
     ancestors: str | Path,
     max_level: str | None,
+    work: str | Path,
     errors_out: str | Path,
     confusions_out: dict[str, str | Path],
     codes_out: dict[str, str | Path],
     train_gold: str | Path | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Error distance of every model (one table, models in ``labels`` order; with
-    ``settings.bootstrap`` replicates, each share's interval), and each model's near-miss
-    confusions and per-code table (with ``train_frequency`` given ``train_gold``)."""
-    table = read_level_table(levels_file)
-    system = codesystem.of_table(table)
-    levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
-    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
-    guesses = {m: paths.read_parquet(p, columns=["doc_id", "code"]) for m, p in labels.items()}
-    train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
-    every = [truth, *guesses.values(), *([] if train is None else [train])]
-    codes = pl.concat([frame["code"] for frame in every])
-    tree = tree_of(table, paths.read_parquet(ancestors), codes)
-    distances = []
-    for model, predicted in guesses.items():
-        rows = error_rows(truth, predicted, tree)
-        distances.append(error_distance(rows, tree, model=model, settings=settings))
-        write_parquet(confusions(truth, predicted, tree), confusions_out[model])
-        write_parquet(
-            code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out[model]
+    """Every model's :func:`model_error_analysis` (distance rows in ``work``), then
+    :func:`gather_errors`: the workflow's jobs, in one process."""
+    parts = []
+    for model, path in labels.items():
+        parts.append(Path(work) / f"{model}.parquet")
+        model_error_analysis(
+            model=model,
+            gold=gold,
+            labels=path,
+            levels_file=levels_file,
+            ancestors=ancestors,
+            max_level=max_level,
+            distance_out=parts[-1],
+            confusions_out=confusions_out[model],
+            codes_out=codes_out[model],
+            train_gold=train_gold,
+            settings=settings,
         )
-    write_parquet(pl.concat(distances), errors_out)
-    log.info("error analysis of %d model(s): distances, confusions, per-code tables", len(labels))
+    gather_errors(parts, errors_out)
 
 
 def group_analysis(

@@ -478,6 +478,7 @@ def evaluate_into(
         levels_file=levels,
         ancestors=ancestors,
         max_level=config["max_level"],
+        work=work / "errors",
         errors_out=out / "errors.parquet",
         confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
         codes_out={name: out / "codes" / f"{name}.parquet" for name in names},

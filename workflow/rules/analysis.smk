@@ -1,22 +1,21 @@
-"""Hierarchical error analysis over all models (results/report/): error distance
-(errors.parquet), each model's near-miss confusions and per-code table."""
+"""Hierarchical error analysis (results/report/): each model's error distance rows, near-miss
+confusions and per-code table (a job per model), the error distance of all models
+(errors.parquet), and with config doc_groups the metrics per group of documents."""
 
 
-rule error_analysis:
+rule model_errors:
     input:
         unpack(train_gold_input),
         gold="results/inputs/gold.parquet",
-        labels=expand("results/inputs/predictions/{model}.parquet", model=MODEL_NAMES),
+        labels="results/inputs/predictions/{model}.parquet",
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
-        errors="results/report/errors.parquet",
-        confusions=expand(
-            "results/report/confusions/{model}.parquet", model=MODEL_NAMES
-        ),
-        codes=expand("results/report/codes/{model}.parquet", model=MODEL_NAMES),
+        distance="results/errors/{model}.parquet",
+        confusions="results/report/confusions/{model}.parquet",
+        codes="results/report/codes/{model}.parquet",
     log:
-        "logs/report/error_analysis.log",
+        "logs/errors/{model}.log",
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -24,12 +23,29 @@ rule error_analysis:
         runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
-        models=MODEL_NAMES,
         max_level=config["max_level"],
         # A JSON string: Snakemake records it, so a new seed or count reruns the job.
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
-        "../../scripts/error_analysis.py"
+        "../../scripts/model_errors.py"
+
+
+rule error_distance:
+    input:
+        expand("results/errors/{model}.parquet", model=MODEL_NAMES),
+    output:
+        "results/report/errors.parquet",
+    log:
+        "logs/report/errors.log",
+    conda:
+        "../envs/hieval.yaml"
+    resources:
+        mem_mb=mem_mb,
+        runtime=runtime,
+    params:
+        hieval=HIEVAL_CODE,
+    script:
+        "../../scripts/error_distance.py"
 
 
 rule group_analysis:
