@@ -245,6 +245,40 @@ class Evaluation:
         )
 
     @functools.cached_property
+    def errors(self) -> pl.DataFrame:
+        """Error distance (``errors.parquet``): ``model, kind, lca_level, code_status, count,
+        share``, each model's false negatives (``fn``) and false positives (``fp``) by the
+        level at which they meet the nearest error of the other kind in their document."""
+        return self._read("errors.parquet")
+
+    @functools.cached_property
+    def confusions(self) -> dict[str, pl.DataFrame]:
+        """Each model's near misses (``confusions/{model}.parquet``): ``gold_code,
+        predicted_code, lca_level, documents``, most frequent first."""
+        return {m: self._read(f"confusions/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
+    def codes(self) -> dict[str, pl.DataFrame]:
+        """Each model's per-code table (``codes/{model}.parquet``): ``code, title, level,
+        support, tp, fp, fn, precision, recall, f1`` (and ``train_frequency`` with
+        ``train_gold``) for every code and ancestor node up to ``max_level``."""
+        return {m: self._read(f"codes/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
+    def groups(self) -> pl.DataFrame | None:
+        """Headline P/R/F1 per group of documents (``groups.parquet``): ``attribute, group,
+        model, family, level, average, metric, value, low, high, documents``; None without
+        ``doc_groups``."""
+        return self._read("groups.parquet")
+
+    @functools.cached_property
+    def group_gaps(self) -> pl.DataFrame | None:
+        """The largest gap between an attribute's groups, per model and metric
+        (``group_gaps.parquet``), with its interval and Holm-adjusted permutation p-value
+        when ``bootstrap`` > 0; None without ``doc_groups``."""
+        return self._read("group_gaps.parquet")
+
+    @functools.cached_property
     def records(self) -> dict[str, dict]:
         """What normalisation did to each input (rows read, duplicates, codes placed or
         dropped, coverage and other warnings): ``gold`` and each model, as in
@@ -276,6 +310,22 @@ class Evaluation:
 
     def __repr__(self) -> str:
         return f"Evaluation(models={self.models}, rows={self.metrics.height})"
+
+
+def _doc_groups_file(value: object, folder: Path) -> Path | None:
+    """``doc_groups`` as a file: a path as given, a DataFrame written to ``folder``."""
+    if value is None:
+        return None
+    if isinstance(value, pl.DataFrame):
+        path = folder / "doc_groups.parquet"
+        value.write_parquet(path)
+        return path
+    if isinstance(value, str | os.PathLike):
+        return Path(value)
+    raise ConfigError(
+        f"doc_groups: a path or a Polars DataFrame doc_id, <attribute>..., not "
+        f"{type(value).__name__}"
+    )
 
 
 def _single_input(value: object) -> bool:
@@ -369,6 +419,7 @@ def evaluate(
     tuning_method: str = DEFAULT_METHOD,
     allow_dev_test_overlap: bool = False,
     train_gold: object = None,
+    doc_groups: str | os.PathLike | pl.DataFrame | None = None,
     icm_empty_gold: str = IcmParams.empty_gold,
     icm_alpha1: float = IcmParams.alpha1,
     icm_alpha2: float = IcmParams.alpha2,
@@ -410,6 +461,8 @@ def evaluate(
     dev_gold, dev_predictions, train_gold
         As ``--dev-gold``, ``--dev-pred NAME=...`` (a mapping ``name -> labels``) and
         ``--train-gold``; each takes the kinds of input ``gold`` and ``predictions`` take.
+    doc_groups
+        As ``--doc-groups``: a path, or a Polars DataFrame ``doc_id, <attribute>...``.
 
     Returns
     -------
@@ -455,6 +508,7 @@ def evaluate(
             gold=[file_of(g, "gold", "gold") for g in golds],
             pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],
             train_gold=None if train_gold is None else file_of(train_gold, "train_gold", "gold"),
+            doc_groups=_doc_groups_file(doc_groups, inputs),
             hierarchy=_source_text(hierarchy),
             hierarchy_sha256=hierarchy_sha256,
             cache=Path(cache),

@@ -196,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
         "level\n"
         "  figures/*.svg                 the report's figures\n"
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
+        "  errors.parquet                error distance: how near each FN and FP is to one of "
+        "the other kind\n"
+        "  confusions/NAME.parquet       the near misses of a model: gold code, predicted code\n"
+        "  codes/NAME.parquet            per code and ancestor node: support, TP, FP, FN, P/R/F1\n"
+        "  groups.parquet                with --doc-groups: headline P/R/F1 per group\n"
+        "  group_gaps.parquet            with --doc-groups: the largest gap per attribute\n"
         "  intervals.parquet             with --bootstrap N > 0: every tidy row's interval\n"
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
         "  conventions.parquet           headline metrics under each named convention (caml, "
@@ -236,6 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="training-set gold, read like --gold: the report shows flat F1 per training "
         "frequency of the codes (config train_gold)",
+    )
+    ev.add_argument(
+        "--doc-groups",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a table doc_id,<attribute>... (CSV, TSV or Parquet; e.g. sex, age_band): headline "
+        "P/R/F1 per group of each attribute and the largest gap between groups, in "
+        "groups.parquet and group_gaps.parquet (config doc_groups)",
     )
     _hierarchy_options(ev)
     ev.add_argument(

@@ -58,6 +58,7 @@ from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty.settings import Settings
+from hieval.reports.error_sections import read_tables
 
 if TYPE_CHECKING:
     from hieval.input_record import InputRecord
@@ -839,6 +840,7 @@ def publish_reports(
     history: str | Path | None = None,
     systems: dict[str, str] | None = None,
     notes: list[str | Path] = (),
+    analysis_dir: str | Path | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
     Markdown; with ``systems``, model → system, one row per system holding the mean over its
@@ -886,6 +888,7 @@ def publish_reports(
             curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
             systems=systems or {},
             notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
+            analysis=read_tables(analysis_dir, models) if analysis_dir is not None else None,
         )
     )
     write_text(html_out, page)

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hieval import hints
+from hieval.analysis.groups import read_doc_groups
+from hieval.analysis_stage import error_analysis, group_analysis
 from hieval.atomic import atomic_path
 from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
@@ -88,6 +90,7 @@ class EvaluateOptions:
     gold: list[Path]
     pred: list[tuple[str, Path]]
     train_gold: Path | None = None
+    doc_groups: Path | None = None
     hierarchy: str | BuiltTables = "package"
     hierarchy_sha256: str | None = None
     cache: Path = Path("resources")
@@ -252,6 +255,7 @@ def run_inputs(args: EvaluateOptions) -> list[tuple[str, Path]]:
     for flag, path in (
         ("--dev-gold", args.dev_gold),
         ("--train-gold", args.train_gold),
+        ("--doc-groups", args.doc_groups),
         ("--temp-directory", args.temp_directory),
     ):
         if path is not None:
@@ -274,6 +278,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
         "hierarchy": hierarchy_config(args),
         "gold": str(args.gold[0]) if len(args.gold) == 1 else [str(g) for g in args.gold],
         "train_gold": str(args.train_gold) if args.train_gold else None,
+        "doc_groups": str(args.doc_groups) if args.doc_groups else None,
         "gold_format": gold_file.get("format", "auto"),
         "gold_code_list": gold_file.get("code_list"),
         "gold_doc_list": gold_file.get("doc_list"),
@@ -346,6 +351,8 @@ def evaluate_into(
     spaces = _label_spaces(args, names)
     config = config_from_args(args)
     check_names(config["conventions"])
+    if config["doc_groups"]:
+        read_doc_groups(config["doc_groups"])  # refused before anything is counted
     figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
@@ -484,6 +491,28 @@ def evaluate_into(
         train_gold = _other_gold(
             args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
+    error_analysis(
+        gold=gold,
+        labels=labels,
+        levels_file=levels,
+        ancestors=ancestors,
+        max_level=config["max_level"],
+        work=work / "errors",
+        errors_out=out / "errors.parquet",
+        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
+        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
+        train_gold=train_gold,
+        settings=settings,
+    )
+    if config["doc_groups"]:
+        group_analysis(
+            gold=gold,
+            docs={name: work / "counts" / name / "docs.parquet" for name in names},
+            doc_groups=config["doc_groups"],
+            settings=settings,
+            groups_out=out / "groups.parquet",
+            gaps_out=out / "group_gaps.parquet",
+        )
     publish_reports(
         tidy=out / "metrics.parquet",
         nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
@@ -499,6 +528,7 @@ def evaluate_into(
         train_gold=train_gold,
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         notes=[work / "ranking" / f"{name}.json" for name in names],
+        analysis_dir=out,
         **uncertain,
     )
     return names

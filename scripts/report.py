@@ -45,6 +45,7 @@ def main(smk):
         history=smk.params.history,
         systems=systems,
         notes=list(smk.input.notes),
+        analysis_dir=Path(smk.output.metrics).parent,
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 

@@ -70,3 +70,9 @@ COUNT_MEASURES: dict[str, CountMeasure] = {
 
 #: The one F1 (tuning's sweeps, the frequency bands' F1 use it too).
 F1 = COUNT_MEASURES["f1"]
+
+#: Precision, recall and F1: the measures the per-code and per-group tables show (error
+#: analysis), a subset of :data:`COUNT_MEASURES` so their formulas stay the one declaration.
+PRF_MEASURES: dict[str, CountMeasure] = {
+    n: COUNT_MEASURES[n] for n in ("precision", "recall", "f1")
+}

@@ -24,7 +24,7 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import figures, leaderboard
+from hieval.reports import error_sections, figures, leaderboard
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
@@ -94,6 +94,7 @@ class ReportInputs:
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
     notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
+    analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
 
 
 def _esc(value) -> str:
@@ -521,6 +522,13 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         + ".</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
+        error_sections.render(
+            inputs.analysis,
+            models=inputs.models,
+            levels=[*inputs.all_levels, "none"],
+            titles=dict(inputs.levels_frame.select("code", "title").drop_nulls().iter_rows()),
+            drawn=drawn,
+        ),
         _thresholds(inputs, drawn),
         _frequency(inputs, drawn),
         _suite(inputs),

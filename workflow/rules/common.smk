@@ -125,6 +125,18 @@ def hierarchy_label():
     return describe(HIERARCHY["source"], HIERARCHY["path"])
 
 
+def group_files(wildcards):
+    """The subgroup tables, when config ``doc_groups`` names a table of document attributes."""
+    return (
+        {
+            "groups": "results/report/groups.parquet",
+            "group_gaps": "results/report/group_gaps.parquet",
+        }
+        if config["doc_groups"]
+        else {}
+    )
+
+
 def train_gold_input(wildcards):
     """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
     return (
