@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from hieval import __version__, hints, run
 from hieval.atomic import staged_folder
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import (
     TUNE,
@@ -26,8 +26,8 @@ from hieval.config import (
 )
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
-from hieval.formats import FORMATS
-from hieval.label_options import (
+from hieval.inputs.formats import FORMATS
+from hieval.inputs.options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,

@@ -44,27 +44,27 @@ from hieval.hierarchy.table import (
     write_level_table,
 )
 from hieval.hints import setting
-from hieval.input_policies import coverage_warning
-from hieval.input_record import UNSCORED_SELECTION
-from hieval.label_options import (
+from hieval.inputs.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
     TUNE,
     LabelOptions,
     TunedThresholds,
 )
+from hieval.inputs.policies import coverage_warning
+from hieval.inputs.record import UNSCORED_SELECTION
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty_settings import Settings
 
 if TYPE_CHECKING:
-    from hieval.input_record import InputRecord
+    from hieval.inputs.record import InputRecord
     from hieval.metrics.uncertainty import Layout, Units
-from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
+from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,8 @@ def normalize_file(
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold`` (a path, or a :class:`hieval.background.PendingFile`). ``on_fast_path``: see
-    :func:`hieval.inputs.normalize_labels` (one file only).
+    ``gold`` (a path, or a :class:`hieval.pending_file.PendingFile`). ``on_fast_path``: see
+    :func:`hieval.inputs.normalize.normalize_labels` (one file only).
 
     ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
     is read and validated on its own, with the same options, and their rows are pooled, so the
@@ -185,7 +185,7 @@ def normalize_file(
     # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
     import duckdb
 
-    from hieval.inputs import normalize_labels, pool_labels
+    from hieval.inputs.normalize import normalize_labels, pool_labels
 
     resources = resources or Resources()
     hierarchy = read_level_table(levels_file)

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from hieval import hints
 from hieval.atomic import atomic_path
-from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.config import (
     TUNE,
@@ -38,11 +37,11 @@ from hieval.config import (
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
-from hieval.formats import GOLD, PREDICTIONS
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.hints import DEV_SUFFIX, setting
-from hieval.label_options import (
+from hieval.inputs.formats import GOLD, PREDICTIONS
+from hieval.inputs.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
@@ -52,6 +51,7 @@ from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
 from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty_settings import Settings
+from hieval.pending_file import PendingFile
 from hieval.pipeline import (
     ModelFiles,
     build_hierarchy,
@@ -363,7 +363,7 @@ def evaluate_into(
         written = None
         if _gold_beside_predictions(args, resources):
             # The predictions start once the gold is known to take the in-memory path (a gold
-            # DuckDB reads is read alone, as the memory plan assumes); see hieval.background.
+            # DuckDB reads is read alone, as the memory plan assumes); see hieval.pending_file.
             started = threading.Event()
 
             def gold_in_background():
@@ -487,11 +487,11 @@ def evaluate_into(
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:
     """Whether the gold may be normalised in the background while the first model's
     predictions are: one gold file, both files of the kind the in-memory path takes
-    (:mod:`hieval.normalize_ranks`), and holding both fits :meth:`Resources.allows_overlap`.
+    (:mod:`hieval.inputs.parquet_fast`), and holding both fits :meth:`Resources.allows_overlap`.
     Whichever of them that path then declines is read by DuckDB alone (the predictions wait
     for a gold DuckDB reads, and DuckDB reads predictions only once the gold is written).
     Later models overlap nothing."""
-    from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
+    from hieval.inputs.parquet_fast import planned_together  # here: it imports pyarrow
 
     if not args.pred or len(args.gold) > 1:  # several gold files are pooled in DuckDB
         return False

@@ -31,7 +31,7 @@ mistaken for a code:
   list) but derives e.g. ``E08.37X1`` straight from ``E08.37``; the missing ``E08.37X`` is
   added (untitled), so every code has an ancestor at every level from its depth to the root.
 - PCS codes are themselves (``0DTJ4ZZ``); their prefixes are ``PCS:0DTJ4Z`` .. ``PCS:0``
-  (see :data:`hieval.icd10.PCS_PREFIX` for the collisions bare prefixes would have). PCS
+  (see :data:`hieval.codes.icd10.PCS_PREFIX` for the collisions bare prefixes would have). PCS
   prefixes have no title except the 17 sections.
 - The root is ``root``, as in the ICD-9 tables.
 
@@ -55,7 +55,14 @@ from pathlib import Path
 import polars as pl
 
 from hieval import paths
-from hieval.codes import DX, PROC
+from hieval.codes.icd9 import DX, PROC
+from hieval.codes.icd10 import (
+    ICD10_LEVELS,
+    code_depth,
+    pcs_depth,
+    pcs_node,
+    syntactic_ancestors,
+)
 from hieval.errors import HierarchyError, preview
 from hieval.hierarchy.cache_folder import MANIFEST, damaged, publish, verified
 from hieval.hierarchy.icd9 import RANGE, ROOT
@@ -64,13 +71,6 @@ from hieval.hierarchy.table import (
     read_level_table,
     validate,
     write_level_table,
-)
-from hieval.icd10 import (
-    ICD10_LEVELS,
-    code_depth,
-    pcs_depth,
-    pcs_node,
-    syntactic_ancestors,
 )
 
 __all__ = [

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from hieval.codes import ICD9_LEVELS, IcdCode
+from hieval.codes.icd9 import ICD9_LEVELS, IcdCode
 from hieval.errors import HierarchyError, preview
 from hieval.hierarchy.ranges import RangeTable, icd9_ranges
 from hieval.hierarchy.table import LevelTable

@@ -22,7 +22,7 @@ import polars as pl
 from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.checksums import sha256_file
-from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
+from hieval.codes.icd9 import DX, ICD9_LEVELS, PROC, undotted_to_dotted
 from hieval.errors import VALUE_CHARS, CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table

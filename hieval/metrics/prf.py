@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.metrics.registry import OVERALL, PRF_METRICS, exact_mean
 
 

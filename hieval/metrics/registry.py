@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.counts import FAMILIES
 
 LEAF, OVERALL, EACH_LEVEL = "leaf", "overall", "each level"

@@ -63,7 +63,7 @@ import polars as pl
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.counts import family_counts
 from hieval.engine.groups import Groups, default_threads
 from hieval.engine.icm import IcmParams

@@ -87,12 +87,14 @@ class ReportInputs:
     """What the report is made of (all read from files the run wrote)."""
 
     tidy: pl.DataFrame
-    nodes: dict[str, pl.DataFrame]  # per model: the CoPHE node report (hieval.report.node_report)
+    nodes: dict[
+        str, pl.DataFrame
+    ]  # per model: the CoPHE node report (hieval.reports.summary.node_report)
     levels_frame: pl.DataFrame  # the level table (titles, ancestors per level)
     levels: tuple[str, ...]  # evaluated levels, deepest first
     all_levels: tuple[str, ...]  # every level of the tree, ending with the root
     models: list[str]
-    records: list[dict]  # input records (hieval.inputs.InputRecord as dicts)
+    records: list[dict]  # input records (hieval.inputs.normalize.InputRecord as dicts)
     hierarchy: str
     version: str
     settings: dict = field(default_factory=dict)

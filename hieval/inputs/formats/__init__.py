@@ -3,7 +3,7 @@
 Every adapter registers a DuckDB view ``src`` with the columns ``doc_id, code`` and optionally
 ``score``, ``code_type`` and ``_line`` (the PSV line, CSV record, table row or JSON record that
 produced the row; :func:`locate` turns it into words for error messages). Validation and
-normalisation then happen once, in :mod:`hieval.inputs`, whatever the format. Nothing here
+normalisation then happen once, in :mod:`hieval.inputs.normalize`, whatever the format. Nothing here
 unpickles: NumPy files are loaded with ``allow_pickle=False``.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 
 from hieval.errors import InputError
-from hieval.formats import caml, dense, long, mimic4, text, wide
 from hieval.hints import setting
+from hieval.inputs.formats import caml, dense, long, mimic4, text, wide
 
 GOLD, PREDICTIONS = "gold", "predictions"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from hieval.atomic import atomic_path, write_parquet, write_text
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.metrics.registry import (
     FAMILY_TITLES,
     LEAF,

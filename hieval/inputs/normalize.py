@@ -25,13 +25,15 @@ import polars as pl
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hieval import codesystem, normalize_ranks
+from hieval import codesystem
 from hieval.atomic import atomic_path
 from hieval.checksums import sha256_file
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
-from hieval.formats import (
+from hieval.hierarchy.table import LevelTable
+from hieval.inputs import parquet_fast
+from hieval.inputs.formats import (
     FORMATS,
     GOLD,
     PREDICTIONS,
@@ -44,11 +46,8 @@ from hieval.formats import (
     open_source,
     read_error,
 )
-from hieval.formats.repeats import check_cell_repeats
-from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs, gold_of
-from hieval.input_record import UNSCORED_SELECTION, InputRecord
-from hieval.label_options import (
+from hieval.inputs.formats.repeats import check_cell_repeats
+from hieval.inputs.options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
@@ -58,6 +57,8 @@ from hieval.label_options import (
     TunedThresholds,
     check_threshold,
 )
+from hieval.inputs.policies import check_unknown_codes, check_unknown_docs, gold_of
+from hieval.inputs.record import UNSCORED_SELECTION, InputRecord
 from hieval.paths import duckdb_path
 
 log = logging.getLogger(__name__)
@@ -276,10 +277,10 @@ def normalize_labels(
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
     DuckDB straight to Parquet. A clean Parquet file is normalised over integer ranks in
-    memory instead (:mod:`hieval.normalize_ranks`), unless its plan exceeds
+    memory instead (:mod:`hieval.inputs.parquet_fast`), unless its plan exceeds
     ``memory_budget`` (the user's memory limit, in bytes; None: no limit was set).
     ``on_fast_path`` is called when the file is found to be that case (what runs beside this
-    one may then start: :mod:`hieval.background`); a ``gold_docs`` still being written is
+    one may then start: :mod:`hieval.pending_file`); a ``gold_docs`` still being written is
     waited for before a file is read in DuckDB, so DuckDB never works beside another file.
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
@@ -305,7 +306,7 @@ def normalize_labels(
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
     check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
-    common = normalize_ranks.normalize(
+    common = parquet_fast.normalize(
         path,
         name=name,
         is_gold=is_gold,

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
-from hieval.codes import parse_code as normalize_icd9
+from hieval.codes.icd9 import CODE_TYPES, DX, PROC, kind_of_dotted
+from hieval.codes.icd9 import parse_code as normalize_icd9
 from hieval.errors import CodeError, preview, preview_value
 from hieval.hierarchy.table import LevelTable
 from hieval.hints import setting
@@ -240,7 +240,7 @@ def node_kind(node: str) -> str | None:
     range, a ``PCS:`` prefix), None for the root or anything else.
 
     CM and PCS subtrees only meet at the root, so diagnoses and procedures can be reported
-    apart from node names alone (as ``hieval.codes.icd9_branch`` does for ICD-9).
+    apart from node names alone (as ``hieval.codes.icd9.icd9_branch`` does for ICD-9).
     """
     if node.startswith(PCS_PREFIX):
         return PROC

@@ -2,18 +2,18 @@
 
 Why: nearly every label file an evaluation meets is already clean — Parquet, ``doc_id, code``,
 canonical codes, a few thousand distinct codes over millions of rows. Normalising it in DuckDB
-(:mod:`hieval.inputs`) materialises the trimmed file, sorts millions of strings and reads the
-output back to find duplicates. Here the two columns are read dictionary-encoded (each distinct
-value once, an integer per row) and every decision about values — trimming, reading codes as
-the code system does, codes the hierarchy lacks, documents the gold lacks — is taken on the
-dictionaries. Rows become one int64 key, ``doc rank << 24 | code rank``, whose sort is the
-output's order and puts duplicates side by side; the strings are written back from the sorted
-dictionaries.
+(:mod:`hieval.inputs.normalize`) materialises the trimmed file, sorts millions of strings and
+reads the output back to find duplicates. Here the two columns are read dictionary-encoded
+(each distinct value once, an integer per row) and every decision about values — trimming,
+reading codes as the code system does, codes the hierarchy lacks, documents the gold lacks —
+is taken on the dictionaries. Rows become one int64 key, ``doc rank << 24 | code rank``,
+whose sort is the output's order and puts duplicates side by side; the strings are written back
+from the sorted dictionaries.
 
 Whatever is out of the ordinary — a score or ``code_type`` column, values with surrounding
 whitespace or empty, a code the code system refuses, a null, nothing left to write — returns
 None, and the general path reads the file with its row-level messages. Both paths write the
-same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
+same rows and the same record (``tests/test_parquet_fast.py`` compares them).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ import pyarrow.parquet as pq
 
 from hieval import codesystem
 from hieval.atomic import atomic_path
-from hieval.background import PendingFile
 from hieval.checksums import sha256_file
 from hieval.errors import CodeError, preview_value
-from hieval.formats import wide
 from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs
-from hieval.input_record import UNSCORED_SELECTION, InputRecord
-from hieval.label_options import LabelOptions
+from hieval.inputs.formats import wide
+from hieval.inputs.options import LabelOptions
+from hieval.inputs.policies import check_unknown_codes, check_unknown_docs
+from hieval.inputs.record import UNSCORED_SELECTION, InputRecord
+from hieval.pending_file import PendingFile
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def normalize(
     memory_budget: int | None = None,
     accepted: Callable[[], None] | None = None,
 ) -> InputRecord | None:
-    """Normalise ``path`` to ``out`` as :func:`hieval.inputs.normalize_labels` does, when it
-    is the common case; None (nothing written) otherwise. ``unknown_codes`` is the resolved
+    """Normalise ``path`` to ``out`` as :func:`hieval.inputs.normalize.normalize_labels` does,
+    when it is the common case; None (nothing written) otherwise. ``unknown_codes`` is the resolved
     policy. Policy errors (unknown codes or documents refused) are raised as the general path
     raises them. ``accepted`` is called once the file is known to be the common case (read
     and checked, before the sort and the write): what runs beside this one may then start.
@@ -158,7 +158,7 @@ def normalize(
     if drop_code.any():
         keys = keys[~drop_code[keys & _RANK_MASK]]
     # Refused rather than dropped, unknown documents leave the rows as they are: while the gold
-    # is still being written (hieval.background), the file is written first and checked after.
+    # is still being written (hieval.pending_file), the file is written first and checked after.
     check_after = unknown_docs != "drop" and isinstance(gold_docs, PendingFile)
     check_after = check_after and not gold_docs.ready()
     if gold_docs is not None and not check_after:
