@@ -18,10 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hieval.codesystem import code_system
 from hieval.errors import InputError
 from hieval.hierarchy.table import write_level_table
 from hieval.inputs import parquet_fast
+from hieval.inputs.detect import LabelFile
+from hieval.inputs.job import LabelJob
 from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 from tests.test_normalize_onepass import KNOWN, SPELLINGS, UNKNOWN, reference
 
 
@@ -211,18 +215,13 @@ def test_refusals_are_worded_as_the_general_path_words_them(
 def test_files_out_of_the_ordinary_are_left_to_the_general_path(icd9, tmp_path, columns, role):
     source = tmp_path / "in.parquet"
     pq.write_table(pa.table(columns), source)
-    found = parquet_fast.normalize(
-        source,
-        name="x",
-        is_gold=role == "gold",
-        out=tmp_path / "out.parquet",
-        hierarchy=icd9,
-        options=parquet_fast.LabelOptions(),
-        unknown_codes="place",
-        gold_docs=None,
-        unknown_docs="error",
-        scores_out=None,
-    )
+    job = LabelJob(
+        role=role, out=tmp_path / "out.parquet", hierarchy=icd9, system=code_system("icd9"),
+        options=LabelOptions(), unknown_codes="place", gold_docs=None, unknown_docs="error",
+        default_threshold=0.5, tuned=None, scores_out=None, duckdb_config=None,
+        memory_budget=None, on_fast_path=None,
+    )  # fmt: skip
+    found = parquet_fast.normalize(LabelFile(source, "x", "auto", job.system), job)
     assert found is None
     assert not (tmp_path / "out.parquet").exists()
 
