@@ -54,6 +54,8 @@ from hieval.metrics.uncertainty_settings import Settings
 from hieval.pending_file import PendingFile
 from hieval.pipeline import (
     ModelFiles,
+    ReportJob,
+    UncertaintyJob,
     build_hierarchy,
     count_and_score,
     final_reports,
@@ -318,6 +320,47 @@ def model_names(args: EvaluateOptions) -> list[str]:
     return names
 
 
+@dataclasses.dataclass
+class _Run:
+    """One evaluation's settings and files, as :func:`evaluate_into` works them out first;
+    each stage below takes this one value."""
+
+    args: EvaluateOptions
+    out: Path
+    names: list[str]
+    config: dict
+    params: IcmParams
+    resources: Resources
+    levels: Path
+    ancestors: Path
+    hierarchy: str
+    common: dict
+
+    @property
+    def work(self) -> Path:
+        return self.out / "work"
+
+    @property
+    def gold(self) -> Path:
+        return self.work / "inputs" / "gold.parquet"
+
+    @property
+    def labels(self) -> dict[str, Path]:
+        return {
+            name: self.work / "inputs" / "predictions" / f"{name}.parquet" for name in self.names
+        }
+
+    @property
+    def scores(self) -> dict[str, Path]:
+        return {name: self.work / "inputs" / "scores" / f"{name}.parquet" for name in self.names}
+
+    @property
+    def records(self) -> list[Path]:
+        """The input records: the gold's, then each model's."""
+        gold = self.work / "inputs" / "gold.json"
+        return [gold, *(self.labels[name].with_suffix(".json") for name in self.names)]
+
+
 def evaluate_into(
     args: EvaluateOptions, out: Path, *, progress: Progress = _log_progress
 ) -> list[str]:
@@ -328,6 +371,16 @@ def evaluate_into(
     Every input is read and validated before anything is counted, so a bad file of the last
     model fails in seconds, not after the others were counted.
     """
+    run = _prepare(args, out)
+    tuned = _read_inputs(run, progress)
+    _count_models(run, progress)
+    uncertain = _intervals(run, progress)
+    _reports(run, tuned=tuned, uncertain=uncertain)
+    return run.names
+
+
+def _prepare(args: EvaluateOptions, out: Path) -> _Run:
+    """The run's config, resources and hierarchy tables (built or read from the cache)."""
     names = model_names(args)
     args.per_file = _per_file_options(args, names)
     config = config_from_args(args)
@@ -335,30 +388,33 @@ def evaluate_into(
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
-    work = out / "work"
-    levels, ancestors, hierarchy = build_tables(args, work / "hierarchy", config["max_level"])
+    levels, ancestors, hierarchy = build_tables(
+        args, out / "work" / "hierarchy", config["max_level"]
+    )
     common = {
         "levels_file": levels,
         "unknown_codes": config["unknown_codes"],
         "resources": resources,
     }
-    gold = work / "inputs" / "gold.parquet"
-    records = [work / "inputs" / "gold.json"]
+    return _Run(args, out, names, config, params, resources, levels, ancestors, hierarchy, common)
+
+
+def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
+    """Normalise the gold and every model's predictions; the models whose threshold was
+    tuned. The gold may be normalised in the background beside the first predictions
+    (:func:`_gold_beside_predictions`)."""
+    args, resources = run.args, run.resources
     gold_job = functools.partial(
         normalize_file,
         args.gold,
         name="gold",
         role=GOLD,
-        out=gold,
-        record_out=records[0],
-        options=gold_options(config),
+        out=run.gold,
+        record_out=run.records[0],
+        options=gold_options(run.config),
         shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
-        **common,
+        **run.common,
     )
-    inputs = work / "inputs"
-    labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
-    scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
-    records += [labels[name].with_suffix(".json") for name in names]
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
         written = None
         if _gold_beside_predictions(args, resources):
@@ -378,14 +434,8 @@ def evaluate_into(
             gold_job()
         try:
             tuned = _normalize_predictions(
-                args,
-                names,
-                config,
-                gold=gold if written is None else PendingFile(gold, written),
-                out=out,
-                common=common,
-                labels=labels,
-                scores=scores,
+                run,
+                gold=run.gold if written is None else PendingFile(run.gold, written),
                 progress=progress,
             )
         except BaseException:
@@ -394,20 +444,26 @@ def evaluate_into(
             raise
         if written is not None:
             written.result()
-    model_options = {name: _model_options(args, name) for name in names}
+    return tuned
+
+
+def _count_models(run: _Run, progress: Progress) -> None:
+    """Count and score each model in turn: node counts, per-document rows, ICM sums, tidy
+    metrics, ranking and calibration."""
+    names, work, config = run.names, run.work, run.config
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
         counts = work / "counts" / name
         count_and_score(
             model=name,
-            gold=gold,
-            labels=labels[name],
-            scores=scores[name],
+            gold=run.gold,
+            labels=run.labels[name],
+            scores=run.scores[name],
             record=work / "inputs" / "predictions" / f"{name}.json",
-            levels_file=levels,
-            ancestors=ancestors,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
             max_level=config["max_level"],
-            params=params,
+            params=run.params,
             label_set=config["comparison"]["label_set"],
             ks=ranking_ks(config),
             out=ModelFiles(
@@ -415,73 +471,89 @@ def evaluate_into(
                 docs=counts / "docs.parquet",
                 item_sums=counts / "item_sums.parquet",
                 metrics=work / "metrics" / f"{name}.parquet",
-                nodes_report=out / "nodes" / f"{name}.csv",
+                nodes_report=run.out / "nodes" / f"{name}.csv",
                 ranking=work / "ranking" / f"{name}.parquet",
                 notes=work / "ranking" / f"{name}.json",
             ),
-            resources=resources,
+            resources=run.resources,
         )
-    settings = uncertainty_settings(config)
-    uncertain = {}
-    if settings.bootstrap:
-        progress("uncertainty", f": {settings.bootstrap} replicates")
-        uncertainty(
-            gold=gold,
-            predictions=labels,
+
+
+def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
+    """Bootstrap intervals and paired comparisons, when the config asks for replicates; the
+    two files, as :func:`final_reports` and :func:`publish_reports` take them."""
+    settings = uncertainty_settings(run.config)
+    if not settings.bootstrap:
+        return {}
+    names, work, out, config = run.names, run.work, run.out, run.config
+    progress("uncertainty", f": {settings.bootstrap} replicates")
+    uncertainty(
+        UncertaintyJob(
+            gold=run.gold,
+            predictions=run.labels,
             item_sums={name: work / "counts" / name / "item_sums.parquet" for name in names},
             metrics={name: work / "metrics" / f"{name}.parquet" for name in names},
-            levels_file=levels,
-            ancestors=ancestors,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
             max_level=config["max_level"],
-            params=params,
+            params=run.params,
             label_set=config["comparison"]["label_set"],
             settings=settings,
             intervals_out=out / "intervals.parquet",
             comparisons_out=out / "comparisons.parquet",
-            resources=resources,
-            scores=scores,
+            resources=run.resources,
+            scores=run.scores,
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
         )
-        uncertain = {
-            "intervals": out / "intervals.parquet",
-            "comparisons": out / "comparisons.parquet",
-        }
+    )
+    return {
+        "intervals": out / "intervals.parquet",
+        "comparisons": out / "comparisons.parquet",
+    }
+
+
+def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -> None:
+    """The tables over all models, then the reports people read (with the training gold's
+    frequencies when one is given)."""
+    args, names, work, out, config = run.args, run.names, run.work, run.out, run.config
+    model_options = {name: _model_options(args, name) for name in names}
     final_reports(
         **uncertain,
         metrics=[
             work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
         ],
         notes=[work / "ranking" / f"{name}.json" for name in names],
-        records=records,
-        levels_file=levels,
+        records=run.records,
+        levels_file=run.levels,
         max_level=config["max_level"],
         models=names,
-        hierarchy=hierarchy,
+        hierarchy=run.hierarchy,
         out_dir=out,
     )
     train_gold = None
     if config["train_gold"]:
         train_gold = _other_gold(
-            args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
+            args, config, run.common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
     publish_reports(
-        tidy=out / "metrics.parquet",
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        records=records,
-        levels_file=levels,
-        max_level=config["max_level"],
-        hierarchy=hierarchy,
-        settings=report_settings(config, model_options),
-        html_out=out / "report.html",
-        tex_out=out / "tables.tex",
-        markdown_out=out / "tables.md",
-        figures_out=out / "figures",
-        train_gold=train_gold,
-        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
-        **uncertain,
+        ReportJob(
+            tidy=out / "metrics.parquet",
+            nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+            records=run.records,
+            levels_file=run.levels,
+            max_level=config["max_level"],
+            hierarchy=run.hierarchy,
+            settings=report_settings(config, model_options),
+            html_out=out / "report.html",
+            tex_out=out / "tables.tex",
+            markdown_out=out / "tables.md",
+            figures_out=out / "figures",
+            train_gold=train_gold,
+            curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+            **uncertain,
+        )
     )
-    return names
 
 
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:
@@ -500,22 +572,13 @@ def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> boo
 
 
 def _normalize_predictions(
-    args: EvaluateOptions,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-    labels: dict[str, Path],
-    scores: dict[str, Path],
-    progress: Progress,
+    run: _Run, *, gold: Path | PendingFile, progress: Progress
 ) -> dict[str, Path]:
     """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
     ``scores`` (records beside the labels); returns the tuned JSON per model."""
-    tuned = _tune_thresholds(
-        args, names, config, gold=gold, out=out, common=common, progress=progress
-    )
+    args, config, common = run.args, run.config, run.common
+    labels, scores = run.labels, run.scores
+    tuned = _tune_thresholds(run, gold=gold, progress=progress)
     for number, (name, path) in enumerate(args.pred, start=1):
         progress(name, f" ({number}/{len(args.pred)}): reading")
         normalize_file(
@@ -577,18 +640,10 @@ def _model_options(args: EvaluateOptions, name: str) -> LabelOptions:
     return LabelOptions(**(every_file | args.per_file.get(name, {})))
 
 
-def _tune_thresholds(
-    args: EvaluateOptions,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-    progress: Progress,
-) -> dict[str, Path]:
+def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress) -> dict[str, Path]:
     """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
     tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
+    args, names, config, out, common = run.args, run.names, run.config, run.out, run.common
     dev = dict(args.dev_pred)
     strays = sorted(set(dev) - set(names))
     if strays:
