@@ -337,7 +337,7 @@ def _code_types(code_type: str | Mapping[str, str] | None) -> list[tuple[str | N
     return [_checked("code_type", f"{n}={k}", keyword="code_type") for n, k in code_type.items()]
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate` option)
     gold: object,
     predictions: object,
     *,

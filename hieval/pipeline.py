@@ -229,23 +229,9 @@ def normalize_file(
         record = one(files[0], out)
         record.path = shown_as or record.path
     else:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:
-            parts = [
-                (one(f, Path(work) / f"{i}.parquet"), Path(work) / f"{i}.parquet")
-                for i, f in enumerate(files)
-            ]
-            record = pool_labels(parts, out=out, name=name)
+        record = _pooled(one, files, out=out, name=name, pool=pool_labels)
     if must_tune and tuned is None and record.scored_pairs:
-        for written in (out, scores_out):
-            if written is not None:
-                Path(written).unlink(missing_ok=True)
-        raise InputError(
-            f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
-            f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
-            f"or give the model {setting('threshold', 'VALUE', file=name)} or "
-            f"{setting('top_k', 'K', file=name)}"
-        )
+        _refuse_untuned(name, out=out, scores_out=scores_out)
     if gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
@@ -257,6 +243,39 @@ def normalize_file(
         record.warnings += [*(thresholds.warnings if thresholds else ()), *found]
     write_text(record_out, record.to_json())
     return record
+
+
+def _pooled(
+    one: Callable[[str | Path, Path], InputRecord],
+    files: list[str | Path],
+    *,
+    out: str | Path,
+    name: str,
+    pool: Callable[..., InputRecord],
+) -> InputRecord:
+    """Normalise each file with ``one`` into a private folder beside ``out``, then ``pool``
+    them into ``out``."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:
+        parts = [
+            (one(f, Path(work) / f"{i}.parquet"), Path(work) / f"{i}.parquet")
+            for i, f in enumerate(files)
+        ]
+        return pool(parts, out=out, name=name)
+
+
+def _refuse_untuned(name: str, *, out: str | Path, scores_out: str | Path | None) -> None:
+    """A scored file whose threshold is ``tune`` with nothing tuned: its outputs go, and the
+    user hears what to add (no threshold is silently assumed)."""
+    for written in (out, scores_out):
+        if written is not None:
+            Path(written).unlink(missing_ok=True)
+    raise InputError(
+        f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
+        f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
+        f"or give the model {setting('threshold', 'VALUE', file=name)} or "
+        f"{setting('top_k', 'K', file=name)}"
+    )
 
 
 def _unscored_settings(

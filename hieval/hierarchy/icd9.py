@@ -32,7 +32,7 @@ def icd9_nodes(
     nodes: dict[str, dict] = {}
     unplaced: list[str] = []
 
-    def add(code, kind, depth, e1, e0, c, chapter, title, leaf=False):
+    def add(code, kind, depth, e1, e0, c, chapter, title, leaf=False):  # noqa: PLR0913 (a row)
         row = dict(zip(_COLUMNS, (code, kind, depth, e1, e0, c, chapter, title), strict=True))
         if leaf or code not in nodes:
             nodes[code] = row

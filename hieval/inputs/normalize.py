@@ -246,7 +246,7 @@ def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
     return codesystem.of_table(table).placed_ancestors(set(codes), table)
 
 
-def normalize_labels(
+def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one LabelJob)
     path: str | Path,
     *,
     name: str,

@@ -67,7 +67,7 @@ def _prf_table(
     return lines
 
 
-def summary_markdown(
+def summary_markdown(  # noqa: PLR0913 (write_reports' keywords, handed on)
     tidy: pl.DataFrame,
     *,
     levels: tuple[str, ...],
@@ -443,7 +443,7 @@ def node_report(
     )
 
 
-def write_reports(
+def write_reports(  # noqa: PLR0913 (final_reports' tables and the summary's inputs)
     tidy: pl.DataFrame,
     out_dir: str | Path,
     *,
