@@ -35,11 +35,11 @@ from hieval.codes.icd10 import (
     ICD10_LEVELS,
     node_kind,
     normalize_icd10,
-    placed_icd10_ancestors,
     system_mismatch_hint,
 )
 from hieval.errors import CodeError, preview, preview_value
 from hieval.hierarchy.icd9 import icd9_nodes
+from hieval.hierarchy.icd10 import placed_icd10_ancestors
 from hieval.hierarchy.table import LevelTable
 from hieval.hints import setting
 

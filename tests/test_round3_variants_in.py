@@ -380,8 +380,8 @@ def test_an_unplaceable_icd9_code_hints_the_cli_flag(tmp_path, capsys):
 )
 def test_codes_placed_in_the_wrong_system_hint_in_the_entry_points_syntax(icd9, style, hint):
     from hieval import hints
-    from hieval.codes.icd10 import placed_icd10_ancestors
     from hieval.errors import CodeError
+    from hieval.hierarchy.icd10 import placed_icd10_ancestors
 
     with hints.entry_point(style), pytest.raises(CodeError, match=re.escape(hint)):
         placed_icd10_ancestors(["A00.0"], icd9)
