@@ -79,6 +79,7 @@ def write_conventions(
                 ),
                 icd9=icd9,
                 notes=notes.setdefault(model, {}),
+                asked=conventions is not None,
             )
         )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
