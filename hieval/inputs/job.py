@@ -30,6 +30,8 @@ class LabelJob:
     system: CodeSystem
     options: LabelOptions
     unknown_codes: str
+    #: ``error`` or ``count`` (predictions only; always ``error`` for the gold).
+    malformed_codes: str
     gold_docs: str | os.PathLike | None
     unknown_docs: str
     default_threshold: float
