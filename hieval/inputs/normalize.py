@@ -970,6 +970,13 @@ def _apply_unknown_codes(con, record: InputRecord, job: LabelJob, path: Path, na
         for (code,) in gold:
             counted.pop(code, None)
     record.counted_codes = sorted(counted)
+    if counted:
+        record.warnings.append(
+            f"model {name}: {len(counted)} predicted code(s) are not codes of the release or "
+            f"not codes at all ({preview(sorted(counted), 5)}): each is a false positive at the "
+            "leaf level (flat) and at no other level (set-based, CoPHE); ICM, hierarchical F and "
+            "PROP-F leave them out"
+        )
 
 
 def _apply_unknown_docs(
