@@ -45,7 +45,7 @@ from hieval.hierarchy.table import (
     write_level_table,
 )
 from hieval.hints import setting
-from hieval.inputs.counted import counted_codes
+from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
@@ -630,7 +630,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     makes per-document counts add up exactly. The hash is taken once per distinct document (in
     DuckDB, as ``md5_number(doc_id) % n``); the table is streamed in slices, each appended to
     its shards' files, so memory stays bounded (the input's order, sorted for a normalised
-    table, is kept). Returns the rows per shard.
+    table, is kept). Returns the rows per shard. Each shard keeps the source's counted codes
+    (:mod:`hieval.inputs.counted`), so that no shard's count places them.
     """
     import duckdb
     import pyarrow.parquet as pq
@@ -642,6 +643,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
         params={"n": len(outputs), "source": paths.duckdb_path(source)},
     ).pl()
     sizes = [0] * len(outputs)
+    counted = pq.read_schema(source).metadata or {}
+    counted = {k: v for k, v in counted.items() if k == COUNTED_CODES_KEY}
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
         writers: list[pq.ParquetWriter | None] = [None] * len(outputs)
@@ -650,6 +653,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
             batch = batch.join(shard_of, on="doc_id", how="left", maintain_order="left")
             for index, part in batch.partition_by("shard", as_dict=True).items():
                 table = part.drop("shard").to_arrow()
+                if counted:
+                    table = table.replace_schema_metadata(counted)
                 shard = int(index[0])
                 if writers[shard] is None:
                     writers[shard] = stack.enter_context(
@@ -659,7 +664,9 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
                 sizes[shard] += part.height
         empty = scan.head(0).collect()
         for tmp, writer in zip(tmps, writers, strict=True):
-            if writer is None:  # no document hashed here: an empty shard, with the columns
+            if writer is None and counted:  # an empty shard, with the columns and the codes
+                pq.write_table(empty.to_arrow().replace_schema_metadata(counted), tmp)
+            elif writer is None:  # no document hashed here: an empty shard, with the columns
                 empty.write_parquet(tmp)
     return sizes
 

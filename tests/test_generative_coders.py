@@ -307,3 +307,24 @@ def test_workflow_counts_generative_codes(tmp_path):
     assert (flat["tp"], flat["fp"], flat["fn"]) == (2, 2, 1)
     cophe = micro(metrics.filter(model="gen"), "cophe", "overall")
     assert cophe["fp"] == 0  # counted codes reach no level above the leaf
+
+
+def test_shards_keep_the_counted_codes(tmp_path):
+    """A sharded run counts each shard of the normalised predictions: every shard must list
+    the counted codes, or its count would place them by syntax."""
+    from hieval.inputs.counted import mark_counted
+    from hieval.pipeline import split_by_document
+
+    source = tmp_path / "m.parquet"
+    rows = [(f"d{i}", code) for i in range(20) for code in ("401.9", "999.99", "hypertension")]
+    pl.DataFrame(rows, schema=["doc_id", "code"], orient="row").write_parquet(source)
+    statuses = {"999.99": "unknown", "hypertension": "invalid"}
+    mark_counted(source, statuses)
+    shards = [tmp_path / f"s{i}.parquet" for i in range(30)]  # some shards stay empty
+    assert sum(split_by_document(source, shards)) == len(rows)
+    for shard in shards:
+        assert counted_statuses(shard) == statuses
+    plain = tmp_path / "plain.parquet"
+    pl.DataFrame(rows, schema=["doc_id", "code"], orient="row").write_parquet(plain)
+    split_by_document(plain, shards[:2])
+    assert counted_statuses(shards[0]) == {}
