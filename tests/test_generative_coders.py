@@ -328,3 +328,21 @@ def test_shards_keep_the_counted_codes(tmp_path):
     pl.DataFrame(rows, schema=["doc_id", "code"], orient="row").write_parquet(plain)
     split_by_document(plain, shards[:2])
     assert counted_statuses(shards[0]) == {}
+
+
+def test_ranking_does_not_place_counted_scored_codes(tmp_path):
+    """A scored file under ``unknown_codes: count``: an invented code, selected or not, is kept
+    out of the ranking's levels as it is out of the counts (placed, 401.7x would reach 401)."""
+    gold = {"a": ["401.9"], "b": ["428.0"]}
+    scored = {"a": {"401.9": 0.9, "401.77": 0.8}, "b": {"428.0": 0.7, "401.78": 0.2}}
+    without = {"a": {"401.9": 0.9}, "b": {"428.0": 0.7}}
+    got = hieval.evaluate(gold, {"m": scored}, cache=tmp_path, unknown_codes="count")
+    want = hieval.evaluate(gold, {"m": without}, cache=tmp_path)
+    keys = ["family", "level", "average", "metric"]
+    ranking = pl.col("family").is_in(["ranking", "ranking_set"]) | pl.col("metric").str.contains(
+        "@"
+    )
+    g = got.metrics.filter(ranking, pl.col("level") != "leaf").sort(keys)
+    w = want.metrics.filter(ranking, pl.col("level") != "leaf").sort(keys)
+    assert g.height and g.select(keys).equals(w.select(keys))
+    assert g["value"].to_list() == w["value"].to_list()

@@ -929,12 +929,34 @@ def _write_scores(
         con.register("known_codes", known.frame.select("code"))
         con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")
     record.scored_pairs = con.execute("SELECT count(*) FROM scored").fetchone()[0]
+    counted = _counted_scores(con, record, known, gold_docs) if has_score else {}
     with atomic_path(out) as tmp:
         con.execute(f"""
             COPY (SELECT doc_id, code, score FROM scored ORDER BY doc_id, code)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+        if counted:
+            mark_counted(tmp, counted)
     if has_score:
         log.info("%s: %d scores kept for ranking", name, record.scored_pairs)
+
+
+def _counted_scores(
+    con, record: InputRecord, known: LevelTable, gold_docs: str | Path | None
+) -> dict[str, str]:
+    """The scored codes ranking must not place (code -> status): the decisions' counted codes,
+    and under ``unknown_codes: count`` every scored code the hierarchy and the gold lack
+    (selected or not)."""
+    counted = {c: INVALID if c in record.invalid_codes else UNKNOWN for c in record.counted_codes}
+    if record.unknown_code_policy != COUNT:
+        return counted
+    codes = {c for (c,) in con.execute("SELECT DISTINCT code FROM scored").fetchall()}
+    codes -= set(known.frame["code"].to_list())
+    if codes and gold_docs is not None:
+        gold = con.execute(
+            "SELECT DISTINCT code FROM read_parquet(?)", [duckdb_path(gold_docs)]
+        ).fetchall()
+        codes -= {c for (c,) in gold}
+    return dict.fromkeys(sorted(codes), UNKNOWN) | counted
 
 
 def _apply_unknown_codes(con, record: InputRecord, job: LabelJob, path: Path, name: str) -> None:
