@@ -30,8 +30,6 @@ class LabelJob:
     system: CodeSystem
     options: LabelOptions
     unknown_codes: str
-    #: ``error`` or ``count`` (predictions only; always ``error`` for the gold).
-    malformed_codes: str
     gold_docs: str | os.PathLike | None
     unknown_docs: str
     default_threshold: float
@@ -40,6 +38,8 @@ class LabelJob:
     duckdb_config: dict | None
     memory_budget: int | None
     on_fast_path: Callable[[], None] | None
+    #: ``error`` or ``count`` (predictions only; always ``error`` for the gold).
+    malformed_codes: str = "error"
 
     @property
     def is_gold(self) -> bool:
