@@ -4,7 +4,7 @@ scikit-learn's ``test_common`` iterates its metric registries), so that no entry
 1. every entry has an independent reference test (:data:`REFERENCES`): the test exists and
    compares with scikit-learn, pyevall, a naive count or a hand-worked example;
 2. every entry's all-ones replicate (the bootstrap's formula with every document weighing 1)
-   is its reported value, from the one declaration both evaluate.
+   is its reported value bit for bit, from the one declaration both evaluate.
 
 A new registry entry fails (1) until it is given a reference test, and (2) until the
 uncertainty stage replicates it.
@@ -36,7 +36,6 @@ from hieval.metrics.prf import metrics_table
 from hieval.metrics.ranking import score_rows
 from hieval.metrics.registry import (
     COUNT_FAMILIES,
-    COUNT_METRICS,
     REGISTRY,
     SPLIT_FAMILIES,
     Metric,
@@ -231,22 +230,6 @@ def _score_rows() -> tuple[dict, dict]:
     return reported, replicated
 
 
-#: How the reported value and the replicate sum an entry's units. A ratio of summed integer
-#: counts is exact both ways, so the all-ones replicate is the reported value bit for bit. A
-#: mean of float per-unit values is reported as a correctly rounded mean (``math.fsum``:
-#: order-independent, so reports regenerate bit for bit) and replicated as a BLAS weighted
-#: sum (fast for 1,000 replicates); the two differ in the last bits. Making them equal bit for
-#: bit changes either every such reported value or every such interval bound in its last bits
-#: (the golden fixtures), so the bound here is a few ulps.
-_ULPS = 16
-
-
-def _exactly_summed(metric: Metric) -> bool:
-    return metric.family in COUNT_FAMILIES and (
-        metric.average == "micro" or metric.metric in COUNT_METRICS
-    )
-
-
 def test_every_entry_all_ones_replicate_is_its_reported_value(zoo):  # noqa: F811
     folder, preds = zoo
     reported, replicated = _count_and_suite_rows(folder, preds)
@@ -265,12 +248,6 @@ def test_every_entry_all_ones_replicate_is_its_reported_value(zoo):  # noqa: F81
             continue
         for key, value in rows:
             assert key in replicated, f"{key}: reported, but no replicate"
-            got = replicated[key]
-            if _exactly_summed(metric):
-                assert got == value, key  # bit for bit
-            else:
-                assert abs(got - value) <= _ULPS * np.spacing(max(abs(value), 1e-300)), (
-                    key,
-                    got,
-                    value,
-                )
+            # bit for bit: counts are integers; float means are correctly rounded both ways
+            # (math.fsum for the value, hieval.metrics.arithmetic's exact sums for replicates)
+            assert replicated[key] == value, (key, replicated[key], value)

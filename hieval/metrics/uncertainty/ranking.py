@@ -34,12 +34,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from hieval.metrics.arithmetic import divide
+from hieval.metrics.arithmetic import divide, exact_weighted_sums
 from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
 from hieval.metrics.ranking import (
     DEFAULT_KS,
     ECE_BINS,
     ScoreArrays,
+    calibration_formula,
+    calibration_sums,
     document_ranks,
     encode,
     level_arrays,
@@ -103,35 +105,6 @@ def _over(metric: str) -> str:
     return lookup("ranking", "mean", metric).per_document.over
 
 
-def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray] | None:
-    """Per document: squared errors, pairs and per-bin sums, as
-    :func:`hieval.metrics.ranking.calibration_values` forms them (None: scores outside [0, 1])."""
-    score = arrays.score
-    if arrays.pairs == 0 or (len(score) and (score.min() < 0 or score.max() > 1)):
-        return None
-    n_docs = arrays.n_docs
-    found, index = arrays.gold_found()
-    truth = np.zeros(len(score), dtype=bool)
-    truth[index[found]] = True
-    doc = arrays.key // arrays.n_labels
-    missed = np.bincount(arrays.gold_key[~found] // arrays.n_labels, minlength=n_docs)
-    error = score - truth
-    out = {
-        "brier": np.bincount(doc, weights=error * error, minlength=n_docs) + missed,
-        "pairs": np.full(n_docs, float(arrays.n_labels)),
-    }
-    bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
-    cell = doc * bins + bin_of
-    score_sum = np.bincount(cell, weights=score, minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = true_sum.astype(np.float64)
-    true_sum[:, 0] += missed
-    for b in range(bins):
-        out[f"score|{b}"] = score_sum[:, b]
-        out[f"true|{b}"] = true_sum[:, b]
-    return out
-
-
 def ranking_units(
     gold: pl.DataFrame,
     scores: pl.DataFrame,
@@ -187,7 +160,7 @@ def ranking_units(
         for name in values:
             if name not in DOCUMENT_SETS and values[_over(name)].any():
                 keys.append(("ranking", level, "mean", name))
-    calibration = _calibration_values(arrays, bins)
+    calibration = calibration_sums(arrays, bins)
     if calibration is not None:
         for name, column in calibration.items():
             add(f"calibration|{name}", column)
@@ -236,10 +209,14 @@ def ranking_replicates(
     mean's value where no document counts (:func:`replicate_mean`); ROC-AUC is NaN wherever it
     has no positive or no negative pair."""
     names = components[0][0].names
-    sums = sum(w @ u.columns for u, w in components)
+    # correctly rounded, as the reported means are: the all-ones replicate is the value
+    sums = exact_weighted_sums(
+        np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
+    )
     col = {name: sums[:, i] for name, i in names.items()}
     out: dict[Key, np.ndarray] = {}
     auc: dict[str, dict[str, np.ndarray]] = {}
+    calibration = None
     for key in keys:
         family, level, average, metric = key
         if metric == "auc":
@@ -256,16 +233,12 @@ def ranking_replicates(
             out[key] = replicate_mean(
                 col[f"{level}|{metric}"], col[f"{level}|{_over(metric)}"], empty=empty
             )
-        elif metric == "brier":
-            out[key] = replicate_mean(
-                col["calibration|brier"], col["calibration|pairs"], empty=empty
-            )
-        elif metric == "ece":
-            gaps = sum(
-                np.abs(col[f"calibration|true|{b}"] - col[f"calibration|score|{b}"])
-                for b in range(bins)
-            )
-            out[key] = replicate_mean(gaps, col["calibration|pairs"], empty=empty)
+        elif family == "calibration" and metric in ("brier", "ece"):
+            if calibration is None:
+                prefix = "calibration|"
+                sums = {k[len(prefix) :]: v for k, v in col.items() if k.startswith(prefix)}
+                calibration = calibration_formula(sums, bins, empty=empty)
+            out[key] = calibration[metric]
         else:
             raise KeyError(f"no replicate formula for {key}")
     return out
