@@ -318,7 +318,13 @@ def _policy_options(ev: argparse.ArgumentParser) -> None:
 
 def _selection_options(ev: argparse.ArgumentParser) -> None:
     """How scores become predictions (threshold, tuning on a dev set, top-k) and the ranking
-    cut-offs."""
+    cut-offs, in ``--help``'s order."""
+    _threshold_and_ranking_options(ev)
+    _tuning_options(ev)
+
+
+def _threshold_and_ranking_options(ev: argparse.ArgumentParser) -> None:
+    """The threshold, the dev set it is tuned on, the ranking cut-offs and the conventions."""
     ev.add_argument(
         "--threshold",
         type=_threshold,
@@ -370,6 +376,10 @@ def _selection_options(ev: argparse.ArgumentParser) -> None:
         help="model NAME's label space for the caml and edin conventions, one code per line "
         "(default: the codes in the gold and its predictions)",
     )
+
+
+def _tuning_options(ev: argparse.ArgumentParser) -> None:
+    """How thresholds are tuned, and top-k."""
     ev.add_argument(
         "--tuning-per-code",
         action="store_true",

@@ -149,106 +149,127 @@ def _built_table(source: str, path: str | Path | None, max_level: str | None = N
     return table
 
 
-def normalize_file(
-    path: str | Path | Sequence[str | Path],
-    *,
-    name: str,
-    role: str,
-    out: str | Path,
-    record_out: str | Path,
-    levels_file: str | Path,
-    options: LabelOptions,
-    unknown_codes: str | None,
-    malformed_codes: str = DEFAULT_MALFORMED_CODES,
-    gold: str | Path | None = None,
-    unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
-    default_threshold: float | str = DEFAULT_THRESHOLD,
-    resources: Resources | None = None,
-    scores_out: str | Path | None = None,
-    tuned: str | Path | None = None,
-    on_fast_path: Callable[[], None] | None = None,
-    shown_as: str | None = None,
-) -> InputRecord:
-    """Normalise one label file (``role`` gold or predictions) against the hierarchy in
-    ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold`` (a path, or a :class:`hieval.pending_file.PendingFile`). ``on_fast_path``: see
-    :func:`hieval.inputs.normalize.normalize_labels` (one file only).
+@dataclass(frozen=True)
+class NormalizeJob:
+    """What :func:`normalize_file` reads and writes: one label file (``role`` gold or
+    predictions; ``path`` may list several files, MIMIC-IV's ``diagnoses_icd`` and
+    ``procedures_icd``, read and validated on their own with the same options and pooled, so
+    the record sums them and keeps each file's own record under ``files``), normalised against
+    the hierarchy in ``levels_file`` to ``out`` with its record at ``record_out``.
 
-    ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
-    is read and validated on its own, with the same options, and their rows are pooled, so the
-    record sums them and keeps each file's own record under ``files``.
-
-    ``scores_out`` receives every score of a prediction file (for ranking and tuning);
-    ``tuned`` is the JSON of :func:`tune_threshold`, whose thresholds then decide. A
-    ``default_threshold`` of ``tune`` with nothing tuned is an error for a scored file that has
-    no threshold or top-k of its own: no threshold is silently assumed.
-
-    ``shown_as`` is how the record (and so the reports) name one file the user never saw: an
-    in-memory input of the Python API, written to a private file that is gone after the run.
+    Predictions are checked against the normalised ``gold`` (a path, or a
+    :class:`hieval.pending_file.PendingFile`). ``scores_out`` receives every score of a
+    prediction file (for ranking and tuning); ``tuned`` is the JSON of :func:`tune_threshold`,
+    whose thresholds then decide. A ``default_threshold`` of ``tune`` with nothing tuned is an
+    error for a scored file that has no threshold or top-k of its own: no threshold is silently
+    assumed. ``on_fast_path``: see :func:`hieval.inputs.normalize.normalize_labels` (one file
+    only). ``shown_as`` is how the record (and so the reports) name one file the user never
+    saw: an in-memory input of the Python API, written to a private file gone after the run.
     """
-    # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
-    # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
-    import duckdb
 
-    from hieval.inputs.normalize import normalize_labels, pool_labels
+    path: str | Path | Sequence[str | Path]
+    name: str
+    role: str
+    out: str | Path
+    record_out: str | Path
+    levels_file: str | Path
+    options: LabelOptions
+    unknown_codes: str | None
+    malformed_codes: str = DEFAULT_MALFORMED_CODES
+    gold: str | Path | None = None
+    unknown_docs: str = DEFAULT_UNKNOWN_DOCS
+    default_threshold: float | str = DEFAULT_THRESHOLD
+    resources: Resources | None = None
+    scores_out: str | Path | None = None
+    tuned: str | Path | None = None
+    on_fast_path: Callable[[], None] | None = None
+    shown_as: str | None = None
 
-    resources = resources or Resources()
-    hierarchy = read_level_table(levels_file)
-    files = [path] if isinstance(path, str | Path) else list(path)
+
+def normalize_file(job: NormalizeJob) -> InputRecord:
+    """Normalise one label file (or several pooled) as ``job`` says and write its record
+    beside it (:class:`NormalizeJob`)."""
+    hierarchy = read_level_table(job.levels_file)
+    files = [job.path] if isinstance(job.path, str | Path) else list(job.path)
     if not files:
-        raise HievalError(f"{name}: no file given")
-    if len(files) > 1 and scores_out is not None:
-        raise HievalError(f"{name}: scores are read from one prediction file, not several")
-    must_tune = default_threshold == TUNE and options.threshold is None and options.top_k is None
-    if default_threshold == TUNE:
-        default_threshold = DEFAULT_THRESHOLD
-    thresholds = read_tuned(tuned) if tuned is not None else None
-
-    def one(file: str | Path, file_out: str | Path) -> InputRecord:
-        try:
-            return normalize_labels(
-                file,
-                name=name,
-                role=role,
-                out=file_out,
-                hierarchy=hierarchy,
-                options=options,
-                unknown_codes=unknown_codes,
-                malformed_codes=malformed_codes,
-                gold_docs=gold,
-                unknown_docs=unknown_docs,
-                default_threshold=default_threshold,
-                duckdb_config=resources.duckdb_config(),
-                scores_out=scores_out,
-                tuned=thresholds,
-                memory_budget=parse_bytes(resources.memory_limit)
-                if resources.memory_limit
-                else None,
-                on_fast_path=on_fast_path if len(files) == 1 else None,
-            )
-        except (duckdb.OutOfMemoryException, HievalError) as exc:
-            if not _out_of_memory(exc):
-                raise
-            raise HievalError(_memory_advice(name, Path(file), resources.memory_limit)) from None
-
+        raise HievalError(f"{job.name}: no file given")
+    if len(files) > 1 and job.scores_out is not None:
+        raise HievalError(f"{job.name}: scores are read from one prediction file, not several")
+    options = job.options
+    must_tune = (
+        job.default_threshold == TUNE and options.threshold is None and options.top_k is None
+    )
+    default_threshold = (
+        DEFAULT_THRESHOLD if job.default_threshold == TUNE else job.default_threshold
+    )
+    thresholds = read_tuned(job.tuned) if job.tuned is not None else None
+    one = functools.partial(
+        _normalize_one,
+        job,
+        hierarchy=hierarchy,
+        default_threshold=default_threshold,
+        thresholds=thresholds,
+        fast_path=job.on_fast_path if len(files) == 1 else None,
+    )
     if len(files) == 1:
-        record = one(files[0], out)
-        record.path = shown_as or record.path
+        record = one(files[0], job.out)
+        record.path = job.shown_as or record.path
     else:
-        record = _pooled(one, files, out=out, name=name, pool=pool_labels)
-    if must_tune and tuned is None and record.scored_pairs:
-        _refuse_untuned(name, out=out, scores_out=scores_out)
-    if gold is not None:  # predictions, checked against the gold
+        from hieval.inputs.normalize import pool_labels
+
+        record = _pooled(one, files, out=job.out, name=job.name, pool=pool_labels)
+    if must_tune and job.tuned is None and record.scored_pairs:
+        _refuse_untuned(job.name, out=job.out, scores_out=job.scores_out)
+    if job.gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
-            *_coverage(record, gold=gold, out=out, scores_out=scores_out),
+            *_coverage(record, gold=job.gold, out=job.out, scores_out=job.scores_out),
         ]
         for warning in found:
             log.warning("warning: %s", warning)
         # tuning logged its own warnings; the record carries them to the report
         record.warnings += [*(thresholds.warnings if thresholds else ()), *found]
-    write_text(record_out, record.to_json())
+    write_text(job.record_out, record.to_json())
     return record
+
+
+def _normalize_one(
+    job: NormalizeJob, file: str | Path, file_out: str | Path, *, hierarchy: LevelTable,
+    default_threshold: float, thresholds: TunedThresholds | None,
+    fast_path: Callable[[], None] | None,
+) -> InputRecord:  # fmt: skip
+    """One file of ``job`` normalised to ``file_out``; DuckDB running out of memory becomes
+    advice on the memory limit to set."""
+    # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
+    # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
+    import duckdb
+
+    from hieval.inputs.normalize import normalize_labels
+
+    resources = job.resources or Resources()
+    try:
+        return normalize_labels(
+            file,
+            name=job.name,
+            role=job.role,
+            out=file_out,
+            hierarchy=hierarchy,
+            options=job.options,
+            unknown_codes=job.unknown_codes,
+            malformed_codes=job.malformed_codes,
+            gold_docs=job.gold,
+            unknown_docs=job.unknown_docs,
+            default_threshold=default_threshold,
+            duckdb_config=resources.duckdb_config(),
+            scores_out=job.scores_out,
+            tuned=thresholds,
+            memory_budget=parse_bytes(resources.memory_limit) if resources.memory_limit else None,
+            on_fast_path=fast_path,
+        )
+    except (duckdb.OutOfMemoryException, HievalError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        raise HievalError(_memory_advice(job.name, Path(file), resources.memory_limit)) from None
 
 
 def _pooled(

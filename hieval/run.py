@@ -60,6 +60,7 @@ from hieval.metrics.uncertainty.settings import Settings
 from hieval.pending_file import PendingFile
 from hieval.pipeline import (
     ModelFiles,
+    NormalizeJob,
     ReportJob,
     UncertaintyJob,
     build_hierarchy,
@@ -437,8 +438,8 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
     (:func:`_gold_beside_predictions`)."""
     args, resources = run.args, run.resources
     gold_job = functools.partial(
-        normalize_file,
-        args.gold,
+        NormalizeJob,
+        path=args.gold,
         name="gold",
         role=GOLD,
         out=run.gold,
@@ -456,14 +457,14 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
 
             def gold_in_background():
                 try:
-                    return gold_job(on_fast_path=started.set)
+                    return normalize_file(gold_job(on_fast_path=started.set))
                 finally:
                     started.set()
 
             written = background.submit(gold_in_background)
             started.wait()
         else:
-            gold_job()
+            normalize_file(gold_job())
         try:
             tuned = _normalize_predictions(
                 run,
@@ -681,19 +682,21 @@ def _normalize_predictions(
     for number, (name, path) in enumerate(args.pred, start=1):
         progress(name, f" ({number}/{len(args.pred)}): reading")
         normalize_file(
-            path,
-            name=name,
-            role=PREDICTIONS,
-            out=labels[name],
-            record_out=labels[name].with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=gold,
-            unknown_docs=config["unknown_docs"],
-            default_threshold=config["threshold"],
-            scores_out=scores[name],
-            tuned=tuned.get(name),
-            shown_as=args.shown.get(str(path)),
-            **common,
+            NormalizeJob(
+                path=path,
+                name=name,
+                role=PREDICTIONS,
+                out=labels[name],
+                record_out=labels[name].with_suffix(".json"),
+                options=_model_options(args, name),
+                gold=gold,
+                unknown_docs=config["unknown_docs"],
+                default_threshold=config["threshold"],
+                scores_out=scores[name],
+                tuned=tuned.get(name),
+                shown_as=args.shown.get(str(path)),
+                **common,
+            )
         )
     return tuned
 
@@ -702,14 +705,16 @@ def _other_gold(args: EvaluateOptions, config: dict, common: dict, *, key: str, 
     """Normalise the dev or the train gold (config ``key``) to ``out``: read as the gold is,
     but with its own code and document lists (:func:`hieval.config.other_gold_options`)."""
     normalize_file(
-        config[key],
-        name=key,
-        role=GOLD,
-        out=out,
-        record_out=out.with_suffix(".json"),
-        options=other_gold_options(config),
-        shown_as=args.shown.get(str(config[key])),
-        **common,
+        NormalizeJob(
+            path=config[key],
+            name=key,
+            role=GOLD,
+            out=out,
+            record_out=out.with_suffix(".json"),
+            options=other_gold_options(config),
+            shown_as=args.shown.get(str(config[key])),
+            **common,
+        )
     )
     return out
 
@@ -781,17 +786,19 @@ def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress)
         dev_labels = work / "predictions" / f"{name}.parquet"
         dev_scores = work / "scores" / f"{name}.parquet"
         normalize_file(
-            spec.dev_predictions,
-            name=f"{name}{DEV_SUFFIX}",
-            role=PREDICTIONS,
-            out=dev_labels,
-            record_out=dev_labels.with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=dev_gold,
-            unknown_docs=config["unknown_docs"],
-            scores_out=dev_scores,
-            shown_as=args.shown.get(str(spec.dev_predictions)),
-            **common,
+            NormalizeJob(
+                path=spec.dev_predictions,
+                name=f"{name}{DEV_SUFFIX}",
+                role=PREDICTIONS,
+                out=dev_labels,
+                record_out=dev_labels.with_suffix(".json"),
+                options=_model_options(args, name),
+                gold=dev_gold,
+                unknown_docs=config["unknown_docs"],
+                scores_out=dev_scores,
+                shown_as=args.shown.get(str(spec.dev_predictions)),
+                **common,
+            )
         )
         tuned[name] = out / "thresholds" / f"{name}.json"
         tune_threshold(

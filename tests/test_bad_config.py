@@ -18,7 +18,7 @@ from hieval.config import MODEL_NAME_PATTERN, check_model_name, load_model_sheet
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, InputError
 from hieval.inputs.options import LabelOptions
-from hieval.pipeline import normalize_file
+from hieval.pipeline import NormalizeJob, normalize_file
 from hieval.resources import Resources
 
 SCHEMAS = REPO / "workflow" / "schemas"
@@ -321,15 +321,17 @@ def test_out_of_memory_estimate_is_enough(tmp_path):
 
     def run(limit: str):
         return normalize_file(
-            tmp_path / "gold.csv",
-            name="gold",
-            role="gold",
-            out=tmp_path / "gold.parquet",
-            record_out=tmp_path / "gold.json",
-            levels_file=levels,
-            options=LabelOptions(),
-            unknown_codes="place",
-            resources=Resources(memory_limit=limit),
+            NormalizeJob(
+                path=tmp_path / "gold.csv",
+                name="gold",
+                role="gold",
+                out=tmp_path / "gold.parquet",
+                record_out=tmp_path / "gold.json",
+                levels_file=levels,
+                options=LabelOptions(),
+                unknown_codes="place",
+                resources=Resources(memory_limit=limit),
+            )
         )
 
     with pytest.raises(HievalError, match="ran out of memory") as info:
