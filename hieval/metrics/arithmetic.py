@@ -108,19 +108,20 @@ def exact_parts(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarra
         raise ValueError("exact sums run over the last axis of an array")
     out_shape = values.shape[:-1]
     rows = values.reshape(math.prod(out_shape), values.shape[-1])
-    extra = None
-    if plus is not None:
-        extra = np.broadcast_to(np.asarray(plus, dtype=np.float64), out_shape).reshape(-1, 1)
-        rows = np.hstack([rows, extra])
-    with np.errstate(over="ignore", invalid="ignore"):
-        plain = rows.sum(-1)
-    special = ~np.isfinite(plain) | (_bound(np.where(np.isfinite(rows), rows, 0.0), -1) > _HUGE)
-    rest = np.where(special[:, None], 0.0, rows)
+    top = _bound(rows, -1, keepdims=True)  # NaN where a term is
+    special = ~(top[:, 0] <= _HUGE)
+    parts = []
+    if plus is not None:  # one exact term of each row: a part as it is
+        extra = np.broadcast_to(np.asarray(plus, dtype=np.float64), out_shape).reshape(-1)
+        special |= ~np.isfinite(extra)
+        parts.append(np.where(special, 0.0, extra))
+    rest = rows.copy()
+    if special.any():
+        rest[special], top[special] = 0.0, 0.0
     sliced = np.empty_like(rest)
-    bits = _slice_bits(rows.shape[-1])
-    parts, live = [], np.arange(len(rows))
+    bits = _slice_bits(rows.shape[-1] + (plus is not None))
+    live = np.arange(len(rows))
     while True:
-        top = _bound(rest, -1, keepdims=True)
         going = top[:, 0] > 0
         if not going.any():
             break
@@ -129,13 +130,16 @@ def exact_parts(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarra
         part = np.zeros(len(rows))
         part[live] = _extract(rest, top, bits, sliced).sum(-1)
         parts.append(part)
+        top = _bound(rest, -1, keepdims=True)
     stacked = _stack(parts, (len(rows),))
     for i in np.flatnonzero(special):
+        terms = rows[i].tolist() + ([] if plus is None else [float(extra[i])])
         stacked[i] = 0.0
         try:
-            stacked[i, 0] = math.fsum(rows[i].tolist())
+            stacked[i, 0] = math.fsum(terms)
         except (OverflowError, ValueError):  # inf − inf, or a sum beyond float64
-            stacked[i, 0] = plain[i]
+            with np.errstate(over="ignore", invalid="ignore"):
+                stacked[i, 0] = np.sum(terms)
     return stacked.reshape(*out_shape, stacked.shape[-1])
 
 
@@ -185,19 +189,33 @@ def exact_weighted_sums(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     special = ~finite | (_bound(np.where(finite, columns, 0.0), 0) > _HUGE)
     rest = np.where(special, 0.0, columns)
     bits = _slice_bits(float(np.abs(weights).sum(1).max(initial=0.0)))
-    parts = []
+    # Slice the values first (terms × columns: small), then one BLAS product for every slice
+    # of every column: a product per slice costs a BLAS call each, slow on a busy machine.
+    slices, owner = [], []
     while True:
         top = _bound(rest, 0)
         live = np.flatnonzero(top > 0)
         if not len(live):
             break
         chunk = rest[:, live]
-        sliced = _extract(chunk, top[live], bits, np.empty_like(chunk))
+        slices.append(_extract(chunk, top[live], bits, np.empty_like(chunk)))
         rest[:, live] = chunk  # the remainder
-        part = np.zeros((len(weights), columns.shape[1]))
-        part[:, live] = weights @ sliced  # exact: integers times grid steps below 2**53 steps
-        parts.append(part)
-    out = round_parts(_stack(parts, (len(weights), columns.shape[1])))
+        owner.append(live)
+    width = columns.shape[1]
+    if not slices:
+        out = np.zeros((len(weights), width))
+    else:
+        sums = weights @ np.hstack(slices)  # exact: integers times grid steps below 2**53 steps
+        owner = np.concatenate(owner)
+        # each column's parts: its slice sums, in the order sliced (padded with zeros)
+        rank = np.zeros(len(owner), dtype=np.int64)
+        seen = np.zeros(width, dtype=np.int64)
+        for i, column in enumerate(owner.tolist()):
+            rank[i] = seen[column]
+            seen[column] += 1
+        parts = np.zeros((len(weights), width, int(seen.max())))
+        parts[:, owner, rank] = sums
+        out = round_parts(parts)
     for column in np.flatnonzero(special):
         out[:, column] = _special_column(weights, columns[:, column])
     return out[:, 0] if vector else out

@@ -172,12 +172,14 @@ def mann_whitney(doubled, scored_pos, scored_neg, positives, negatives):
     return divide(total, 2.0 * positives * negatives, zero_division=np.nan)
 
 
-def macro_mean(per_label: np.ndarray) -> np.ndarray:
+def macro_mean(per_label: np.ndarray, *, exact: bool = True) -> np.ndarray:
     """Per row (replicate), the correctly rounded mean of the defined (not NaN) label values:
-    macro AUC, reported (one row, weights all 1) and replicated."""
+    macro AUC, reported (one row, weights all 1) and replicated. ``exact=False`` sums in
+    numpy's order (the randomization test's permutations, which compare two models)."""
     per_label = np.atleast_2d(per_label)
     defined = ~np.isnan(per_label)
-    total = exact_sum(np.where(defined, per_label, 0.0))
+    values = np.where(defined, per_label, 0.0)
+    total = exact_sum(values) if exact else values.sum(1)
     return divide(total, defined.sum(1), zero_division=np.nan)
 
 

@@ -239,10 +239,13 @@ def _doubled_scored(s: _Sorted, w: np.ndarray, wt: np.ndarray):
     return doubled, scored_pos, below[:, s.seg_hi] - below[:, s.seg_lo]
 
 
-def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+def auc_replicates(
+    plan: AucPlan, weights: Sequence[np.ndarray], *, exact: bool = True
+) -> dict[str, np.ndarray]:
     """``micro`` and ``macro`` AUC of each row of the weights (one replicates × documents
     matrix per pooled model, in :func:`auc_plan`'s order); NaN where undefined (no positive or
-    negative weight; macro: no label with both)."""
+    negative weight; macro: no label with both). ``exact``: macro's mean correctly rounded
+    (:func:`~hieval.metrics.ranking.macro_mean`; micro's sums are exact integers anyway)."""
     if len(weights) != plan.n_components:
         raise ValueError("one weight matrix per pooled model")
     stacked = np.hstack([np.asarray(w, dtype=np.float64) for w in weights])
@@ -267,5 +270,5 @@ def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np
         label_neg = docs @ plan.in_space - label_pos
         doubled, scored_pos, scored_neg = _doubled_scored(plan.macro, w, wt)
         per_label = mann_whitney(doubled, scored_pos, scored_neg, label_pos, label_neg)
-        macro[first : first + len(w)] = macro_mean(per_label)
+        macro[first : first + len(w)] = macro_mean(per_label, exact=exact)
     return {MICRO: micro, MACRO: macro}

@@ -200,6 +200,7 @@ def ranking_replicates(
     bins: int = ECE_BINS,
     auc_plans: dict[str, AucPlan] | None = None,
     empty: float = CONVENTION,
+    exact: bool = True,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
     per row of the weights (as :func:`hieval.metrics.uncertainty.replicates.replicate_values`): one
@@ -207,12 +208,16 @@ def ranking_replicates(
     components' pairs sorted together (:func:`auc_pair_plans`); without them a single
     component uses its own and several are sorted together here, per call. ``empty`` is a
     mean's value where no document counts (:func:`replicate_mean`); ROC-AUC is NaN wherever it
-    has no positive or no negative pair."""
+    has no positive or no negative pair. ``exact``: sums correctly rounded, as the reported
+    means are, so the all-ones replicate is the value bit for bit; the randomization test's
+    permutations (which compare two models) sum in numpy's order instead."""
     names = components[0][0].names
-    # correctly rounded, as the reported means are: the all-ones replicate is the value
-    sums = exact_weighted_sums(
-        np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
-    )
+    if exact:
+        sums = exact_weighted_sums(
+            np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
+        )
+    else:
+        sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}
     out: dict[Key, np.ndarray] = {}
     auc: dict[str, dict[str, np.ndarray]] = {}
@@ -227,7 +232,7 @@ def ranking_replicates(
                     plan = components[0][0].auc_plans[level]
                 else:
                     plan = auc_plan([u.auc[level] for u, _ in components])
-                auc[level] = auc_replicates(plan, [w for _, w in components])
+                auc[level] = auc_replicates(plan, [w for _, w in components], exact=exact)
             out[key] = auc[level][average]
         elif family == "ranking":
             out[key] = replicate_mean(
