@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 
 import numpy as np
 import polars as pl
@@ -185,12 +186,44 @@ def exact_weighted_sums(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     columns = values[:, None] if vector else values
     if not np.array_equal(weights, np.rint(weights)):
         raise ValueError("exact weighted sums need integer weights")
+    bits = _slice_bits(float(np.abs(weights).sum(1).max(initial=0.0)))
+    matrix, owner, rank, special = _sliced_columns(columns, bits)
+    width = columns.shape[1]
+    if not len(owner):
+        out = np.zeros((len(weights), width))
+    else:
+        sums = weights @ matrix  # exact: integers times grid steps below 2**53 steps
+        parts = np.zeros((len(weights), width, int(rank.max()) + 1))
+        parts[:, owner, rank] = sums
+        out = round_parts(parts)
+    for column in np.flatnonzero(special):
+        out[:, column] = _special_column(weights, columns[:, column])
+    return out[:, 0] if vector else out
+
+
+#: The last few columns sliced (:func:`_sliced_columns`): the bootstrap sums the same
+#: per-document table (a model's) for every block of replicates. At most this many bytes of
+#: slices are kept (a 100x zoo's tables are sliced again per block rather than held).
+_SLICED: dict[tuple, tuple] = {}
+_SLICED_BYTES = 128 << 20
+_SLICED_LOCK = threading.Lock()
+
+
+def _sliced_columns(columns: np.ndarray, bits: int) -> tuple:
+    """``columns`` (terms × columns) split into slices on grids of ``bits`` bits: the slices
+    side by side (terms × slices), each slice's column and its rank among that column's
+    slices, and which columns are special (a NaN, an infinity or a huge term: not sliced).
+    Remembered for the last few arrays (by their memory, shape and strides: the array is kept
+    with its slices, so that memory is not reused while remembered; tables are not changed in
+    place)."""
+    key = (columns.__array_interface__["data"][0], columns.shape, columns.strides, bits)
+    with _SLICED_LOCK:
+        kept = _SLICED.get(key)
+    if kept is not None:
+        return kept[1]
     finite = np.isfinite(columns).all(0)
     special = ~finite | (_bound(np.where(finite, columns, 0.0), 0) > _HUGE)
     rest = np.where(special, 0.0, columns)
-    bits = _slice_bits(float(np.abs(weights).sum(1).max(initial=0.0)))
-    # Slice the values first (terms × columns: small), then one BLAS product for every slice
-    # of every column: a product per slice costs a BLAS call each, slow on a busy machine.
     slices, owner = [], []
     while True:
         top = _bound(rest, 0)
@@ -201,24 +234,20 @@ def exact_weighted_sums(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
         slices.append(_extract(chunk, top[live], bits, np.empty_like(chunk)))
         rest[:, live] = chunk  # the remainder
         owner.append(live)
-    width = columns.shape[1]
-    if not slices:
-        out = np.zeros((len(weights), width))
-    else:
-        sums = weights @ np.hstack(slices)  # exact: integers times grid steps below 2**53 steps
-        owner = np.concatenate(owner)
-        # each column's parts: its slice sums, in the order sliced (padded with zeros)
-        rank = np.zeros(len(owner), dtype=np.int64)
-        seen = np.zeros(width, dtype=np.int64)
-        for i, column in enumerate(owner.tolist()):
-            rank[i] = seen[column]
-            seen[column] += 1
-        parts = np.zeros((len(weights), width, int(seen.max())))
-        parts[:, owner, rank] = sums
-        out = round_parts(parts)
-    for column in np.flatnonzero(special):
-        out[:, column] = _special_column(weights, columns[:, column])
-    return out[:, 0] if vector else out
+    owner = np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64)
+    rank = np.zeros(len(owner), dtype=np.int64)
+    count = np.zeros(columns.shape[1], dtype=np.int64)
+    for i, column in enumerate(owner.tolist()):
+        rank[i] = count[column]
+        count[column] += 1
+    matrix = np.ascontiguousarray(np.hstack(slices)) if slices else np.zeros((len(columns), 0))
+    result = (matrix, owner, rank, special)
+    if matrix.nbytes <= _SLICED_BYTES:
+        with _SLICED_LOCK:
+            _SLICED[key] = (columns, result)
+            while sum(kept[1][0].nbytes for kept in _SLICED.values()) > _SLICED_BYTES:
+                del _SLICED[next(iter(_SLICED))]  # the oldest
+    return result
 
 
 def _special_column(weights: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -213,9 +213,15 @@ def ranking_replicates(
     permutations (which compare two models) sum in numpy's order instead."""
     names = components[0][0].names
     if exact:
-        sums = exact_weighted_sums(
-            np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
+        stacked = (
+            (components[0][1], components[0][0].columns)
+            if len(components) == 1
+            else (
+                np.hstack([w for _, w in components]),
+                np.vstack([u.columns for u, _ in components]),
+            )
         )
+        sums = exact_weighted_sums(*stacked)
     else:
         sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}

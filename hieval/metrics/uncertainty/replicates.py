@@ -238,6 +238,16 @@ def _count_bits(matrix: sparse.csr_matrix, n: int) -> np.ndarray:
     return present[:n] * 1 | present[n : 2 * n] * 2 | present[2 * n :] * 4
 
 
+def _stacked(components: list[tuple[Units, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The components' weights side by side and their per-document tables stacked: Σ_c W_c ·
+    columns_c is one product. One component's own arrays as they are (the exact sums remember
+    how they sliced a table they saw before)."""
+    if len(components) == 1:
+        units, w = components[0]
+        return w, units.columns
+    return np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
+
+
 def replicate_values(
     components: list[tuple[Units, np.ndarray]], layout: Layout, *, empty: float = CONVENTION
 ) -> dict[Key, np.ndarray]:
@@ -248,9 +258,7 @@ def replicate_values(
     1 − S, model b with S) are a model whose documents were swapped with b's where S is 1 —
     the straightforward form of what :func:`swapped_values` computes faster.
     """
-    sums = exact_weighted_sums(
-        np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
-    )
+    sums = exact_weighted_sums(*_stacked(components))
     names = components[0][0].names
     col = {name: sums[:, i] for name, i in names.items()}
     nodes = {}
