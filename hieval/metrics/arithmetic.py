@@ -173,13 +173,17 @@ def exact_products_sum(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     return exact_sum(np.concatenate([p, e], axis=-1))
 
 
-def exact_weighted_sums(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+def exact_weighted_sums(
+    weights: np.ndarray, values: np.ndarray, *, remember: bool = False
+) -> np.ndarray:
     """``weights @ values``, each entry correctly rounded (``math.fsum`` of the exact products).
 
     ``weights`` (replicates × terms) must be integers (bootstrap counts, 0/1 swaps): a slice
     times an integer weight is then exact, and so is any sum of them on one grid, so the slices
     go through one BLAS product. ``values`` is terms × columns (or a vector of terms); a column
-    with a NaN, an infinity or a huge term is numpy's product (``math.fsum``'s if finite)."""
+    with a NaN, an infinity or a huge term is numpy's product (``math.fsum``'s if finite).
+    ``remember``: ``values`` is a table summed again with other weights, never changed in
+    place: its slices are kept for the next call (:func:`_sliced_columns`)."""
     weights = np.asarray(weights, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     vector = values.ndim == 1
@@ -187,7 +191,7 @@ def exact_weighted_sums(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     if not np.array_equal(weights, np.rint(weights)):
         raise ValueError("exact weighted sums need integer weights")
     bits = _slice_bits(float(np.abs(weights).sum(1).max(initial=0.0)))
-    matrix, owner, rank, special = _sliced_columns(columns, bits)
+    matrix, owner, rank, special = _sliced_columns(columns, bits, remember=remember)
     width = columns.shape[1]
     if not len(owner):
         out = np.zeros((len(weights), width))
@@ -209,13 +213,13 @@ _SLICED_BYTES = 128 << 20
 _SLICED_LOCK = threading.Lock()
 
 
-def _sliced_columns(columns: np.ndarray, bits: int) -> tuple:
+def _sliced_columns(columns: np.ndarray, bits: int, *, remember: bool) -> tuple:
     """``columns`` (terms × columns) split into slices on grids of ``bits`` bits: the slices
     side by side (terms × slices), each slice's column and its rank among that column's
     slices, and which columns are special (a NaN, an infinity or a huge term: not sliced).
-    Remembered for the last few arrays (by their memory, shape and strides: the array is kept
-    with its slices, so that memory is not reused while remembered; tables are not changed in
-    place)."""
+    With ``remember``, kept for the next call with the same array (by its memory, shape and
+    strides; the array is kept with its slices, so that memory is not reused while
+    remembered): for tables summed again and again and never changed in place."""
     key = (columns.__array_interface__["data"][0], columns.shape, columns.strides, bits)
     with _SLICED_LOCK:
         kept = _SLICED.get(key)
@@ -242,7 +246,7 @@ def _sliced_columns(columns: np.ndarray, bits: int) -> tuple:
         count[column] += 1
     matrix = np.ascontiguousarray(np.hstack(slices)) if slices else np.zeros((len(columns), 0))
     result = (matrix, owner, rank, special)
-    if matrix.nbytes <= _SLICED_BYTES:
+    if remember and matrix.nbytes <= _SLICED_BYTES:
         with _SLICED_LOCK:
             _SLICED[key] = (columns, result)
             while sum(kept[1][0].nbytes for kept in _SLICED.values()) > _SLICED_BYTES:

@@ -221,7 +221,7 @@ def ranking_replicates(
                 np.vstack([u.columns for u, _ in components]),
             )
         )
-        sums = exact_weighted_sums(*stacked)
+        sums = exact_weighted_sums(*stacked, remember=len(components) == 1)
     else:
         sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}

@@ -258,7 +258,7 @@ def replicate_values(
     1 − S, model b with S) are a model whose documents were swapped with b's where S is 1 —
     the straightforward form of what :func:`swapped_values` computes faster.
     """
-    sums = exact_weighted_sums(*_stacked(components))
+    sums = exact_weighted_sums(*_stacked(components), remember=len(components) == 1)
     names = components[0][0].names
     col = {name: sums[:, i] for name, i in names.items()}
     nodes = {}
