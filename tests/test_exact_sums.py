@@ -130,3 +130,17 @@ def test_many_rows_at_once():
     """1,000 replicates × 5,000 nodes (a bootstrap block's node sums): every row is fsum's."""
     x = np.random.default_rng(17).random((1000, 5000))
     assert np.array_equal(exact_sum(x), _fsum_rows(x))
+
+
+def test_remembered_slices_serve_only_their_own_table():
+    """``remember=True`` keeps a table's slices for the next blocks of weights; another table
+    of the same shape (a new array) is sliced afresh, never served the first one's slices."""
+    rng = np.random.default_rng(19)
+    first = rng.random((500, 3))
+    second = rng.random((500, 3)) * 1e-7
+    for block in range(3):
+        w = rng.poisson(1.0, size=(4, 500)).astype(np.float64)
+        for table in (first, second):
+            got = exact_weighted_sums(w, table, remember=True)
+            expected = [[_exact_dot(w[r], table[:, c]) for c in range(3)] for r in range(4)]
+            assert got.tolist() == expected, block
