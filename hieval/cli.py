@@ -458,8 +458,8 @@ def _metric_options(ev: argparse.ArgumentParser) -> None:
         "--label-set",
         choices=LABEL_SETS,
         default=DEFAULT_LABEL_SET,
-        help="labels of LB-ACC, LB-F and EB-HAMM: observed in gold or predictions (default) or "
-        "every leaf of the hierarchy",
+        help="labels of LB-ACC, LB-F, FPR and EB-HAMM: observed in gold or predictions "
+        "(default) or every leaf of the hierarchy",
     )
 
 

@@ -83,6 +83,15 @@ REFERENCES: dict[tuple[str, str, str], str] = {
     ("example", "mean", "hamming_loss"): _SUITE_SK,
     ("example", "mean", "jaccard"): _SUITE_SK,
     ("example", "mean", "subset_accuracy"): _SUITE_SK,
+    ("example", "mean", "exact_match"): (
+        "test_field_metrics.py::test_exact_match_matches_sklearn_accuracy_score"
+    ),
+    ("label", "macro", "fpr"): (
+        "test_field_metrics.py::test_fpr_matches_sklearn_confusion_matrix_and_naive_count"
+    ),
+    ("label", "micro", "fpr"): (
+        "test_field_metrics.py::test_fpr_matches_sklearn_confusion_matrix_and_naive_count"
+    ),
     ("propensity", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
     ("hierarchical", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
     ("ranking", "micro", "auc"): _RANKING,
