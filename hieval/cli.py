@@ -268,7 +268,8 @@ def _file_options(ev: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="training-set gold, read like --gold: the report shows flat F1 per training "
-        "frequency of the codes (config train_gold)",
+        "frequency of the codes, and scored models get psp@K and psndcg@K (propensities "
+        "from it; config train_gold)",
     )
     ev.add_argument(
         "--doc-groups",
@@ -452,7 +453,8 @@ def _metric_options(ev: argparse.ArgumentParser) -> None:
             f"--propensity-{name}",
             type=_finite,
             default=default,
-            help=f"PROP-F: Jain et al.'s propensity parameter {name.upper()} (default {default:g})",
+            help=f"PROP-F, psp@K, psndcg@K: Jain et al.'s propensity parameter {name.upper()} "
+            f"(default {default:g})",
         )
     ev.add_argument(
         "--label-set",

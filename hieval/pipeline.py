@@ -56,6 +56,7 @@ from hieval.inputs.options import (
 )
 from hieval.inputs.policies import coverage_warning
 from hieval.inputs.record import UNSCORED_SELECTION
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
@@ -454,6 +455,17 @@ def _score_ancestors(
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
 
 
+def _propensities(
+    train_gold: str | Path | None, params: IcmParams | None
+) -> TrainPropensities | None:
+    """The training gold's inverse propensities (:mod:`hieval.metrics.propensity`), or None
+    without a training gold."""
+    if train_gold is None:
+        return None
+    frame = paths.read_parquet(train_gold, columns=["doc_id", "code"])
+    return TrainPropensities.from_gold(frame, params or IcmParams())
+
+
 def score_metrics(
     *,
     model: str,
@@ -466,9 +478,13 @@ def score_metrics(
     ks: tuple[int, ...] = DEFAULT_KS,
     metrics_out: str | Path,
     notes_out: str | Path,
+    train_gold: str | Path | None = None,
+    params: IcmParams | None = None,
 ) -> pl.DataFrame:
     """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
-    and its tuned threshold (from its input ``record``); and the notes the report shows."""
+    and its tuned threshold (from its input ``record``); and the notes the report shows. With
+    the normalised ``train_gold``, the propensity-scored rows too (propensity parameters from
+    ``params``)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -487,6 +503,7 @@ def score_metrics(
         ancestors=anc,
         levels=levels,
         threshold=tuned.get("threshold"),
+        propensities=_propensities(train_gold, params) if score_frame.height else None,
     )
     write_parquet(tidy, metrics_out)
     write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
@@ -769,6 +786,7 @@ def count_and_score(
     ks: tuple[int, ...] = DEFAULT_KS,
     out: ModelFiles,
     resources: Resources | None = None,
+    train_gold: str | Path | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
@@ -808,6 +826,8 @@ def count_and_score(
         ks=ks,
         metrics_out=out.ranking,
         notes_out=out.notes,
+        train_gold=train_gold,
+        params=params,
     )
 
 
@@ -961,7 +981,8 @@ class UncertaintyJob:
     models' order; the hierarchy (``levels_file``, ``ancestors``, ``max_level``), the ICM
     ``params`` and comparison ``label_set``; the bootstrap and permutation ``settings``; the
     two outputs; the thread bounds (``resources``); and, for scored models, their normalised
-    score tables (``scores``), ranking rows (``ranking``) and cut-offs (``ks``)."""
+    score tables (``scores``), ranking rows (``ranking``), cut-offs (``ks``) and the normalised
+    training gold (``train_gold``: the propensity-scored rows' weights)."""
 
     gold: str | Path
     predictions: dict[str, str | Path]
@@ -979,6 +1000,7 @@ class UncertaintyJob:
     scores: dict[str, str | Path] | None = None
     ranking: dict[str, str | Path] | None = None
     ks: tuple[int, ...] = DEFAULT_KS
+    train_gold: str | Path | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1040,6 +1062,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     scored = {}
     table = read_level_table(job.levels_file)
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
+    propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
         score_frame = paths.read_parquet(job.scores[model])
         if not score_frame.height:
@@ -1052,6 +1075,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
             levels=layout.levels,
             model=model,
+            propensities=propensities,
         )
         rows = paths.read_parquet(job.ranking[model])
         wanted = set(scored[model].keys)

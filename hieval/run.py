@@ -379,6 +379,11 @@ class _Run:
         return {name: self.work / "inputs" / "scores" / f"{name}.parquet" for name in self.names}
 
     @property
+    def train_gold(self) -> Path | None:
+        """The normalised training gold (:func:`_read_inputs` writes it), if config names one."""
+        return self.work / "inputs" / "train_gold.parquet" if self.config["train_gold"] else None
+
+    @property
     def records(self) -> list[Path]:
         """The input records: the gold's, then each model's."""
         gold = self.work / "inputs" / "gold.json"
@@ -432,8 +437,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
-    """Normalise the gold and every model's predictions; the models whose threshold was
-    tuned. The gold may be normalised in the background beside the first predictions
+    """Normalise the gold, every model's predictions and the training gold; the models whose
+    threshold was tuned. The gold may be normalised in the background beside the first predictions
     (:func:`_gold_beside_predictions`)."""
     args, resources = run.args, run.resources
     gold_job = functools.partial(
@@ -476,6 +481,8 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
             raise
         if written is not None:
             written.result()
+    if run.train_gold is not None:  # read before counting: its weights score the rankings
+        _other_gold(run.args, run.config, run.common, key="train_gold", out=run.train_gold)
     return tuned
 
 
@@ -508,6 +515,7 @@ def _count_models(run: _Run, progress: Progress) -> None:
                 notes=work / "ranking" / f"{name}.json",
             ),
             resources=run.resources,
+            train_gold=run.train_gold,
         )
 
 
@@ -537,6 +545,7 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
             scores=run.scores,
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
+            train_gold=run.train_gold,
         )
     )
     return {
@@ -564,11 +573,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         hierarchy=run.hierarchy,
         out_dir=out,
     )
-    train_gold = None
-    if config["train_gold"]:
-        train_gold = _other_gold(
-            args, config, run.common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
-        )
+    train_gold = run.train_gold
     settings = uncertainty_settings(config)
     error_analysis(
         gold=run.gold,

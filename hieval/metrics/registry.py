@@ -43,8 +43,12 @@ from hieval.metrics.document_measures import (
     GOLD_DOCUMENTS,
     DocumentMean,
     average_precision,
+    best_ps_ndcg_at,
+    best_ps_precision_at,
     ndcg_at,
     precision_at,
+    ps_ndcg_at,
+    ps_precision_at,
     r_precision,
     recall_at,
 )
@@ -263,6 +267,19 @@ REGISTRY: tuple[Metric, ...] = (
         "mean over documents with gold codes of DCG@K / ideal DCG@K (binary gains, "
         "1/log2(rank + 1), ties by code)", "nDCG@K",
         per_document=DocumentMean(ndcg_at, GOLD_DOCUMENTS),
+    ),
+    Metric(
+        "ranking", "psp@{k}", "mean", LEAF, SCORES,
+        "Σ over documents of the inverse propensities of the gold codes among the K "
+        "highest-scored / the same of the K best gold codes (pyxclib; Jain et al. "
+        "propensities from the training gold)", "PSP@K",
+        per_document=DocumentMean(ps_precision_at, ALL_DOCUMENTS, best=best_ps_precision_at),
+    ),
+    Metric(
+        "ranking", "psndcg@{k}", "mean", LEAF, SCORES,
+        "Σ over documents of propensity-weighted DCG@K / ideal DCG@K, over the same of the "
+        "best ranking (pyxclib; propensities from the training gold)", "PSnDCG@K",
+        per_document=DocumentMean(ps_ndcg_at, ALL_DOCUMENTS, best=best_ps_ndcg_at),
     ),
     Metric(
         "calibration", "brier", "micro", LEAF, SCORES,

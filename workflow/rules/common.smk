@@ -138,7 +138,8 @@ def group_files(wildcards):
 
 
 def train_gold_input(wildcards):
-    """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
+    """The normalised training gold, when config ``train_gold`` names one (long-tail bins,
+    the propensity-scored ranking rows)."""
     return (
         {"train_gold": "results/inputs/train_gold.parquet"}
         if config["train_gold"]
