@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
         "  conventions.parquet           headline metrics under each named convention (caml, "
         "edin, ...)\n"
+        "  conventions_tests.parquet     McNemar's test of each pair of models with Bonferroni "
+        "(Edin et al.'s, beside comparisons.parquet)\n"
         "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
         "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
         "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"

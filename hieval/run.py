@@ -615,7 +615,8 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
 
 
 def _conventions(run: _Run) -> None:
-    """OUT/conventions.parquet: every model's headline metrics under each named convention."""
+    """OUT/conventions.parquet: every model's headline metrics under each named convention;
+    OUT/conventions_tests.parquet: Edin et al.'s McNemar test of each pair of models."""
     args, names, config, out, labels = run.args, run.names, run.config, run.out, run.labels
     work = run.work
     write_conventions(
@@ -637,6 +638,7 @@ def _conventions(run: _Run) -> None:
         default_threshold=config["threshold"],
         label_spaces=run.spaces,
         out=out / "conventions.parquet",
+        tests_out=out / "conventions_tests.parquet",
     )
 
 
