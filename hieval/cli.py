@@ -24,6 +24,7 @@ from hieval.config import (
     TUNE,
     check_model_name,
 )
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE, PAPER_TABLES
 from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  report.html                   the HTML report, self-contained (opens offline)\n"
         "  tables.tex, tables.md         P/R/F1 in the CoPHE paper's Table 2 layout, F1 per "
         "level\n"
+        "                                (--paper-table caml, edin: that paper's table)\n"
         "  figures/*.svg                 the report's figures\n"
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
         "  errors.parquet                error distance: how near each FN and FP is to one of "
@@ -362,6 +364,14 @@ def _selection_options(ev: argparse.ArgumentParser) -> None:
         help="the named conventions of conventions.parquet: "
         + ", ".join(CONVENTION_NAMES)
         + " (config conventions; default: every one)",
+    )
+    ev.add_argument(
+        "--paper-table",
+        choices=tuple(PAPER_TABLES),
+        default=DEFAULT_PAPER_TABLE,
+        help="the layout of tables.tex and tables.md: cophe (the CoPHE paper's Table 2; "
+        "default), caml (Mullenbach et al.'s) or edin (Edin et al.'s), every cell under that "
+        "paper's convention (config report.paper_table)",
     )
     ev.add_argument(
         "--label-space",

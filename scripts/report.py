@@ -47,6 +47,8 @@ def main(smk):
             systems=systems,
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
+            paper_table=smk.params.paper_table,
+            conventions=smk.input.conventions,
         )
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])

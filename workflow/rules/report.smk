@@ -75,6 +75,7 @@ rule report:
         settings=report_settings(),
         history=HISTORY,
         tuned=TUNED,
+        paper_table=config["report"]["paper_table"],
     script:
         "../../scripts/report.py"
 
