@@ -889,6 +889,7 @@ class ReportJob:
     #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
     paper_table: str = "cophe"
     conventions: str | Path | None = None
+    conventions_tests: str | Path | None = None
 
 
 def publish_reports(job: ReportJob) -> None:
@@ -940,6 +941,14 @@ def publish_reports(job: ReportJob) -> None:
             notes=[json.loads(Path(p).read_text("utf-8")) for p in job.notes],
             analysis=(
                 read_tables(job.analysis_dir, models) if job.analysis_dir is not None else None
+            ),
+            conventions=(
+                (paths.read_parquet(job.conventions), read_notes(job.conventions))
+                if job.conventions is not None
+                else None
+            ),
+            conventions_tests=(
+                paths.read_parquet(job.conventions_tests) if job.conventions_tests else None
             ),
         )
     )

@@ -616,6 +616,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
             analysis_dir=out,
             paper_table=config["report"]["paper_table"],
             conventions=out / "conventions.parquet",
+            conventions_tests=out / "conventions_tests.parquet",
             **uncertain,
         )
     )

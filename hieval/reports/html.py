@@ -24,7 +24,7 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import error_sections, figures, leaderboard
+from hieval.reports import conventions_html, error_sections, figures, leaderboard
 from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
@@ -98,6 +98,8 @@ class ReportInputs:
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
     notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
     analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
+    conventions: tuple[pl.DataFrame, dict] | None = None  # conventions.parquet and its notes
+    conventions_tests: pl.DataFrame | None = None  # conventions_tests.parquet (McNemar)
 
 
 def _esc(value) -> str:
@@ -554,6 +556,9 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         _frequency(inputs, drawn),
         _suite(inputs),
         _kinds(inputs),
+        conventions_html.render(
+            inputs.conventions, models=inputs.models, tests=inputs.conventions_tests
+        ),
         _history(inputs),
         _provenance(inputs),
     ]

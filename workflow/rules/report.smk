@@ -17,7 +17,6 @@ rule report:
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
         conventions="results/report/conventions.parquet",
-        # not read: named so that the leftovers' clean-up keeps it
         conventions_tests="results/report/conventions_tests.parquet",
         records=[
             "results/inputs/gold.json",
