@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
@@ -831,7 +832,8 @@ def final_reports(
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
     ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
     summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
-    systems.parquet; ``notes`` are the score notes of :func:`score_metrics`."""
+    systems.parquet (and, with ``conventions``, conventions_systems.parquet); ``notes`` are
+    the score notes of :func:`score_metrics`."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -852,6 +854,12 @@ def final_reports(
         if conventions
         else None,
     )
+    if systems and conventions:
+        # each convention's mean ± sd over a system's runs, with its paper's ddof
+        write_parquet(
+            system_rows(paths.read_parquet(conventions), systems),
+            Path(out_dir) / "conventions_systems.parquet",
+        )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
 
