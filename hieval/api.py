@@ -238,6 +238,13 @@ class Evaluation:
         return self._read("conventions.parquet")
 
     @functools.cached_property
+    def conventions_tests(self) -> pl.DataFrame:
+        """Edin et al.'s McNemar test of each pair of models with the Bonferroni-adjusted p
+        (``conventions_tests.parquet``; empty without the ``edin`` convention or with one
+        model), beside :attr:`comparisons`' randomization test (docs/conventions.md)."""
+        return self._read("conventions_tests.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""

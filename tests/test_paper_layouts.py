@@ -150,6 +150,8 @@ def test_api_paper_table_keyword(files, tmp_path):
     result = hieval.evaluate(gold, {"m": pred}, paper_table="caml", k=[8])
     out = result.write(tmp_path / "api")
     assert "Mullenbach et al. (2018) layout" in (out / "tables.md").read_text()
+    tests = result.conventions_tests  # one model: no pair to test
+    assert tests.height == 0 and tests.columns[:2] == ["model_a", "model_b"]
     with pytest.raises(hieval.HievalError, match="paper_table"):
         hieval.evaluate(gold, {"m": pred}, paper_table="nope")
 
@@ -163,3 +165,17 @@ def test_config_schema_key_and_its_check():
         validate_config(bad, schema)
     with pytest.raises(ConfigError):
         validate_config({**config, "report": {"paper_table": "icd"}}, schema)
+
+
+def test_the_layouts_have_one_source():
+    from hieval import cli
+    from hieval.conventions.registry import DEFAULT_PAPER_TABLE, PAPER_TABLES
+
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    key = schema["properties"]["report"]["properties"]["paper_table"]
+    assert key["enum"] == list(PAPER_TABLES) and key["default"] == DEFAULT_PAPER_TABLE
+    shipped = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert shipped["report"]["paper_table"] == DEFAULT_PAPER_TABLE
+    evaluate = cli.build_parser()._subparsers._group_actions[0].choices["evaluate"]
+    action = next(a for a in evaluate._actions if a.dest == "paper_table")
+    assert list(action.choices) == list(PAPER_TABLES) and action.default == DEFAULT_PAPER_TABLE
