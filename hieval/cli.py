@@ -24,6 +24,7 @@ from hieval.config import (
     TUNE,
     check_model_name,
 )
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE, PAPER_TABLES
 from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  summary.md                    paper-style tables, with the input notes\n"
         "  report.html                   the HTML report, self-contained (opens offline)\n"
         "  tables.tex, tables.md         P/R/F1 in the CoPHE paper's Table 2 layout, F1 per "
-        "level\n"
+        "level (--paper-table: CAML's or Edin et al.'s table)\n"
         "  figures/*.svg                 the report's figures\n"
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
         "  errors.parquet                error distance: how near each FN and FP is to one of "
@@ -208,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
         "  conventions.parquet           headline metrics under each named convention (caml, "
         "edin, ...)\n"
+        "  conventions_tests.parquet     McNemar's test of each pair of models with Bonferroni "
+        "(Edin et al.'s, beside comparisons.parquet)\n"
         "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
         "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
         "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"
@@ -361,6 +364,14 @@ def _selection_options(ev: argparse.ArgumentParser) -> None:
         help="the named conventions of conventions.parquet: "
         + ", ".join(CONVENTION_NAMES)
         + " (config conventions; default: every one)",
+    )
+    ev.add_argument(
+        "--paper-table",
+        choices=tuple(PAPER_TABLES),
+        default=DEFAULT_PAPER_TABLE,
+        help="the layout of tables.tex and tables.md: cophe (the CoPHE paper's Table 2; "
+        "default), caml (Mullenbach et al.'s) or edin (Edin et al.'s), every cell under that "
+        "paper's convention (config report.paper_table)",
     )
     ev.add_argument(
         "--label-space",

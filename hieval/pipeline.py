@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
@@ -65,6 +66,7 @@ from hieval.reports import html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
+from hieval.reports.paper_layouts import layout_tables
 from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
@@ -850,7 +852,8 @@ def final_reports(
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
     ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
     summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
-    systems.parquet; ``notes`` are the score notes of :func:`score_metrics`."""
+    systems.parquet (and, with ``conventions``, conventions_systems.parquet); ``notes`` are
+    the score notes of :func:`score_metrics`."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -871,6 +874,12 @@ def final_reports(
         if conventions
         else None,
     )
+    if systems and conventions:
+        # each convention's mean ± sd over a system's runs, with its paper's ddof
+        write_parquet(
+            system_rows(paths.read_parquet(conventions), systems),
+            Path(out_dir) / "conventions_systems.parquet",
+        )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
 
@@ -904,6 +913,11 @@ class ReportJob:
     systems: dict[str, str] | None = None
     notes: list[str | Path] = ()
     analysis_dir: str | Path | None = None
+    #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
+    #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
+    paper_table: str = "cophe"
+    conventions: str | Path | None = None
+    conventions_tests: str | Path | None = None
 
 
 def publish_reports(job: ReportJob) -> None:
@@ -920,9 +934,7 @@ def publish_reports(job: ReportJob) -> None:
     metrics = paths.read_parquet(job.tidy)
     models = list(job.nodes)
     records = [json.loads(Path(p).read_text("utf-8")) for p in job.records]
-    tables = paper_tables.paper_tables(
-        metrics, levels=evaluated, models=models, systems=job.systems or None
-    )
+    tables = _paper_tables(job, metrics, levels=evaluated, models=models)
     write_text(job.tex_out, paper_tables.to_latex(tables))
     write_text(job.markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
@@ -958,6 +970,14 @@ def publish_reports(job: ReportJob) -> None:
             analysis=(
                 read_tables(job.analysis_dir, models) if job.analysis_dir is not None else None
             ),
+            conventions=(
+                (paths.read_parquet(job.conventions), read_notes(job.conventions))
+                if job.conventions is not None
+                else None
+            ),
+            conventions_tests=(
+                paths.read_parquet(job.conventions_tests) if job.conventions_tests else None
+            ),
         )
     )
     write_text(job.html_out, page)
@@ -965,6 +985,28 @@ def publish_reports(job: ReportJob) -> None:
         write_text(Path(job.figures_out) / f"{name}.svg", svg)
     shown = (final_path(path) for path in (job.html_out, job.tex_out, job.markdown_out))
     log.info("wrote %s, %s, %s and %d figures", *shown, len(drawn))
+
+
+def _paper_tables(
+    job: ReportJob, metrics: pl.DataFrame, *, levels: tuple[str, ...], models: list[str]
+) -> list[paper_tables.Table]:
+    """tables.tex/.md's tables in the layout ``job.paper_table`` asks for: the CoPHE paper's
+    from the tidy rows, CAML's or Edin et al.'s from conventions.parquet."""
+    if job.paper_table == "cophe":
+        return paper_tables.paper_tables(
+            metrics, levels=levels, models=models, systems=job.systems or None
+        )
+    if job.conventions is None:
+        raise HievalError(
+            f"report.paper_table {job.paper_table} lays out conventions.parquet, which this run "
+            "did not write; use paper_table cophe or run the conventions stage"
+        )
+    return layout_tables(
+        paths.read_parquet(job.conventions),
+        layout=job.paper_table,
+        models=models,
+        systems=job.systems or None,
+    )
 
 
 def leaf_count(table: LevelTable) -> int:

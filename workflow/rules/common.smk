@@ -161,8 +161,14 @@ UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
 
 
 def systems_output():
-    """systems.parquet, when the sheet groups models into systems (its `system` column)."""
-    return {"systems": "results/report/systems.parquet"} if json.loads(SYSTEMS) else {}
+    """systems.parquet and conventions_systems.parquet (each convention's mean and sd with its
+    paper's ddof), when the sheet groups models into systems (its `system` column)."""
+    if not json.loads(SYSTEMS):
+        return {}
+    return {
+        "systems": "results/report/systems.parquet",
+        "conventions_systems": "results/report/conventions_systems.parquet",
+    }
 
 
 def uncertainty_files(wildcards):
