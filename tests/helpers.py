@@ -142,8 +142,9 @@ def small_demo_config(
     sheet = workdir / "config" / "models.tsv"
     header, *rows = sheet.read_text().splitlines(keepends=True)
     if plain:
-        assert "  bootstrap: 200\n" in text and "\ttune\t" in "".join(rows)
-        text = text.replace("  bootstrap: 200\n", "  bootstrap: 0\n")
+        demo = workdir / "config" / "demo.yaml"
+        assert "  bootstrap: 200\n" in demo.read_text() and "\ttune\t" in "".join(rows)
+        demo.write_text(demo.read_text().replace("  bootstrap: 200\n", "  bootstrap: 0\n"))
         rows = [_untuned(row) for row in rows]
     config.write_text(text)
     if models is not None:
