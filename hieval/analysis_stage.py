@@ -16,10 +16,10 @@ import polars as pl
 
 from hieval import codesystem, paths
 from hieval.analysis.confusions import confusions
-from hieval.analysis.errors import error_distance, error_rows
+from hieval.analysis.errors import error_distance, error_rows, model_errors
 from hieval.analysis.groups import MISSING, assignment, group_rows, headline_counts, read_doc_groups
-from hieval.analysis.per_code import code_table
-from hieval.analysis.tree import tree_of
+from hieval.analysis.per_code import code_table, node_counts
+from hieval.analysis.tree import Tree, tree_of
 from hieval.atomic import write_parquet
 from hieval.engine.counts import evaluated_levels
 from hieval.hierarchy.table import read_level_table
@@ -34,6 +34,7 @@ def model_error_analysis(
     model: str,
     gold: str | Path,
     labels: str | Path,
+    nodes: str | Path,
     levels_file: str | Path,
     ancestors: str | Path,
     max_level: str | None,
@@ -45,20 +46,27 @@ def model_error_analysis(
 ) -> None:
     """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
     interval), near-miss confusions and per-code table (with ``train_frequency`` given
-    ``train_gold``): a job of its own per model, so a changed model reruns alone."""
+    ``train_gold``): a job of its own per model, so a changed model reruns alone. The per-code
+    counts are the count engine's, read from the model's ``nodes`` table."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
-    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
-    predicted = paths.read_parquet(labels, columns=["doc_id", "code"])
     train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
-    every = [truth, predicted, *([] if train is None else [train])]
-    codes = pl.concat([f["code"] for f in every])
-    tree = tree_of(table, paths.read_parquet(ancestors), codes, counted_statuses(labels))
-    rows = error_rows(truth, predicted, tree)
-    write_parquet(error_distance(rows, tree, model=model, settings=settings), distance_out)
-    write_parquet(confusions(truth, predicted, tree), confusions_out)
-    write_parquet(code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out)
+    counted = counted_statuses(labels)
+    hierarchy = paths.read_parquet(ancestors)
+    train_codes = [] if train is None else [train["code"]]
+
+    def tree_for(codes: pl.Series) -> Tree:  # the codes of the gold and the predictions
+        return tree_of(table, hierarchy, pl.concat([codes, *train_codes]), counted)
+
+    errors = model_errors(gold, labels, tree_for)
+    tree = errors.tree
+    rows = error_rows(errors)
+    distance = error_distance(rows, tree, model=model, doc_ids=errors.doc_ids, settings=settings)
+    write_parquet(distance, distance_out)
+    write_parquet(confusions(errors), confusions_out)
+    counts = node_counts(paths.read_parquet(nodes))
+    write_parquet(code_table(counts, tree, levels=levels, train_gold=train), codes_out)
     log.info("%s: %d errors analysed", model, rows.height)
 
 
@@ -71,6 +79,7 @@ def error_analysis(
     *,
     gold: str | Path,
     labels: dict[str, str | Path],
+    nodes: dict[str, str | Path],
     levels_file: str | Path,
     ancestors: str | Path,
     max_level: str | None,
@@ -90,6 +99,7 @@ def error_analysis(
             model=model,
             gold=gold,
             labels=path,
+            nodes=nodes[model],
             levels_file=levels_file,
             ancestors=ancestors,
             max_level=max_level,

@@ -573,6 +573,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
     error_analysis(
         gold=run.gold,
         labels=run.labels,
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
         levels_file=run.levels,
         ancestors=run.ancestors,
         max_level=config["max_level"],

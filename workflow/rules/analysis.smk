@@ -8,6 +8,7 @@ rule model_errors:
         unpack(train_gold_input),
         gold="results/inputs/gold.parquet",
         labels="results/inputs/predictions/{model}.parquet",
+        nodes="results/counts/{model}/nodes.parquet",
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
