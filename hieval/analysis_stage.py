@@ -65,7 +65,7 @@ def model_error_analysis(
     distance = error_distance(rows, tree, model=model, doc_ids=errors.doc_ids, settings=settings)
     write_parquet(distance, distance_out)
     write_parquet(confusions(errors), confusions_out)
-    counts = node_counts(paths.read_parquet(nodes))
+    counts = node_counts(paths.read_parquet(nodes), counted=tuple(counted))
     write_parquet(code_table(counts, tree, levels=levels, train_gold=train), codes_out)
     log.info("%s: %d errors analysed", model, rows.height)
 
