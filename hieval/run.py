@@ -588,6 +588,10 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         group_analysis(
             gold=run.gold,
             docs={name: work / "counts" / name / "docs.parquet" for name in names},
+            labels=run.labels,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
+            params=run.params,
             doc_groups=config["doc_groups"],
             settings=settings,
             groups_out=out / "groups.parquet",

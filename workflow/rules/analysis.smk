@@ -53,6 +53,9 @@ rule group_analysis:
     input:
         gold="results/inputs/gold.parquet",
         docs=expand("results/counts/{model}/docs.parquet", model=MODEL_NAMES),
+        labels=expand("results/inputs/predictions/{model}.parquet", model=MODEL_NAMES),
+        levels=LEVELS,
+        ancestors=ANCESTORS,
         doc_groups=config["doc_groups"] or [],
     output:
         groups="results/report/groups.parquet",
@@ -67,6 +70,7 @@ rule group_analysis:
     params:
         hieval=HIEVAL_CODE,
         models=MODEL_NAMES,
+        icm=icm_params(),
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/group_analysis.py"
