@@ -11,7 +11,7 @@ no false positive at all (a plain miss). False positives get theirs the same way
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -56,6 +56,14 @@ class ModelErrors:
     space: CodeSpace
     doc_ids: pl.Series
     tree: Tree
+    _nearest: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def nearest(self, kind: str) -> np.ndarray:
+        """:func:`nearest_ranks` of ``kind``, computed once (error rows and confusions both
+        read them)."""
+        if kind not in self._nearest:
+            self._nearest[kind] = nearest_ranks(self, kind)
+        return self._nearest[kind]
 
     def side(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """``(doc, code)`` of the errors of ``kind``."""
@@ -92,15 +100,18 @@ def model_errors(
 
     labels = encode(gold, predicted, space_for)
     keys = labels.keys
-    if keys.size > 1:  # repeated labels (keys are sorted: repeats are neighbours)
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    pair = keys >> 1  # document and code
+    # Neighbouring keys (sorted) that differ in the flag bit alone are a document's code in
+    # the gold and in the predictions (a match); equal ones repeat a label (dropped first).
+    step = keys[1:] ^ keys[:-1]
+    if keys.size > 1 and not step.all():
+        keys = keys[np.concatenate(([True], step != 0))]
+        step = keys[1:] ^ keys[:-1]
     matched = np.zeros(keys.size, dtype=bool)
-    twin = pair[1:] == pair[:-1]
+    twin = step == 1
     matched[1:] |= twin
     matched[:-1] |= twin
     predicted_flag = (keys & 1).astype(bool)
-    fn, fp = keys[~matched & ~predicted_flag], keys[~matched & predicted_flag]
+    fn, fp = keys[~(matched | predicted_flag)], keys[predicted_flag & ~matched]
     return ModelErrors(
         fn=split_keys(fn)[:2],
         fp=split_keys(fp)[:2],
@@ -128,9 +139,14 @@ def nearest_ranks(errors: ModelErrors, kind: str) -> np.ndarray:
     return rank
 
 
+def _is_ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` are in order (repeats allowed)."""
+    return values.size < 2 or bool((values[1:] >= values[:-1]).all())
+
+
 def _ascending(values: np.ndarray) -> np.ndarray:
     """``values`` sorted: as they are when they are in order already (no copy, no sort)."""
-    return values if values.size < 2 or bool((values[1:] >= values[:-1]).all()) else np.sort(values)
+    return values if _is_ascending(values) else np.sort(values)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -156,13 +172,18 @@ def near_pairs(errors: ModelErrors, deepest: int) -> pl.DataFrame:
     for at, level in enumerate(errors.tree.levels[: deepest + 1]):
         if level == ROOT:
             continue
-        fn_key, fp_key = errors.node_keys(FN, level), errors.node_keys(FP, level)
-        fn_rows, fp_rows = np.flatnonzero(fn_key >= 0), np.flatnonzero(fp_key >= 0)
-        fp_order = np.argsort(fp_key[fp_rows], kind="stable")
-        fp_rows = fp_rows[fp_order]
-        fp_sorted = fp_key[fp_rows]
-        first = np.searchsorted(fp_sorted, fn_key[fn_rows], side="left")
-        runs = np.searchsorted(fp_sorted, fn_key[fn_rows], side="right") - first
+        # Only errors whose nearest error of the other kind is this near can be in a pair.
+        fn_rows, fp_rows = (np.flatnonzero(errors.nearest(k) <= deepest) for k in KINDS)
+        fn_key = errors.node_keys(FN, level, rows=fn_rows)
+        fp_key = errors.node_keys(FP, level, rows=fp_rows)
+        fn_rows, fn_key = fn_rows[fn_key >= 0], fn_key[fn_key >= 0]
+        fp_rows, fp_key = fp_rows[fp_key >= 0], fp_key[fp_key >= 0]
+        if not _is_ascending(fp_key):  # in key order already but in a level that is no tree's
+            order = np.argsort(fp_key, kind="stable")
+            fp_rows, fp_key = fp_rows[order], fp_key[order]
+        fp_sorted = fp_key
+        first = np.searchsorted(fp_sorted, fn_key, side="left")
+        runs = np.searchsorted(fp_sorted, fn_key, side="right") - first
         gold = np.repeat(fn_rows, runs)
         start = np.repeat(first - np.cumsum(runs) + runs, runs)  # each run's first slot
         wrong = fp_rows[start + np.arange(gold.size)]
@@ -206,7 +227,7 @@ def error_rows(errors: ModelErrors) -> pl.DataFrame:
     for at, kind in enumerate(KINDS):
         doc, code = errors.side(kind)
         other_docs = _distinct(errors.side(FP if kind == FN else FN)[0])
-        rank = nearest_ranks(errors, kind)
+        rank = errors.nearest(kind).copy()
         apart = rank < 0  # met nothing below the root: the root, or no error to meet
         rank[apart] = np.where(_contains(other_docs, doc[apart]), tree.rank(ROOT), tree.rank(NONE))
         parts.append(
