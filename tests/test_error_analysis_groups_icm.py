@@ -52,3 +52,22 @@ def test_icm_gap_is_the_spread_of_the_named_groups(zoo):  # noqa: F811
         assert by_group[row["low_group"]] == min(by_group.values())
         assert row["low"] <= row["high"]
         assert row["p_value"] is None and row["p_adjusted"] is None
+
+
+def test_who_it_fails_shows_each_groups_icm_and_the_icm_gap(zoo):  # noqa: F811
+    from hieval.reports.error_sections import ErrorTables, who_it_fails
+
+    evaluation, *_ = zoo
+    tables = ErrorTables(
+        errors=evaluation.errors,
+        confusions=evaluation.confusions,
+        codes=evaluation.codes,
+        groups=evaluation.groups,
+        gaps=evaluation.group_gaps,
+    )
+    html = who_it_fails(tables, models=list(evaluation.confusions))
+    assert "<th>ICM</th>" in html
+    for row in evaluation.groups.filter(**ICM).iter_rows(named=True):
+        assert f"data-value='{row['value']}'>{row['value']:.2f} [" in html
+    for row in evaluation.group_gaps.filter(**ICM).iter_rows(named=True):
+        assert f"<td>{row['gap']:.2f}</td>" in html
