@@ -74,3 +74,27 @@ def test_counted_it_is_an_invalid_false_positive_at_the_leaf(request, tmp_path, 
     fp = ev.errors.filter(kind="fp")
     assert fp.select("code_status", "count").rows() == [("invalid", 1)]
     assert ev.codes["m"].filter(code=bad).select("level", "fp").rows() == [("leaf", 1)]
+
+
+def test_camls_own_layout_keeps_reading_its_two_digit_procedures(tmp_path):
+    """CAML's preprocessing writes procedure category 34 as ``34.``: its prediction, score and
+    gold files are read as CAML wrote them (that one dot dropped), and the code is a match."""
+    (tmp_path / "test_full.csv").write_text(
+        "SUBJECT_ID,HADM_ID,TEXT,LABELS\n1,100,note,401.9;34.\n2,200,note,96.04\n"
+    )
+    (tmp_path / "preds_test.psv").write_text("100|401.9|34.\n200|96.04\n")
+    (tmp_path / "pred_100_scores_test.json").write_text(
+        '{"100": {"401.9": 0.9, "34.": 0.8}, "200": {"96.04": 0.7}}'
+    )
+    ev = hieval.evaluate(
+        str(tmp_path / "test_full.csv"),
+        {
+            "psv": str(tmp_path / "preds_test.psv"),
+            "json": str(tmp_path / "pred_100_scores_test.json"),
+        },
+        cache=tmp_path / "cache",
+    )
+    for model in ("psv", "json"):
+        flat = ev.metrics.filter(model=model, family="flat", level="leaf", average="micro")
+        counts = dict(flat.select("metric", "value").iter_rows())
+        assert (counts["tp"], counts["fp"], counts["fn"]) == (3, 0, 0), model
