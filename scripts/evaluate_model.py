@@ -56,6 +56,7 @@ def main(smk):
             notes=smk.output.notes,
         ),
         resources=resources,
+        train_gold=smk.input.get("train_gold"),
     )
 
 

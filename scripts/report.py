@@ -47,6 +47,9 @@ def main(smk):
             systems=systems,
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
+            paper_table=smk.params.paper_table,
+            conventions=smk.input.conventions,
+            conventions_tests=smk.input.conventions_tests,
         )
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
