@@ -47,6 +47,8 @@ def main(smk):
             systems=systems,
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
+            confidence=smk.params.confidence,
+            summary_md=smk.output.summary_md,
         )
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])

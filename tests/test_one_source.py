@@ -213,7 +213,7 @@ LAYERS = (
     ("engine",),
     ("metrics", "conventions"),
     ("reports", "analysis"),
-    ("resources", "pipeline", "config", "analysis_stage"),
+    ("resources", "pipeline", "config", "layout", "analysis_stage"),
     ("run",),
     ("cli", "workflow_script", "console", "api", "evaluator", "memory"),
     ("experiments",),

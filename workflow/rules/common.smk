@@ -171,9 +171,13 @@ def train_gold_input(wildcards):
 
 
 def report_settings():
-    """The settings that change numbers (hieval.config.report_settings) as a JSON string."""
+    """The settings that change numbers (hieval.config.report_settings) as a JSON string;
+    with tuned models, the tuning's settings too (the history keys evaluations by them)."""
     options = {name: spec.options() for name, spec in MODELS.items()}
-    return json.dumps(run_settings(config, options), sort_keys=True)
+    settings = run_settings(config, options)
+    if TUNED:
+        settings["run"]["tuning"] = config["tuning"]
+    return json.dumps(settings, sort_keys=True)
 
 
 # Runs of one system (the sheet's optional `system` column), as a JSON string (recorded).

@@ -72,6 +72,8 @@ rule report:
         systems=SYSTEMS,
         settings=report_settings(),
         history=HISTORY,
+        # the intervals' confidence, kept with them in the history
+        confidence=config["uncertainty"]["confidence"] if UNCERTAINTY else None,
         tuned=TUNED,
     script:
         "../../scripts/report.py"
