@@ -172,7 +172,7 @@ def open_summary(path: str | Path, history: pl.DataFrame, current: pl.DataFrame)
         return
     text = Path(path).read_text("utf-8")
     title, _, rest = text.partition("\n\n")
-    write_text(path, f"{title}\n\n{section}\n{rest}")
+    write_text(path, f"{title}\n\n{section}{rest}")
 
 
 def changes_html(history: pl.DataFrame | None, current: pl.DataFrame | None) -> str:

@@ -172,7 +172,8 @@ def train_gold_input(wildcards):
 
 def report_settings():
     """The settings that change numbers (hieval.config.report_settings) as a JSON string;
-    with tuned models, the tuning's settings too (the history keys evaluations by them)."""
+    with tuned models, the tuning's settings too (the history keys evaluations by them).
+    """
     options = {name: spec.options() for name, spec in MODELS.items()}
     settings = run_settings(config, options)
     if TUNED:
