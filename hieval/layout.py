@@ -52,16 +52,18 @@ def _is_default(configfile: str | Path) -> bool:
 
 
 def config_name(name: str | None, configfiles: Sequence[str | Path]) -> str | None:
-    """The configuration's name: ``name`` when given, else the stem of the last config file
+    """The configuration's name: ``name`` when given, else the stem of the first config file
     given on the command line (``configfiles``, Snakemake's ``--configfile``: its values win
-    over the Snakefile's own ``config/config.yaml``), or None for the default configuration
-    (no such file, or ``config/config.yaml`` itself). Refuses a name that is no safe folder name or
-    is reserved (:data:`RESERVED_NAMES`), naming the config file it came from."""
+    over the Snakefile's own ``config/config.yaml``; files after it are overlays, such as a
+    site's bounds, that leave the experiment and its folder as they are), or None for the
+    default configuration (no such file, or ``config/config.yaml`` itself). Refuses a name
+    that is no safe folder name or is reserved (:data:`RESERVED_NAMES`), naming the config
+    file it came from."""
     if name is None:
-        if not configfiles or _is_default(configfiles[-1]):
+        if not configfiles or _is_default(configfiles[0]):
             return None
-        name = Path(configfiles[-1]).stem
-        where = f"the name of {configfiles[-1]}"
+        name = Path(configfiles[0]).stem
+        where = f"the name of {configfiles[0]}"
     else:
         where = "config key name"
     if not re.fullmatch(NAME_PATTERN, name):

@@ -14,6 +14,8 @@ import polars as pl
 import pytest
 import yaml
 from helpers import REPO, SNAKEMAKE_COMMAND, small_demo_config, snakemake
+from test_uncertainty_workflow import UNCERTAINTY
+from test_uncertainty_workflow import write_zoo as write_bootstrap_zoo
 from test_workflow import write_zoo
 
 from hieval.errors import ConfigError
@@ -28,7 +30,8 @@ def test_the_default_config_writes_results_and_any_other_its_own_folder(tmp_path
     assert config_name(None, ["config/config.yaml"]) is None  # named again: still the default
     assert config_name(None, [str(tmp_path / "config" / "config.yaml")]) is None
     assert config_name(None, ["config/test/icd10.yaml"]) == "icd10"
-    assert config_name(None, ["a.yaml", "config/paper/cophe_table2.yaml"]) == "cophe_table2"
+    # a second file is an overlay (a site's bounds): the first names the configuration
+    assert config_name(None, ["config/paper/cophe_table2.yaml", "bounds.yaml"]) == "cophe_table2"
     assert config_name("mine", ["config/test/icd10.yaml"]) == "mine"
     assert config_name("mine", []) == "mine"  # `--config name=mine`: named, not the default
     assert results_folder("icd10") == "results/icd10"
@@ -149,3 +152,29 @@ def test_a_retrained_model_opens_the_report_with_its_changes(tmp_path):
     page = (report / "report.html").read_text()
     assert page.index("id='changes'") < page.index("id='leaderboard'")
     assert "<h3>exact</h3>" in page and (report / "figures/history_exact.svg").is_file()
+
+
+def test_the_history_keeps_each_headline_value_with_its_interval(tmp_path):
+    """With the bootstrap on, each history row holds its value's interval as intervals.parquet
+    has it, at the run's confidence (what the changes' verdict compares)."""
+    config = write_bootstrap_zoo(tmp_path)
+    config.write_text(
+        config.read_text().replace(UNCERTAINTY, "")
+        + "uncertainty:\n  bootstrap: 20\n  permutations: 9\n  confidence: 0.9\n"
+    )
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = pl.read_parquet(tmp_path / "results/history/evaluations.parquet")
+    intervals = pl.read_parquet(tmp_path / "results/my/report/intervals.parquet")
+    f_set = rows.filter(pl.col("metric") == "F-set")
+    assert f_set.height == 3 and set(f_set["confidence"]) == {0.9}
+    for row in f_set.iter_rows(named=True):
+        [expected] = intervals.filter(
+            (pl.col("model") == row["model"])
+            & (pl.col("family") == "set")
+            & (pl.col("level") == "overall")
+            & (pl.col("average") == "micro")
+            & (pl.col("metric") == "f1")
+        ).to_dicts()
+        assert (row["low"], row["high"]) == (expected["low"], expected["high"])
+        assert row["low"] <= row["value"] <= row["high"] and row["low"] < row["high"]

@@ -309,7 +309,7 @@ def test_sharded_equals_unsharded(zoo_run, tmp_path):
     result = snakemake(work, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = {1: zoo_run, 3: work}
-    assert len(list((tmp_path / "shards3/results/counts/exact/shards").iterdir())) == 3
+    assert len(list((tmp_path / "shards3/results/my/counts/exact/shards").iterdir())) == 3
     for name in ("metrics.parquet", "summary.csv", "summary.md"):
         first, second = ((outputs[s] / "results/my/report" / name).read_bytes() for s in (1, 3))
         assert first == second, f"{name} differs between 1 and 3 shards"
