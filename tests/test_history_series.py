@@ -192,6 +192,16 @@ def test_a_rerun_on_the_same_inputs_still_compares_with_the_evaluation_before(tm
     assert (row["before"], row["now"], row["before_timestamp"]) == (0.5, 0.6, "t1")
 
 
+def test_a_model_put_back_to_earlier_predictions_is_compared_with_the_one_it_replaced(tmp_path):
+    path = tmp_path / "evaluations.parquet"
+    history.append_history(path, _rows(value=0.5, when="t1"))
+    history.append_history(path, _rows(value=0.6, inputs="n" * 64, when="t2"))
+    back = _rows(value=0.5, when="t3")  # the first predictions again: their key, no new row
+    whole = history.append_history(path, back)
+    [row] = changes.last_changes(whole, back).filter(pl.col("metric") == "F-set").to_dicts()
+    assert (row["before"], row["now"], row["before_timestamp"]) == (0.6, 0.5, "t2")
+
+
 def test_summary_and_report_open_with_the_changes(tmp_path):
     path = tmp_path / "evaluations.parquet"
     history.append_history(path, _rows(value=0.5, when="2026-01-01T00:00:00"))

@@ -2,9 +2,9 @@
 (:mod:`hieval.reports.history`): the sections that open the report and summary.md, and the
 History section near the report's end.
 
-A model's *last evaluation* is the latest earlier evaluation in its series (same model name,
-gold, code system, hierarchy and settings; a different key: new inputs or another hieval
-version), in the order the history recorded them. A change is *beyond its interval* when its
+A model's *last evaluation* is the latest evaluation recorded in its series (same model name,
+gold, code system, hierarchy and settings) with another key than this run's (other inputs or
+another hieval version). A change is *beyond its interval* when its
 size exceeds the half-width of the bootstrap interval of the difference, taken as
 ``sqrt(h_before² + h_now²)`` from the half-widths ``h = (high - low) / 2`` of the two
 evaluations' own percentile intervals at the same confidence. That is the interval of a
@@ -77,14 +77,16 @@ def _compared(old: dict, now: dict) -> tuple:
 
 
 def _previous(history: pl.DataFrame, current: pl.DataFrame, model: str) -> dict[str, dict]:
-    """The rows (by metric) of ``model``'s last evaluation before this one, in its series
-    (empty when this is its first)."""
+    """The rows (by metric) of ``model``'s last evaluation: the latest recorded in its series
+    with another key than this run's (empty when there is none). A rerun on the same inputs
+    is thus compared with the evaluation before it, and a model put back to earlier
+    predictions with the one it replaced."""
     rows = _series_rows(history, current, model)
-    keys = _evaluations(rows)
     key = current.filter(pl.col("model") == model)["key"][0]
-    if key not in keys or keys.index(key) == 0:
+    others = [k for k in _evaluations(rows) if k != key]
+    if not others:
         return {}
-    last = rows.filter(pl.col("key") == keys[keys.index(key) - 1])
+    last = rows.filter(pl.col("key") == others[-1])
     return {r["metric"]: r for r in last.iter_rows(named=True)}
 
 
