@@ -910,8 +910,8 @@ def publish_reports(job: ReportJob) -> None:
     write_text(job.markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
     past = current = None
+    intervals = paths.read_parquet(job.intervals) if job.intervals else None
     if job.history is not None:
-        intervals = paths.read_parquet(job.intervals) if job.intervals else None
         current = history_rows(
             metrics,
             records=records,
@@ -942,7 +942,7 @@ def publish_reports(job: ReportJob) -> None:
             hierarchy=f"{job.hierarchy}; code system {system.name} ({system.title})",
             version=__version__,
             settings=job.settings,
-            intervals=paths.read_parquet(job.intervals) if job.intervals else None,
+            intervals=intervals,
             comparisons=paths.read_parquet(job.comparisons) if job.comparisons else None,
             frequency_bins=bins,
             history=past,
