@@ -27,6 +27,7 @@ import polars as pl
 from hieval import cli, hints, memory, paths, run
 from hieval.atomic import staged_folder
 from hieval.codesystem import DEFAULT_MAX_LEVEL
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, HievalError, preview_value
 from hieval.hierarchy.table import read_level_table
@@ -237,6 +238,13 @@ class Evaluation:
         return self._read("conventions.parquet")
 
     @functools.cached_property
+    def conventions_tests(self) -> pl.DataFrame:
+        """Edin et al.'s McNemar test of each pair of models with the Bonferroni-adjusted p
+        (``conventions_tests.parquet``; empty without the ``edin`` convention or with one
+        model), beside :attr:`comparisons`' randomization test (docs/conventions.md)."""
+        return self._read("conventions_tests.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""
@@ -442,6 +450,7 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
     threads: int | None = None,
     conventions: Sequence[str] | None = None,
     label_space: Mapping[str, str | os.PathLike] | None = None,
+    paper_table: str = DEFAULT_PAPER_TABLE,
 ) -> Evaluation:
     """Evaluate models against a gold, as ``hieval evaluate`` does.
 
@@ -554,6 +563,7 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
             if conventions is None
             else [_checked("conventions", c) for c in conventions],
             label_space=[(n, Path(p)) for n, p in _pairs(label_space, "label_space")],
+            paper_table=_checked("paper_table", paper_table),
         )
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"

@@ -29,6 +29,7 @@ import polars as pl
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
 from hieval.checksums import sha256_file
+from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
@@ -57,6 +58,7 @@ from hieval.inputs.options import (
 )
 from hieval.inputs.policies import coverage_warning
 from hieval.inputs.record import UNSCORED_SELECTION
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
@@ -65,6 +67,7 @@ from hieval.reports import changes, html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
+from hieval.reports.paper_layouts import layout_tables
 from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
@@ -455,6 +458,17 @@ def _score_ancestors(
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
 
 
+def _propensities(
+    train_gold: str | Path | None, params: IcmParams | None
+) -> TrainPropensities | None:
+    """The training gold's inverse propensities (:mod:`hieval.metrics.propensity`), or None
+    without a training gold."""
+    if train_gold is None:
+        return None
+    frame = paths.read_parquet(train_gold, columns=["doc_id", "code"])
+    return TrainPropensities.from_gold(frame, params or IcmParams())
+
+
 def score_metrics(
     *,
     model: str,
@@ -467,9 +481,13 @@ def score_metrics(
     ks: tuple[int, ...] = DEFAULT_KS,
     metrics_out: str | Path,
     notes_out: str | Path,
+    train_gold: str | Path | None = None,
+    params: IcmParams | None = None,
 ) -> pl.DataFrame:
     """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
-    and its tuned threshold (from its input ``record``); and the notes the report shows."""
+    and its tuned threshold (from its input ``record``); and the notes the report shows. With
+    the normalised ``train_gold``, the propensity-scored rows too (propensity parameters from
+    ``params``)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -488,6 +506,7 @@ def score_metrics(
         ancestors=anc,
         levels=levels,
         threshold=tuned.get("threshold"),
+        propensities=_propensities(train_gold, params) if score_frame.height else None,
     )
     write_parquet(tidy, metrics_out)
     write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
@@ -770,6 +789,7 @@ def count_and_score(
     ks: tuple[int, ...] = DEFAULT_KS,
     out: ModelFiles,
     resources: Resources | None = None,
+    train_gold: str | Path | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
@@ -809,6 +829,8 @@ def count_and_score(
         ks=ks,
         metrics_out=out.ranking,
         notes_out=out.notes,
+        train_gold=train_gold,
+        params=params,
     )
 
 
@@ -831,7 +853,8 @@ def final_reports(
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
     ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
     summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
-    systems.parquet; ``notes`` are the score notes of :func:`score_metrics`."""
+    systems.parquet (and, with ``conventions``, conventions_systems.parquet); ``notes`` are
+    the score notes of :func:`score_metrics`."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -852,6 +875,12 @@ def final_reports(
         if conventions
         else None,
     )
+    if systems and conventions:
+        # each convention's mean ± sd over a system's runs, with its paper's ddof
+        write_parquet(
+            system_rows(paths.read_parquet(conventions), systems),
+            Path(out_dir) / "conventions_systems.parquet",
+        )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
 
@@ -887,6 +916,11 @@ class ReportJob:
     analysis_dir: str | Path | None = None
     confidence: float | None = None  # of the intervals, kept with them in the history
     summary_md: str | Path | None = None  # opens with the changes since the last evaluation
+    #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
+    #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
+    paper_table: str = "cophe"
+    conventions: str | Path | None = None
+    conventions_tests: str | Path | None = None
 
 
 def publish_reports(job: ReportJob) -> None:
@@ -903,9 +937,7 @@ def publish_reports(job: ReportJob) -> None:
     metrics = paths.read_parquet(job.tidy)
     models = list(job.nodes)
     records = [json.loads(Path(p).read_text("utf-8")) for p in job.records]
-    tables = paper_tables.paper_tables(
-        metrics, levels=evaluated, models=models, systems=job.systems or None
-    )
+    tables = _paper_tables(job, metrics, levels=evaluated, models=models)
     write_text(job.tex_out, paper_tables.to_latex(tables))
     write_text(job.markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
@@ -953,6 +985,14 @@ def publish_reports(job: ReportJob) -> None:
             analysis=(
                 read_tables(job.analysis_dir, models) if job.analysis_dir is not None else None
             ),
+            conventions=(
+                (paths.read_parquet(job.conventions), read_notes(job.conventions))
+                if job.conventions is not None
+                else None
+            ),
+            conventions_tests=(
+                paths.read_parquet(job.conventions_tests) if job.conventions_tests else None
+            ),
         )
     )
     write_text(job.html_out, page)
@@ -960,6 +1000,28 @@ def publish_reports(job: ReportJob) -> None:
         write_text(Path(job.figures_out) / f"{name}.svg", svg)
     shown = (final_path(path) for path in (job.html_out, job.tex_out, job.markdown_out))
     log.info("wrote %s, %s, %s and %d figures", *shown, len(drawn))
+
+
+def _paper_tables(
+    job: ReportJob, metrics: pl.DataFrame, *, levels: tuple[str, ...], models: list[str]
+) -> list[paper_tables.Table]:
+    """tables.tex/.md's tables in the layout ``job.paper_table`` asks for: the CoPHE paper's
+    from the tidy rows, CAML's or Edin et al.'s from conventions.parquet."""
+    if job.paper_table == "cophe":
+        return paper_tables.paper_tables(
+            metrics, levels=levels, models=models, systems=job.systems or None
+        )
+    if job.conventions is None:
+        raise HievalError(
+            f"report.paper_table {job.paper_table} lays out conventions.parquet, which this run "
+            "did not write; use paper_table cophe or run the conventions stage"
+        )
+    return layout_tables(
+        paths.read_parquet(job.conventions),
+        layout=job.paper_table,
+        models=models,
+        systems=job.systems or None,
+    )
 
 
 def leaf_count(table: LevelTable) -> int:
@@ -976,7 +1038,8 @@ class UncertaintyJob:
     models' order; the hierarchy (``levels_file``, ``ancestors``, ``max_level``), the ICM
     ``params`` and comparison ``label_set``; the bootstrap and permutation ``settings``; the
     two outputs; the thread bounds (``resources``); and, for scored models, their normalised
-    score tables (``scores``), ranking rows (``ranking``) and cut-offs (``ks``)."""
+    score tables (``scores``), ranking rows (``ranking``), cut-offs (``ks``) and the normalised
+    training gold (``train_gold``: the propensity-scored rows' weights)."""
 
     gold: str | Path
     predictions: dict[str, str | Path]
@@ -994,6 +1057,7 @@ class UncertaintyJob:
     scores: dict[str, str | Path] | None = None
     ranking: dict[str, str | Path] | None = None
     ks: tuple[int, ...] = DEFAULT_KS
+    train_gold: str | Path | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1055,6 +1119,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     scored = {}
     table = read_level_table(job.levels_file)
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
+    propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
         score_frame = paths.read_parquet(job.scores[model])
         if not score_frame.height:
@@ -1067,6 +1132,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
             levels=layout.levels,
             model=model,
+            propensities=propensities,
         )
         rows = paths.read_parquet(job.ranking[model])
         wanted = set(scored[model].keys)

@@ -36,8 +36,9 @@ from hieval.config import (
     tuning_options,
     uncertainty_settings,
 )
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE
 from hieval.conventions.stage import write_conventions
-from hieval.conventions.table import check_names
+from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
@@ -133,6 +134,8 @@ class EvaluateOptions:
     #: Named conventions of conventions.parquet (None: every one) and each model's label
     #: space for them, ``(model, path)``.
     conventions: list[str] | None = None
+    #: The layout of tables.tex/.md (config report.paper_table).
+    paper_table: str = DEFAULT_PAPER_TABLE
     label_space: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
     per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -325,6 +328,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "temp_directory": str(args.temp_directory) if args.temp_directory else None,
         },
         "conventions": list(args.conventions) if args.conventions is not None else None,
+        "report": {"paper_table": args.paper_table},
     }
 
 
@@ -379,6 +383,11 @@ class _Run:
         return {name: self.work / "inputs" / "scores" / f"{name}.parquet" for name in self.names}
 
     @property
+    def train_gold(self) -> Path | None:
+        """The normalised training gold (:func:`_read_inputs` writes it), if config names one."""
+        return self.work / "inputs" / "train_gold.parquet" if self.config["train_gold"] else None
+
+    @property
     def records(self) -> list[Path]:
         """The input records: the gold's, then each model's."""
         gold = self.work / "inputs" / "gold.json"
@@ -411,6 +420,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     spaces = _label_spaces(args, names)
     config = config_from_args(args)
     check_names(config["conventions"])
+    check_paper_table(config["report"]["paper_table"], config["conventions"])
     if config["doc_groups"]:
         read_doc_groups(config["doc_groups"])  # refused before anything is counted
     figures.prefetch()  # the report's figures come last; their imports need not wait
@@ -432,8 +442,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
-    """Normalise the gold and every model's predictions; the models whose threshold was
-    tuned. The gold may be normalised in the background beside the first predictions
+    """Normalise the gold, every model's predictions and the training gold; the models whose
+    threshold was tuned. The gold may be normalised in the background beside the first predictions
     (:func:`_gold_beside_predictions`)."""
     args, resources = run.args, run.resources
     gold_job = functools.partial(
@@ -476,6 +486,8 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
             raise
         if written is not None:
             written.result()
+    if run.train_gold is not None:  # read before counting: its weights score the rankings
+        _other_gold(run.args, run.config, run.common, key="train_gold", out=run.train_gold)
     return tuned
 
 
@@ -508,6 +520,7 @@ def _count_models(run: _Run, progress: Progress) -> None:
                 notes=work / "ranking" / f"{name}.json",
             ),
             resources=run.resources,
+            train_gold=run.train_gold,
         )
 
 
@@ -537,6 +550,7 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
             scores=run.scores,
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
+            train_gold=run.train_gold,
         )
     )
     return {
@@ -564,11 +578,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         hierarchy=run.hierarchy,
         out_dir=out,
     )
-    train_gold = None
-    if config["train_gold"]:
-        train_gold = _other_gold(
-            args, config, run.common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
-        )
+    train_gold = run.train_gold
     settings = uncertainty_settings(config)
     error_analysis(
         gold=run.gold,
@@ -609,13 +619,17 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
             curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
             notes=[work / "ranking" / f"{name}.json" for name in names],
             analysis_dir=out,
+            paper_table=config["report"]["paper_table"],
+            conventions=out / "conventions.parquet",
+            conventions_tests=out / "conventions_tests.parquet",
             **uncertain,
         )
     )
 
 
 def _conventions(run: _Run) -> None:
-    """OUT/conventions.parquet: every model's headline metrics under each named convention."""
+    """OUT/conventions.parquet: every model's headline metrics under each named convention;
+    OUT/conventions_tests.parquet: Edin et al.'s McNemar test of each pair of models."""
     args, names, config, out, labels = run.args, run.names, run.config, run.out, run.labels
     work = run.work
     write_conventions(
@@ -637,6 +651,7 @@ def _conventions(run: _Run) -> None:
         default_threshold=config["threshold"],
         label_spaces=run.spaces,
         out=out / "conventions.parquet",
+        tests_out=out / "conventions_tests.parquet",
     )
 
 

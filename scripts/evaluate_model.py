@@ -54,6 +54,7 @@ def main(smk):
             notes=smk.output.notes,
         ),
         resources=resources,
+        train_gold=smk.input.get("train_gold"),
     )
 
 

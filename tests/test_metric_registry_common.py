@@ -33,6 +33,7 @@ from test_uncertainty_ranking import KS, LEVEL, frames
 from hieval import codesystem
 from hieval.engine.icm import IcmParams
 from hieval.metrics.prf import metrics_table
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import score_rows
 from hieval.metrics.registry import (
     COUNT_FAMILIES,
@@ -83,6 +84,15 @@ REFERENCES: dict[tuple[str, str, str], str] = {
     ("example", "mean", "hamming_loss"): _SUITE_SK,
     ("example", "mean", "jaccard"): _SUITE_SK,
     ("example", "mean", "subset_accuracy"): _SUITE_SK,
+    ("example", "mean", "exact_match"): (
+        "test_field_metrics.py::test_exact_match_matches_sklearn_accuracy_score"
+    ),
+    ("label", "macro", "fpr"): (
+        "test_field_metrics.py::test_fpr_matches_sklearn_confusion_matrix_and_naive_count"
+    ),
+    ("label", "micro", "fpr"): (
+        "test_field_metrics.py::test_fpr_matches_sklearn_confusion_matrix_and_naive_count"
+    ),
     ("propensity", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
     ("hierarchical", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
     ("ranking", "micro", "auc"): _RANKING,
@@ -92,6 +102,12 @@ REFERENCES: dict[tuple[str, str, str], str] = {
     ("ranking", "mean", "r_precision"): _RANKING,
     ("ranking", "mean", "map"): _RANKING,
     ("ranking", "mean", "ndcg@{k}"): "test_metric_additions.py::test_ndcg_matches_a_naive_ranking",
+    ("ranking", "mean", "psp@{k}"): (
+        "test_propensity_metrics.py::test_psp_and_psndcg_match_the_reference"
+    ),
+    ("ranking", "mean", "psndcg@{k}"): (
+        "test_propensity_metrics.py::test_psp_and_psndcg_match_the_reference"
+    ),
     ("calibration", "micro", "brier"): (
         "test_ranking.py::test_calibration_matches_a_direct_computation"
     ),
@@ -220,7 +236,11 @@ def _score_rows() -> tuple[dict, dict]:
             ]
         ).sort("doc_id", "code")
         doc_ids = gold["doc_id"].unique().sort()
-        options = {"ks": KS, "ancestors": ancestors, "levels": (LEVEL,)}
+        train = pl.DataFrame({"doc_id": ["t1", "t1", "t2", "t3"], "code": ["c1", "c2", "c1", None]})
+        options = {
+            "ks": KS, "ancestors": ancestors, "levels": (LEVEL,),
+            "propensities": TrainPropensities.from_gold(train, IcmParams()),
+        }  # fmt: skip
         units = ranking_units(gold, scores, doc_ids=doc_ids, **options)
         tidy, _ = score_rows(gold, scores, model="m", threshold=0.5, **options)
         for r in tidy.iter_rows(named=True):

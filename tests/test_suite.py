@@ -167,9 +167,12 @@ def test_score_all_names_every_metric_and_perfect_output_is_perfect():
         "ICM-Norm",
         "LB-ACC",
         "LB-F",
+        "FPR-macro",
+        "FPR-micro",
         "EB-HAMM",
         "EB-JACC",
         "EB-SUBACC",
+        "EM",
         "EB-P",
         "EB-R",
         "EB-F",
@@ -180,12 +183,14 @@ def test_score_all_names_every_metric_and_perfect_output_is_perfect():
         "F-CoPHE",
     }
     assert scores["EB-HAMM"] == 0.0
+    assert scores["FPR-micro"] == scores["FPR-macro"] == 0.0
     for name in (
         "ICM-Norm",
         "LB-ACC",
         "LB-F",
         "EB-JACC",
         "EB-SUBACC",
+        "EM",
         "EB-P",
         "EB-R",
         "EB-F",

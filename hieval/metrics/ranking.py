@@ -43,6 +43,7 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.registry import (
     DOCUMENT_MEANS,
     LEAF,
@@ -73,6 +74,9 @@ class ScoreArrays:
     score: np.ndarray
     gold_key: np.ndarray
     labels: tuple[str, ...] = ()
+    #: Per label, its inverse propensity from a training gold (the propensity-scored metrics'
+    #: gains), or None; leaf labels only (a pooled level has none).
+    gain: np.ndarray | None = None
 
     @property
     def pairs(self) -> int:
@@ -151,6 +155,11 @@ def encode(gold: pl.DataFrame, scores: pl.DataFrame) -> ScoreArrays:
         gold_keys,
         codes.to_list(),
     )
+
+
+def with_gains(arrays: ScoreArrays, propensities: TrainPropensities | None) -> ScoreArrays:
+    """``arrays`` with its labels' inverse propensities as gains (unchanged without)."""
+    return arrays if propensities is None else replace(arrays, gain=propensities.of(arrays.labels))
 
 
 def _doubled_rank_sum(sorted_all: np.ndarray, positives: np.ndarray, unscored: int) -> int:
@@ -261,6 +270,27 @@ def document_ranks(arrays: ScoreArrays) -> DocumentRanks:
     return DocumentRanks(gold_doc, position, precision)
 
 
+def ranked_documents(arrays: ScoreArrays) -> RankedDocuments:
+    """The gold pairs' ranks (:func:`document_ranks`) with their codes' gains, if any."""
+    gain = None if arrays.gain is None else arrays.gain[arrays.gold_key % arrays.n_labels]
+    return RankedDocuments(document_ranks(arrays), arrays.n_docs, gain)
+
+
+def document_mean(metric, docs: RankedDocuments, k: int | None) -> float | None:
+    """A ``mean`` metric's reported value: the exact mean of its statistic over the documents
+    it counts, or with a declared ``best`` Σ statistic / Σ best over them; None where it is
+    undefined (no counted document, no gains, a best of 0)."""
+    mean = metric.per_document
+    counted = docs.counted(mean.over)
+    per_doc = mean.statistic(docs, k)
+    if per_doc is None or not counted.any():
+        return None
+    if mean.best is None:
+        return exact_mean(per_doc[counted].tolist())
+    best = math.fsum(mean.best(docs, k)[counted].tolist())
+    return math.fsum(per_doc[counted].tolist()) / best if best > 0 else None
+
+
 def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
     """Every ranking metric's reported value by (average, metric) name: ``micro auc``,
     ``macro auc``, ``mean precision@K``, ... (a metric without any defined unit is left out).
@@ -279,14 +309,12 @@ def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[st
         values["macro", "auc"] = exact_mean(defined.tolist())
     if arrays.n_docs == 0:
         return values
-    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    docs = ranked_documents(arrays)
     for metric in DOCUMENT_MEANS:
-        counted = docs.counted(metric.per_document.over)
-        if not counted.any():
-            continue
         for name, k in at_ks(metric.metric, ks):
-            per_doc = metric.per_document.statistic(docs, k)
-            values[metric.average, name] = exact_mean(per_doc[counted].tolist())
+            value = document_mean(metric, docs, k)
+            if value is not None:
+                values[metric.average, name] = value
     return values
 
 
@@ -360,17 +388,22 @@ def score_rows(
     ancestors: pl.DataFrame | None = None,
     levels: Sequence[str] = (),
     threshold: float | None = None,
+    propensities: TrainPropensities | None = None,
 ) -> tuple[pl.DataFrame, dict]:
     """A model's tidy rows from its scores: ranking at the leaves and at each of ``levels``
     (max-pooled through ``ancestors``), calibration, and the tuned ``threshold`` when given;
-    with the notes the report shows (unscored pairs, why a family is missing).
+    with the notes the report shows (unscored pairs, why a family is missing). The
+    propensity-scored rows (``psp@K``, ``psndcg@K``, leaves only) need ``propensities``
+    (a training gold's, :mod:`hieval.metrics.propensity`).
 
     A model without scores gets no ranking or calibration rows (only its threshold, if tuned).
     """
     rows: list[tuple[str, str, str, str, float]] = []
     notes: dict = {"model": model, "scored_pairs": scores.height}
     if scores.height:
-        arrays = encode(gold, scores)
+        arrays = with_gains(encode(gold, scores), propensities)
+        if propensities is None:
+            notes["propensity"] = "no training gold (--train-gold): no psp@K or psndcg@K rows"
         notes.update(label_space_pairs=arrays.pairs, unscored_pairs=arrays.unscored)
         if arrays.unscored:
             log.info(

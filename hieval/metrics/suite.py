@@ -136,7 +136,10 @@ def suite_rows(
             values.append(from_items[metric.family, metric.metric])
         else:
             (tp, fp, fn), size = units[metric.source]
-            values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
+            if metric.average == "micro":  # the formula of the summed counts
+                values.append(metric.per_unit(tp.sum(), fp.sum(), fn.sum(), size * len(tp)))
+            else:
+                values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
     return _rows(list(SUITE), values)
 
 

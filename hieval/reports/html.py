@@ -24,7 +24,7 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import changes, error_sections, figures, leaderboard
+from hieval.reports import changes, conventions_html, error_sections, figures, leaderboard
 from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
@@ -99,6 +99,8 @@ class ReportInputs:
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
     notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
     analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
+    conventions: tuple[pl.DataFrame, dict] | None = None  # conventions.parquet and its notes
+    conventions_tests: pl.DataFrame | None = None  # conventions_tests.parquet (McNemar)
 
 
 def _esc(value) -> str:
@@ -412,18 +414,38 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
             found = [lookup[(m, b)] for m in runs if lookup.get((m, b)) is not None]
             cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
         rows.append(cells)
-    codes = {r["bin"]: r["codes"] for r in inputs.frequency_bins.iter_rows(named=True)}
+    codes = _codes_per_bin(inputs.frequency_bins)
     return (
         "<h2 id='frequency'>Rare and frequent codes</h2><p class='note'>Flat micro F1 over the "
         "codes of each training-frequency bin (gold or predicted codes of the test set; codes "
         "per bin: "
-        + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins)
+        + ", ".join(f"{_esc(b)}: {codes[b]}" for b in bins)
+        + (", from the fewest to the most over the models" if _ranges(codes) else "")
         + ")"
         + ("; a system's: the mean over its runs" if grouped else "")
         + ".</p>"
         f"<figure class='wide'>{svg}</figure>"
         + _table(["System" if grouped else "Model", *map(_esc, bins)], rows)
     )
+
+
+def _codes_per_bin(bins: pl.DataFrame) -> dict[str, str]:
+    """Each bin's number of codes: one number when every model has the same, else the range.
+
+    A bin holds the gold *or predicted* codes of its frequency, so models that predict
+    different codes have different counts; one model's count would misstate the others'.
+    """
+    counts = bins.group_by("bin").agg(
+        pl.col("codes").min().alias("low"), pl.col("codes").max().alias("high")
+    )
+    return {
+        r["bin"]: f"{r['low']:,}" if r["low"] == r["high"] else f"{r['low']:,}\u2013{r['high']:,}"
+        for r in counts.iter_rows(named=True)
+    }
+
+
+def _ranges(codes: dict[str, str]) -> bool:
+    return any("\u2013" in text for text in codes.values())
 
 
 def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
@@ -529,6 +551,9 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         _frequency(inputs, drawn),
         _suite(inputs),
         _kinds(inputs),
+        conventions_html.render(
+            inputs.conventions, models=inputs.models, tests=inputs.conventions_tests
+        ),
         changes.history_html(inputs.history, inputs.current, inputs.models, drawn),
         _provenance(inputs),
     ]

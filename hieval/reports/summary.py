@@ -196,7 +196,7 @@ def _suite_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
         "",
         "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
         "",
-        "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
+        "EB-HAMM and FPR are losses (lower is better); ICM is in bits, the others in [0, 1].",
         "",
         f"| Model | {' | '.join(m.paper for m in SUITE)} |",
         "|---|" + "---:|" * len(SUITE),

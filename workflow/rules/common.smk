@@ -162,7 +162,8 @@ def group_files(wildcards):
 
 
 def train_gold_input(wildcards):
-    """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
+    """The normalised training gold, when config ``train_gold`` names one (long-tail bins,
+    the propensity-scored ranking rows)."""
     return (
         {"train_gold": results("inputs/train_gold.parquet")}
         if config["train_gold"]
@@ -189,8 +190,14 @@ UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
 
 
 def systems_output():
-    """systems.parquet, when the sheet groups models into systems (its `system` column)."""
-    return {"systems": results("report/systems.parquet")} if json.loads(SYSTEMS) else {}
+    """systems.parquet and conventions_systems.parquet (each convention's mean and sd with its
+    paper's ddof), when the sheet groups models into systems (its `system` column)."""
+    if not json.loads(SYSTEMS):
+        return {}
+    return {
+        "systems": results("report/systems.parquet"),
+        "conventions_systems": results("report/conventions_systems.parquet"),
+    }
 
 
 def uncertainty_files(wildcards):

@@ -13,7 +13,9 @@ rule conventions:
         levels=LEVELS,
         label_spaces=list(LABEL_SPACES.values()),
     output:
-        results("report/conventions.parquet"),
+        table=results("report/conventions.parquet"),
+        # Edin et al.'s McNemar test of each pair of models (hieval.conventions.mcnemar)
+        tests=results("report/conventions_tests.parquet"),
     log:
         logs("report/conventions.log"),
     conda:

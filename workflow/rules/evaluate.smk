@@ -10,6 +10,7 @@ if not SHARDED:
         input:
             unpack(model_files),
             unpack(tuned_files),
+            unpack(train_gold_input),
             levels=LEVELS,
             ancestors=ANCESTORS,
             gold=results("inputs/gold.parquet"),

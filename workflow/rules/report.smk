@@ -17,6 +17,7 @@ rule report:
         ranking=expand(results("ranking/{model}.parquet"), model=MODEL_NAMES),
         notes=expand(results("ranking/{model}.json"), model=MODEL_NAMES),
         conventions=results("report/conventions.parquet"),
+        conventions_tests=results("report/conventions_tests.parquet"),
         records=[
             results("inputs/gold.json"),
             *expand(results("inputs/predictions/{model}.json"), model=MODEL_NAMES),
@@ -75,6 +76,7 @@ rule report:
         # the intervals' confidence, kept with them in the history
         confidence=config["uncertainty"]["confidence"] if UNCERTAINTY else None,
         tuned=TUNED,
+        paper_table=config["report"]["paper_table"],
     script:
         "../../scripts/report.py"
 

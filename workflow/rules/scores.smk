@@ -37,6 +37,7 @@ if SHARDED:
 
     rule score_metrics:
         input:
+            unpack(train_gold_input),
             gold=results("inputs/gold.parquet"),
             scores=results("inputs/scores/{model}.parquet"),
             record=results("inputs/predictions/{model}.json"),
@@ -56,5 +57,6 @@ if SHARDED:
             hieval=HIEVAL_CODE,
             max_level=config["max_level"],
             ks=sorted(config["ranking"]["k"]),
+            icm=icm_params(),
         script:
             "../../scripts/score_metrics.py"

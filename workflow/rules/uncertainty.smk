@@ -16,6 +16,7 @@ UNCERTAINTY_MINUTES = math.ceil(
 
 rule uncertainty:
     input:
+        unpack(train_gold_input),
         gold=results("inputs/gold.parquet"),
         predictions=expand(
             results("inputs/predictions/{model}.parquet"), model=MODEL_NAMES

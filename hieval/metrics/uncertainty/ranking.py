@@ -35,14 +35,16 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.arithmetic import divide
-from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
+from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import (
     DEFAULT_KS,
     ECE_BINS,
     ScoreArrays,
-    document_ranks,
     encode,
     level_arrays,
+    ranked_documents,
+    with_gains,
 )
 from hieval.metrics.registry import DOCUMENT_MEANS, LEAF, at_ks, lookup
 from hieval.metrics.uncertainty.auc import (
@@ -85,22 +87,36 @@ class RankingUnits:
         return self.columns[:, self.names[name]]
 
 
+#: The prefix of a ``mean`` metric's per-document best values (the denominator of a metric
+#: with a declared ``best``: Σ statistic / Σ best).
+BEST = "best|"
+
+
 def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.ndarray]:
     """Per document: each ``mean`` metric's statistic (0 where the document does not count,
     its registry declaration's, as :func:`hieval.metrics.ranking.point_values` averages it)
-    and the denominators, one column per document set the declarations average over."""
-    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    and the denominators, one column per document set the declarations average over and, for
+    a metric with a declared ``best``, its best values (``best|psp@5``), zero where the
+    document does not count. A statistic the arrays cannot give (no gains) has no column."""
+    docs = ranked_documents(arrays)
     out = {over: docs.counted(over).astype(np.float64) for over in DOCUMENT_SETS}
     for metric in DOCUMENT_MEANS:
+        mean = metric.per_document
         for name, k in at_ks(metric.metric, ks):
-            out[name] = metric.per_document.statistic(docs, k)
+            values = mean.statistic(docs, k)
+            if values is None:
+                continue
+            out[name] = values
+            if mean.best is not None:
+                out[BEST + name] = mean.best(docs, k) * out[mean.over]
     return out
 
 
-def _over(metric: str) -> str:
-    """The document set a ``mean`` metric's tidy name (``precision@5``) averages over, as its
-    registry entry declares it."""
-    return lookup("ranking", "mean", metric).per_document.over
+def _denominator(metric: str) -> str:
+    """The per-document column a ``mean`` metric's tidy name (``precision@5``) divides by, as
+    its registry entry declares it: the document set it averages over, or its best values."""
+    mean = lookup("ranking", "mean", metric).per_document
+    return mean.over if mean.best is None else BEST + metric
 
 
 def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray] | None:
@@ -132,7 +148,7 @@ def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray]
     return out
 
 
-def ranking_units(
+def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the replicates' documents)
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,
@@ -142,14 +158,16 @@ def ranking_units(
     levels: Sequence[str] = (),
     bins: int = ECE_BINS,
     model: str = "model",
+    propensities: TrainPropensities | None = None,
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
     rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
     aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order).
 
+    With ``propensities`` (a training gold's) the propensity-scored rows are replicated too.
     ROC-AUC rows are replicated where a level has at most :data:`AUC_MAX_SCORED_PAIRS` scored
     pairs; above it they get no interval, and the log says so (``model`` names it)."""
-    arrays = encode(gold, scores)
+    arrays = with_gains(encode(gold, scores), propensities)
     own = gold["doc_id"].unique().sort()
     if not own.equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
@@ -185,7 +203,8 @@ def ranking_units(
         for name, column in values.items():
             add(f"{level}|{name}", column)
         for name in values:
-            if name not in DOCUMENT_SETS and values[_over(name)].any():
+            metric = name not in DOCUMENT_SETS and not name.startswith(BEST)
+            if metric and values[_denominator(name)].any():
                 keys.append(("ranking", level, "mean", name))
     calibration = _calibration_values(arrays, bins)
     if calibration is not None:
@@ -254,7 +273,7 @@ def ranking_replicates(
             out[key] = auc[level][average]
         elif family == "ranking":
             out[key] = replicate_mean(
-                col[f"{level}|{metric}"], col[f"{level}|{_over(metric)}"], empty=empty
+                col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"], empty=empty
             )
         elif metric == "brier":
             out[key] = replicate_mean(

@@ -55,7 +55,11 @@ SEEN = "seen"
 
 
 def _label_metrics() -> list:
-    return [m for m in SUITE if m.per_unit is not None and m.source == NODES]
+    """The per-label suite metrics that are means over labels (their per-node sums); a
+    ``micro`` one is its formula of the column sums (:func:`assemble`)."""
+    return [
+        m for m in SUITE if m.per_unit is not None and m.source == NODES and m.average != "micro"
+    ]
 
 
 def node_sums(
@@ -192,6 +196,10 @@ def assemble(
                 out[key] = icm
             else:
                 out[key] = mean(col[f"{metric.family}|{metric.metric}"], items)
+        elif metric.average == "micro":  # the formula of the summed counts, label set x items
+            tp, fp, fn = (col[f"flat|{LEAF}|{m}"] for m in COUNT_METRICS)
+            summed = metric.per_unit(tp, fp, fn, label_units * items)
+            out[key] = np.where(items > 0, summed, empty)
         elif metric.source == NODES:  # per label, over the replicate's items
             unseen = metric.per_unit(*(np.zeros((1, 1)),) * 3, items[:, None])[:, 0]
             total = leaf[metric.metric] + (label_units - observed) * unseen
