@@ -28,7 +28,7 @@ GROUPS = (
 
 #: The families whose values are shares in [0, 1], shown in percent.
 PERCENT_FAMILIES = ("flat", "set", "cophe", "ranking", "label", "example", "propensity",
-                    "hierarchical")  # fmt: skip
+                    "hierarchical", "lca")  # fmt: skip
 
 
 @dataclass(frozen=True)
