@@ -33,14 +33,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from hieval.engine.groups import Slice, runs
+from hieval.engine.groups import Slice
 from hieval.engine.keys import CodeSpace
 
 #: The per-document sizes, in the order of :func:`slice_lca_sums`'s rows.
 LCA_SUMS = ("lca_pred", "lca_gold", "lca_both")
 #: A depth bound for the packed (distance, depth) score: hierarchies are far shallower.
 _DEPTHS = 1 << 10
-_NONE = np.iinfo(np.int64).max
+_NONE = np.iinfo(np.int32).max
 
 
 def node_depths(space: CodeSpace) -> np.ndarray:
@@ -53,7 +53,7 @@ def node_depths(space: CodeSpace) -> np.ndarray:
     """
     n_nodes = space.tree_nodes.len()
     if n_nodes == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int32)
     rank = {level: i for i, level in enumerate(space.levels)}
     chains = (
         space.ancestors.select(
@@ -67,7 +67,7 @@ def node_depths(space: CodeSpace) -> np.ndarray:
         .agg(pl.col("depth").min())
     )
     index = space.tree_nodes.search_sorted(chains["ancestor"]).to_numpy()
-    depth = np.zeros(n_nodes, dtype=np.int64)
+    depth = np.zeros(n_nodes, dtype=np.int32)
     depth[index] = chains["depth"].to_numpy()
     return depth
 
@@ -86,34 +86,36 @@ def slice_lca_sums(part: Slice, depth: np.ndarray) -> np.ndarray:
         return out
     n = n[treed]
     # One entry per (label, ancestor), the entries of a label adjacent.
-    label = np.repeat(np.arange(treed.size), n)
+    label = np.repeat(np.arange(treed.size, dtype=np.int32), n)
     first = np.cumsum(n) - n
     node = space.anc_node[np.repeat(start[treed] - first, n) + np.arange(int(n.sum()))]
     k = depth[node]
     label_depth = np.maximum.reduceat(k, first)
-    own = k == label_depth[label]  # the label's own node (the deepest of its chain)
-    side = pred[treed][label]
-    key = _group_key(doc[treed][label], node, side, space.tree_nodes.len())
+    depth_of = label_depth[label]  # per entry, its label's depth
+    own = k == depth_of  # the label's own node (the deepest of its chain)
+    key = _group_keys(doc[treed], pred[treed], space.tree_nodes.len())[label] | (node << 1)
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
-    starts = runs(sorted_key)
+    change = np.empty(key.size, dtype=bool)
+    change[0] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
     group_key = sorted_key[starts]
-    change = np.zeros(key.size, dtype=np.int64)
-    change[starts] = 1
-    group = np.empty(key.size, dtype=np.int64)
-    group[order] = np.cumsum(change) - 1
+    group = np.empty(key.size, dtype=np.int32)
+    group[order] = np.cumsum(change, dtype=np.int32)
+    group -= 1
     size = np.diff(np.append(starts, key.size))
+    twin = _twins(group_key)
 
     # 1. A label with another label of its set under it is dropped.
     dropped = np.zeros(treed.size, dtype=bool)
     dropped[label[own]] = size[group[own]] > 1
     kept = ~dropped[label]
     # 2. The nearest other-side label through each ancestor, and each label's LCA depth.
-    least = np.minimum.reduceat(np.where(kept, label_depth[label], _DEPTHS)[order], starts)
-    other = _lookup(group_key, key ^ 1)
-    other_depth = np.where(other >= 0, least[np.maximum(other, 0)], _DEPTHS)
+    least = np.minimum.reduceat(np.where(kept, depth_of, _DEPTHS)[order], starts)
+    other_depth = np.where(twin >= 0, least[twin], _DEPTHS)[group]
     partnered = kept & (other_depth < _DEPTHS)
-    distance = label_depth[label] - 2 * k + other_depth
+    distance = depth_of - 2 * k + other_depth
     score = np.where(partnered, distance * _DEPTHS + (_DEPTHS - 1 - k), _NONE)
     best = np.minimum.reduceat(score, first)
     lca_depth = np.where(best < _NONE, _DEPTHS - 1 - best % _DEPTHS, label_depth)
@@ -122,8 +124,7 @@ def slice_lca_sums(part: Slice, depth: np.ndarray) -> np.ndarray:
     held = np.maximum.reduceat(inside[order].astype(np.int8), starts) > 0
     group_doc = group_key >> (_node_bits(space.tree_nodes.len()) + 1)
     is_pred = (group_key & 1) == 1
-    twin = _lookup(group_key, group_key ^ 1)
-    both = held & is_pred & (twin >= 0) & held[np.maximum(twin, 0)]
+    both = held & is_pred & (twin >= 0) & held[twin]
     for row, mask in enumerate((held & is_pred, held & ~is_pred, both)):
         out[row] += np.bincount(group_doc[mask], minlength=part.n_docs)
     return out
@@ -133,17 +134,20 @@ def _node_bits(n_nodes: int) -> int:
     return max(int(n_nodes).bit_length(), 1)
 
 
-def _group_key(doc: np.ndarray, node: np.ndarray, side: np.ndarray, n_nodes: int) -> np.ndarray:
-    """(document, node, side) packed into one int64 (slice documents are below 2^30)."""
+def _group_keys(doc: np.ndarray, side: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Per label, its (document, side) part of the (document, node, side) keys, packed into
+    one int64 (slice documents are below 2^30); a node n is added as ``n << 1``."""
     bits = _node_bits(n_nodes)
     if bits + 31 > 62:
         raise ValueError(f"{n_nodes} tree nodes do not fit LCA-F's keys")
-    return (doc.astype(np.int64) << (bits + 1)) | (node.astype(np.int64) << 1) | side
+    return (doc.astype(np.int64) << (bits + 1)) | side
 
 
-def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """The position of each wanted key in ``sorted_keys``, -1 where it is absent."""
-    at = np.searchsorted(sorted_keys, wanted)
-    found = at < sorted_keys.size
-    found[found] = sorted_keys[at[found]] == wanted[found]
-    return np.where(found, at, -1)
+def _twins(group_key: np.ndarray) -> np.ndarray:
+    """Per (document, node, side) group, the position of the same (document, node) on the
+    other side, -1 where that side has no label under the node. Keys are sorted and differ
+    only in their last bit there, so a twin is a neighbour: no search."""
+    twin = np.full(group_key.size, -1, dtype=np.int64)
+    pair = np.flatnonzero(group_key[1:] == (group_key[:-1] ^ 1))  # gold at i, predicted at i+1
+    twin[pair], twin[pair + 1] = pair + 1, pair
+    return twin
