@@ -13,6 +13,12 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# The demo's own settings, between config.yaml and the command line's (config/demo.yaml).
+if config.get("gold") == "results/demo/gold.parquet":
+
+    configfile: "config/demo.yaml"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/resources.smk"
 include: "workflow/rules/hierarchy.smk"

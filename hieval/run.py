@@ -583,6 +583,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
     error_analysis(
         gold=run.gold,
         labels=run.labels,
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
         levels_file=run.levels,
         ancestors=run.ancestors,
         max_level=config["max_level"],
@@ -597,6 +598,10 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         group_analysis(
             gold=run.gold,
             docs={name: work / "counts" / name / "docs.parquet" for name in names},
+            labels=run.labels,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
+            params=run.params,
             doc_groups=config["doc_groups"],
             settings=settings,
             groups_out=out / "groups.parquet",

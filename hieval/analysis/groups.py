@@ -4,26 +4,33 @@ and the headline P/R/F1 of each group is computed from the model's per-document 
 
 A micro-averaged count metric of a group evaluated alone is the ratio of the group's summed
 per-document TP, FP and FN (a document's counts depend on that document only), so the rows
-here equal an evaluation of the group's documents by themselves. ICM is left out: its
-information content comes from the whole gold, which a group alone would change.
+here equal an evaluation of the group's documents by themselves. ICM is not: its information
+content comes from the whole gold, so each group's ICM is computed from the group's own labels
+(:func:`group_icm`, the count engine on the group's documents alone), and its interval resamples
+the group's items with those weights fixed, as the metrics' own bootstrap does.
 
 For each attribute and metric, the largest gap between its groups gets a bootstrap interval
 (documents resampled within their groups, with the replicate weights of the metrics' own
 bootstrap) and a permutation p-value (group labels shuffled over the attribute's documents),
-Holm-adjusted over the attributes.
+Holm-adjusted over the attributes. ICM's gap gets its interval but no p-value: every shuffle
+of the group labels would change each group's information content, a count of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from hieval import paths
+from hieval.engine.icm import IcmParams
 from hieval.errors import InputError, preview_value
 from hieval.metrics.count_measures import PRF_MEASURES
 from hieval.metrics.registry import HEADLINE_FAMILIES, OVERALL
+from hieval.metrics.suite import icm_per_item, icm_values
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
@@ -123,9 +130,11 @@ def group_rows(
     counts: dict[str, dict[tuple[str, str], np.ndarray]],
     doc_ids: pl.Series,
     settings: Settings,
+    icm: dict[str, dict[tuple[str, str], GroupIcm]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``groups`` (:data:`COLUMNS`) and ``gaps`` (:data:`GAP_COLUMNS`) from the assignment
-    ``labels`` (:func:`assignment`) and each model's :func:`headline_counts`."""
+    ``labels`` (:func:`assignment`), each model's :func:`headline_counts` and, per model,
+    each ``(attribute, group)``'s :func:`group_icm`."""
     position = {d: i for i, d in enumerate(doc_ids.to_list())}
     rows, gaps = [], []
     replicates = _replicate_weights(doc_ids, settings)
@@ -150,11 +159,99 @@ def group_rows(
                              float(value), low, high, int(idx.size))
                         )  # fmt: skip
                 gaps += _gaps(attribute, model, family, level, table, members, replicates, settings)
+            if icm is not None:
+                by_group = {g: icm[model][(attribute, g)] for g in members}
+                icm_rows, icm_gap = _icm_rows(attribute, model, by_group, replicates, settings)
+                rows += icm_rows
+                gaps += icm_gap
     groups = pl.DataFrame(rows, schema=_schema(COLUMNS), orient="row")
     gap_table = pl.DataFrame(gaps, schema=_schema(GAP_COLUMNS), orient="row")
     if gap_table.height:
         gap_table = _holm(gap_table)
     return groups, gap_table
+
+
+@dataclass(frozen=True)
+class GroupIcm:
+    """A group's ICM evaluated alone: ``value`` (the mean over its items, as the metrics
+    compute it), ``documents`` and, per item, ``positions`` (in the gold's ``doc_ids``) and
+    ``per_item`` ICM, for the bootstrap."""
+
+    value: float
+    documents: int
+    positions: np.ndarray
+    per_item: np.ndarray
+
+
+def group_icm(
+    labels: pl.DataFrame,
+    gold: pl.DataFrame,
+    predicted: pl.DataFrame,
+    doc_ids: pl.Series,
+    *,
+    item_sums: Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame],
+    params: IcmParams,
+) -> dict[tuple[str, str], GroupIcm]:
+    """``(attribute, group) -> GroupIcm`` of one model: ``item_sums`` (the count engine's
+    per-item sums of a gold and a prediction table, weights from that gold) of each group's
+    documents alone, so that the information content is the group's own."""
+    position = pl.DataFrame({"doc_id": doc_ids}).with_row_index("_position")
+    out = {}
+    for (attribute, group), part in labels.group_by("attribute", "group", maintain_order=True):
+        docs = part["doc_id"].implode()
+        items = item_sums(
+            gold.filter(pl.col("doc_id").is_in(docs)),
+            predicted.filter(pl.col("doc_id").is_in(docs)),
+        )
+        per_item, _ = icm_per_item(items, params)
+        at = items.select("doc_id").join(position, on="doc_id", how="left", maintain_order="left")
+        out[(str(attribute), str(group))] = GroupIcm(
+            value=icm_values(items, params)["icm"],
+            documents=part.height,
+            positions=at["_position"].to_numpy().astype(np.int64),
+            per_item=per_item,
+        )
+    return out
+
+
+#: The (family, level, average, metric) of ICM's rows: the registry's headline ICM.
+ICM_KEY = ("icm", OVERALL, "mean", "icm")
+
+
+def _icm_replicates(icm: GroupIcm, weights: np.ndarray) -> np.ndarray:
+    """ICM of each replicate: the weighted mean of the group's items (NaN without one)."""
+    w = weights[:, icm.positions]
+    count = w.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (w @ icm.per_item) / count, np.nan)
+
+
+def _icm_rows(attribute, model, by_group, weights, settings) -> tuple[list[tuple], list[tuple]]:
+    """The groups' ICM rows and the attribute's largest ICM gap (no p-value: see the module
+    doc), ``(missing)`` left out of the gap."""
+    rows, reps = [], {}
+    for group, icm in by_group.items():
+        low = high = None
+        if weights is not None:
+            reps[group] = _icm_replicates(icm, weights)
+            bounds = _tables().interval_bounds(
+                reps[group][:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
+            )
+            low, high = float(bounds[0][0]), float(bounds[1][0])
+        rows.append((attribute, group, model, *ICM_KEY, icm.value, low, high, icm.documents))
+    named = [g for g, icm in by_group.items() if g != MISSING and icm.documents]
+    if len(named) < 2:
+        return rows, []
+    ranked = sorted(named, key=lambda g: (-by_group[g].value, g))
+    top, bottom = ranked[0], ranked[-1]
+    low = high = None
+    if weights is not None:
+        bounds = _tables().interval_bounds(
+            (reps[top] - reps[bottom])[:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
+        )
+        low, high = float(bounds[0][0]), float(bounds[1][0])
+    gap = by_group[top].value - by_group[bottom].value
+    return rows, [(attribute, model, *ICM_KEY, top, bottom, gap, low, high, None, None, None)]
 
 
 def _schema(columns: tuple[str, ...]) -> dict[str, pl.DataType]:

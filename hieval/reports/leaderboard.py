@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hieval.metrics.registry import SCORE_METRICS, SUITE, lookup, paper_level
-from hieval.reports.numbers import percent
+from hieval.reports.numbers import in_percent, percent
 from hieval.reports.summary import system_table
 
 #: The groups of the leaderboard, in tab order: (title, families shown in it).
@@ -25,10 +25,6 @@ GROUPS = (
     ("ICM and suite", ("icm", *(m.family for m in SUITE))),
     ("Calibration", ("calibration", "selection")),
 )
-
-#: The families whose values are shares in [0, 1], shown in percent.
-PERCENT_FAMILIES = ("flat", "set", "cophe", "ranking", "label", "example", "propensity",
-                    "hierarchical", "lca")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ class Column:
         """Shown in percent: P, R, F1, AUC, the ranking metrics and the suite's other shares
         (label-, example-based, propensity, hierarchical: all in [0, 1]), as papers print
         them; ICM (bits), ICM-Norm, Brier, ECE and thresholds as they are."""
-        return self.family in PERCENT_FAMILIES or self.family.startswith(("flat_", "cophe_"))
+        return in_percent(self.family)
 
     def text(self, value: float | None) -> str:
         if value is None:

@@ -8,6 +8,7 @@ rule model_errors:
         unpack(train_gold_input),
         gold="results/inputs/gold.parquet",
         labels="results/inputs/predictions/{model}.parquet",
+        nodes="results/counts/{model}/nodes.parquet",
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
@@ -52,6 +53,9 @@ rule group_analysis:
     input:
         gold="results/inputs/gold.parquet",
         docs=expand("results/counts/{model}/docs.parquet", model=MODEL_NAMES),
+        labels=expand("results/inputs/predictions/{model}.parquet", model=MODEL_NAMES),
+        levels=LEVELS,
+        ancestors=ANCESTORS,
         doc_groups=config["doc_groups"] or [],
     output:
         groups="results/report/groups.parquet",
@@ -66,6 +70,7 @@ rule group_analysis:
     params:
         hieval=HIEVAL_CODE,
         models=MODEL_NAMES,
+        icm=icm_params(),
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/group_analysis.py"

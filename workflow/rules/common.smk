@@ -16,6 +16,7 @@ from hieval.config import (
 from hieval.codesystem import for_source
 from hieval.experiments.demo import ICD10_FILES as DEMO_ICD10_FILES
 from hieval.experiments.demo import MODELS as DEMO_MODELS
+from hieval.experiments.demo import TUNED as DEMO_TUNED
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, describe
 from hieval.reports.history import check_history
