@@ -51,6 +51,6 @@ rule all:
     default_target: True
     input:
         rules.report.output,
-        expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
+        expand(results("report/nodes/{model}.csv"), model=MODEL_NAMES),
         # the CoPHE paper's worked example is ICD-9: regenerated for ICD-9 evaluations only
         rules.paper_table1.output if CODE_SYSTEM == "icd9" else [],

@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.checksums import sha256_file
 from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
@@ -62,7 +63,7 @@ from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.reports import html, paper_tables
+from hieval.reports import changes, html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
@@ -934,6 +935,8 @@ class ReportJob:
     systems: dict[str, str] | None = None
     notes: list[str | Path] = ()
     analysis_dir: str | Path | None = None
+    confidence: float | None = None  # of the intervals, kept with them in the history
+    summary_md: str | Path | None = None  # opens with the changes since the last evaluation
     #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
     #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
     paper_table: str = "cophe"
@@ -959,10 +962,21 @@ def publish_reports(job: ReportJob) -> None:
     write_text(job.tex_out, paper_tables.to_latex(tables))
     write_text(job.markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
-    past = None
+    past = current = None
+    intervals = paths.read_parquet(job.intervals) if job.intervals else None
     if job.history is not None:
-        rows = history_rows(metrics, records=records, settings=job.settings, version=__version__)
-        past = append_history(job.history, rows)
+        current = history_rows(
+            metrics,
+            records=records,
+            settings=job.settings,
+            version=__version__,
+            code_system=system.name,
+            hierarchy_sha256=sha256_file(job.levels_file),
+            bootstrap=(intervals, job.confidence) if intervals is not None else None,
+        )
+        past = append_history(job.history, current)
+        if job.summary_md is not None:
+            changes.open_summary(job.summary_md, past, current)
     bins = None
     if job.train_gold is not None:
         bins = frequency_bins(node_tables, train_frequencies(paths.read_parquet(job.train_gold)))
@@ -981,10 +995,11 @@ def publish_reports(job: ReportJob) -> None:
             hierarchy=f"{job.hierarchy}; code system {system.name} ({system.title})",
             version=__version__,
             settings=job.settings,
-            intervals=paths.read_parquet(job.intervals) if job.intervals else None,
+            intervals=intervals,
             comparisons=paths.read_parquet(job.comparisons) if job.comparisons else None,
             frequency_bins=bins,
             history=past,
+            current=current,
             curves={model: paths.read_parquet(path) for model, path in (job.curves or {}).items()},
             systems=job.systems or {},
             notes=[json.loads(Path(p).read_text("utf-8")) for p in job.notes],

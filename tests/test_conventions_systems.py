@@ -49,7 +49,7 @@ def test_workflow_edin_table_and_conventions_systems(tmp_path, icd9_leaves):
     result = snakemake(tmp_path, "--configfile", str(tmp_path / "edin.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
 
-    report = tmp_path / "results/report"
+    report = tmp_path / "results/edin/report"
     conventions = pl.read_parquet(report / "conventions.parquet")
     system_of = dict(sheet.select("model", "system").iter_rows())
     runs: dict[str, list[float]] = {}

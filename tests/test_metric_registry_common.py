@@ -94,6 +94,7 @@ REFERENCES: dict[tuple[str, str, str], str] = {
     ),
     ("propensity", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
     ("hierarchical", "mean", "f1"): "test_suite.py::test_propensity_f_and_hf_match_naive_formulas",
+    ("lca", "mean", "f1"): "test_lca_f.py::test_lca_f_matches_the_naive_reference",
     ("ranking", "micro", "auc"): _RANKING,
     ("ranking", "macro", "auc"): _RANKING,
     ("ranking", "mean", "precision@{k}"): _RANKING,

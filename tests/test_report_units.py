@@ -14,7 +14,7 @@ from hieval.reports.summary import summary_markdown
 
 #: Shares in [0, 1] that summary.md must print in percent, and the ones it keeps as they are.
 SHARES = {"LB-ACC", "LB-F", "EB-P", "EB-R", "EB-F", "EB-HAMM", "EB-JACC", "EB-SUBACC",
-          "PROP-F", "HF", "EM", "FPR-micro", "FPR-macro"}  # fmt: skip
+          "PROP-F", "HF", "LCA-F", "EM", "FPR-micro", "FPR-macro"}  # fmt: skip
 AS_THEY_ARE = {"ICM", "ICM-Norm"}
 
 

@@ -234,6 +234,12 @@ REGISTRY: tuple[Metric, ...] = (
         "HF",
     ),
     Metric(
+        "lca", "f1", "mean", OVERALL, ITEMS,
+        "mean over items of 2|P⁺ ∩ G⁺| / (|P⁺| + |G⁺|), each label augmented with its "
+        "ancestors up to its LCA with the nearest label of the other set (Kosmopoulos et al.)",
+        "LCA-F",
+    ),
+    Metric(
         "ranking", "auc", "micro", LEAF_AND_LEVELS, SCORES,
         "ROC-AUC over every (document, code) pair of the label space", "AUC-micro",
     ),

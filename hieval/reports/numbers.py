@@ -3,16 +3,17 @@ perfect score they are not.
 
 One unit per metric in every text a report writes (summary.md, the HTML report, the paper
 tables): P, R, F1, AUC, the ranking metrics and the suite's other shares (label-based,
-example-based, propensity, hierarchical: all in [0, 1]) in percent, as papers print them; ICM
-in bits; ICM-Norm, Brier, ECE and thresholds as they are. The tables hieval writes for programs
-(the tidy ``metrics.parquet``, ``summary.csv``, ``intervals.parquet``, ...) keep fractions.
+example-based, propensity, hierarchical, LCA-F: all in [0, 1]) in percent, as papers print
+them; ICM in bits; ICM-Norm, Brier, ECE and thresholds as they are. The tables hieval
+writes for programs (the tidy ``metrics.parquet``, ``summary.csv``, ``intervals.parquet``,
+...) keep fractions.
 """
 
 from __future__ import annotations
 
 #: The families whose values are shares in [0, 1], shown in percent.
 PERCENT_FAMILIES = ("flat", "set", "cophe", "ranking", "label", "example", "propensity",
-                    "hierarchical")  # fmt: skip
+                    "hierarchical", "lca")  # fmt: skip
 
 
 def in_percent(family: str) -> bool:
