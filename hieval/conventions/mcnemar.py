@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import polars as pl
-from scipy.stats import chi2
 
 SCHEMA = {
     "model_a": pl.String,
@@ -63,6 +62,8 @@ def mcnemar(only_a: int, only_b: int) -> tuple[float, float]:
     if n == 0:
         return 0.0, 1.0
     statistic = (abs(only_a - only_b) - 1.0) ** 2 / n
+    from scipy.stats import chi2  # here, not at the top: `import hieval.cli` stays light
+
     return statistic, float(chi2.sf(statistic, 1))
 
 
