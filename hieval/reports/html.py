@@ -196,7 +196,7 @@ def _p(value: float | None) -> str:
 
 def _suite(inputs: ReportInputs) -> str:
     """The definitions of ICM and the comparison metrics (their numbers are in the
-    leaderboard's "ICM and suite" tab)."""
+    leaderboard's "ICM and suite" and "Label and example-based" tabs)."""
     values = _values(inputs.tidy)
     present = [
         m
