@@ -109,3 +109,16 @@ def test_copies_of_one_group_are_exchangeable(small_zoo):
     row = _evaluate(both, model, groups, cache).group_gaps.filter(**ICM).row(0, named=True)
     assert row["gap"] == 0
     assert row["p_value"] == 1.0
+
+
+def test_past_the_recount_bound_the_icm_gap_has_no_p_value(small_zoo, monkeypatch, caplog):
+    from hieval.analysis import groups as module
+
+    gold, pred, groups, cache = small_zoo
+    monkeypatch.setattr(module, "ICM_RECOUNT_CALLS", 3 * PERMUTATIONS - 1)  # ward has 3 groups
+    gaps = _evaluate(gold, pred, groups, cache).group_gaps
+    row = gaps.filter(**ICM).row(0, named=True)
+    assert row["p_value"] is None and row["p_adjusted"] is None and row["permutations"] is None
+    assert row["low"] <= row["high"]  # the interval stays
+    assert gaps.filter(family="flat")["p_value"].is_not_null().all()
+    assert "no permutation p-value for the ICM gap of ward" in caplog.text

@@ -12,8 +12,12 @@ the group's items with those weights fixed, as the metrics' own bootstrap does.
 For each attribute and metric, the largest gap between its groups gets a bootstrap interval
 (documents resampled within their groups, with the replicate weights of the metrics' own
 bootstrap) and a permutation p-value (group labels shuffled over the attribute's documents),
-Holm-adjusted over the attributes. ICM's gap gets its interval but no p-value: every shuffle
-of the group labels would change each group's information content, a count of its own.
+Holm-adjusted over the attributes. ICM's gap gets its interval and a p-value from the same
+shuffles, each shuffled group's ICM recounted by the count engine with the group's own
+information content (:func:`icm_recount`): a group's ICM is not a sum of per-document terms
+fixed in advance, since its node weights come from its own gold counts. The recounts are
+bounded (:data:`ICM_RECOUNT_CALLS`, :data:`ICM_RECOUNT_DOCUMENTS`); past the bound ICM's gap
+has no p-value, with a warning.
 """
 
 from __future__ import annotations
@@ -271,11 +275,13 @@ def _icm_rows(
     ]
 
 
-#: At most this many documents recounted per (attribute, model) for ICM's permutation test
-#: (permutations x the attribute's named documents): each shuffle recounts every group's
-#: information content with the count engine, about a millisecond per hundred documents. Past
-#: it ICM's gap keeps its interval but gets no p-value, with a warning.
-ICM_RECOUNT_BUDGET = 2_000_000
+#: ICM's permutation test recounts every group of every shuffle with the count engine (tens of
+#: milliseconds a call on a few hundred documents), so its cost per (attribute, model) is
+#: bounded: at most this many engine calls (permutations x named groups: 999 permutations of
+#: up to 4 groups) and this many documents recounted (permutations x named documents). Past
+#: either bound the gap keeps its interval but gets no p-value, and a warning says why.
+ICM_RECOUNT_CALLS = 4_000
+ICM_RECOUNT_DOCUMENTS = 2_000_000
 
 
 def icm_recount(
@@ -312,16 +318,23 @@ def _icm_permutation_p(
 ) -> float | None:
     """(1 + #{shuffles whose largest ICM gap >= the observed}) / (1 + permutations), over the
     draws of :func:`shuffled_labels` (those of the P/R/F1 gaps), each shuffled group's ICM
-    recounted with its own information content; None past :data:`ICM_RECOUNT_BUDGET`."""
+    recounted with its own information content; None past :data:`ICM_RECOUNT_CALLS` or
+    :data:`ICM_RECOUNT_DOCUMENTS`."""
     idx = np.concatenate(list(named.values()))
-    if settings.permutations * idx.size > ICM_RECOUNT_BUDGET:
+    calls, documents = settings.permutations * len(named), settings.permutations * idx.size
+    if calls > ICM_RECOUNT_CALLS or documents > ICM_RECOUNT_DOCUMENTS:
         log.warning(
-            "warning: no permutation p-value for the ICM gap of %s: %d permutations x %d "
-            "documents exceed the %d documents recounted at most (lower uncertainty.permutations)",
+            "warning: no permutation p-value for the ICM gap of %s: %d permutations of %d "
+            "groups (%d documents) would recount ICM %d times over %d documents, more than the "
+            "%d times or %d documents allowed; lower uncertainty.permutations for one",
             attribute,
             settings.permutations,
+            len(named),
             idx.size,
-            ICM_RECOUNT_BUDGET,
+            calls,
+            documents,
+            ICM_RECOUNT_CALLS,
+            ICM_RECOUNT_DOCUMENTS,
         )
         return None
     hits = 0
