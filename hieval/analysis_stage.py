@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from hieval import codesystem, paths
@@ -25,6 +27,7 @@ from hieval.analysis.groups import (
     group_icm,
     group_rows,
     headline_counts,
+    icm_recount,
     read_doc_groups,
 )
 from hieval.analysis.per_code import code_table, node_counts
@@ -140,8 +143,8 @@ def group_analysis(
     """Headline P/R/F1 of every model per group of every attribute of ``doc_groups``
     (:mod:`hieval.analysis.groups`), from each model's per-document count table ``docs``, and
     ICM from each group's gold and ``labels`` evaluated alone; with ``settings.bootstrap``
-    replicates, intervals, and the largest gap per attribute with its interval and (but for
-    ICM) permutation p-value."""
+    replicates, intervals, and the largest gap per attribute with its interval and permutation
+    p-value (ICM's recounting each shuffled group)."""
     table = read_doc_groups(doc_groups)
     doc_ids = paths.read_parquet(gold, columns=["doc_id"])["doc_id"].unique().sort()
     assigned = assignment(doc_ids, table)
@@ -157,7 +160,7 @@ def group_analysis(
     counts = {
         model: headline_counts(paths.read_parquet(path), doc_ids) for model, path in docs.items()
     }
-    icm = _group_icm(
+    icm, recounts = _group_icm(
         assigned,
         gold=gold,
         labels=labels,
@@ -166,7 +169,7 @@ def group_analysis(
         ancestors=ancestors,
         params=params,
     )
-    groups, gaps = group_rows(assigned, counts, doc_ids, settings, icm)
+    groups, gaps = group_rows(assigned, counts, doc_ids, settings, icm, recounts)
     write_parquet(groups, groups_out)
     write_parquet(gaps, gaps_out)
     log.info("%d group rows over %d attribute(s)", groups.height, table.width - 1)
@@ -181,14 +184,15 @@ def _group_icm(
     levels_file: str | Path,
     ancestors: str | Path,
     params: IcmParams,
-) -> dict[str, dict[tuple[str, str], GroupIcm]]:
+) -> tuple[dict[str, dict[tuple[str, str], GroupIcm]], dict[str, Callable[[np.ndarray], float]]]:
     """Per model, each group's ICM with the group's own information content: the count
     engine's item sums over the group's documents alone, codes outside the hierarchy placed
-    as a count of the model places them (a model's counted codes nowhere)."""
+    as a count of the model places them (a model's counted codes nowhere); and the same
+    recount of any set of documents, for ICM's permutation test."""
     table = read_level_table(levels_file)
     hierarchy = paths.read_parquet(ancestors)
     truth = paths.read_parquet(gold, columns=["doc_id", "code"])
-    out = {}
+    out, recounts = {}, {}
     for model, path in labels.items():
         item_sums = functools.partial(
             _item_sums,
@@ -201,7 +205,8 @@ def _group_icm(
         out[model] = group_icm(
             assigned, truth, predicted, doc_ids, item_sums=item_sums, params=params
         )
-    return out
+        recounts[model] = icm_recount(truth, predicted, doc_ids, item_sums=item_sums, params=params)
+    return out, recounts
 
 
 def _item_sums(

@@ -12,13 +12,18 @@ the group's items with those weights fixed, as the metrics' own bootstrap does.
 For each attribute and metric, the largest gap between its groups gets a bootstrap interval
 (documents resampled within their groups, with the replicate weights of the metrics' own
 bootstrap) and a permutation p-value (group labels shuffled over the attribute's documents),
-Holm-adjusted over the attributes. ICM's gap gets its interval but no p-value: every shuffle
-of the group labels would change each group's information content, a count of its own.
+Holm-adjusted over the attributes. ICM's gap gets its interval and a p-value from the same
+shuffles, each shuffled group's ICM recounted by the count engine with the group's own
+information content (:func:`icm_recount`): a group's ICM is not a sum of per-document terms
+fixed in advance, since its node weights come from its own gold counts. The recounts are
+bounded (:data:`ICM_RECOUNT_CALLS`, :data:`ICM_RECOUNT_DOCUMENTS`); past the bound ICM's gap
+has no p-value, with a warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +38,8 @@ from hieval.metrics.registry import HEADLINE_FAMILIES, OVERALL
 from hieval.metrics.suite import icm_per_item, icm_values
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
+
+log = logging.getLogger(__name__)
 
 #: The group of documents the table does not list, or lists without a value.
 MISSING = "(missing)"
@@ -131,10 +138,12 @@ def group_rows(
     doc_ids: pl.Series,
     settings: Settings,
     icm: dict[str, dict[tuple[str, str], GroupIcm]] | None = None,
+    icm_recount: dict[str, Callable[[np.ndarray], float]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``groups`` (:data:`COLUMNS`) and ``gaps`` (:data:`GAP_COLUMNS`) from the assignment
     ``labels`` (:func:`assignment`), each model's :func:`headline_counts` and, per model,
-    each ``(attribute, group)``'s :func:`group_icm`."""
+    each ``(attribute, group)``'s :func:`group_icm` and the :func:`icm_recount` that gives
+    ICM's gap its permutation p-value (none without it)."""
     position = {d: i for i, d in enumerate(doc_ids.to_list())}
     rows, gaps = [], []
     replicates = _replicate_weights(doc_ids, settings)
@@ -161,7 +170,10 @@ def group_rows(
                 gaps += _gaps(attribute, model, family, level, table, members, replicates, settings)
             if icm is not None:
                 by_group = {g: icm[model][(attribute, g)] for g in members}
-                icm_rows, icm_gap = _icm_rows(attribute, model, by_group, replicates, settings)
+                recount = None if icm_recount is None else icm_recount[model]
+                icm_rows, icm_gap = _icm_rows(
+                    attribute, model, by_group, replicates, settings, members, recount
+                )
                 rows += icm_rows
                 gaps += icm_gap
     groups = pl.DataFrame(rows, schema=_schema(COLUMNS), orient="row")
@@ -226,9 +238,11 @@ def _icm_replicates(icm: GroupIcm, weights: np.ndarray) -> np.ndarray:
         return np.where(count > 0, (w @ icm.per_item) / count, np.nan)
 
 
-def _icm_rows(attribute, model, by_group, weights, settings) -> tuple[list[tuple], list[tuple]]:
-    """The groups' ICM rows and the attribute's largest ICM gap (no p-value: see the module
-    doc), ``(missing)`` left out of the gap."""
+def _icm_rows(
+    attribute, model, by_group, weights, settings, members, recount
+) -> tuple[list[tuple], list[tuple]]:
+    """The groups' ICM rows and the attribute's largest ICM gap, ``(missing)`` left out of the
+    gap; its permutation p-value recounts each shuffled group (:func:`_icm_permutation_p`)."""
     rows, reps = [], {}
     for group, icm in by_group.items():
         low = high = None
@@ -251,7 +265,83 @@ def _icm_rows(attribute, model, by_group, weights, settings) -> tuple[list[tuple
         )
         low, high = float(bounds[0][0]), float(bounds[1][0])
     gap = by_group[top].value - by_group[bottom].value
-    return rows, [(attribute, model, *ICM_KEY, top, bottom, gap, low, high, None, None, None)]
+    p_value = None
+    if weights is not None and recount is not None:
+        named_members = {g: members[g] for g in named}
+        p_value = _icm_permutation_p(named_members, gap, recount, settings, attribute=attribute)
+    permutations = settings.permutations if p_value is not None else None
+    return rows, [
+        (attribute, model, *ICM_KEY, top, bottom, gap, low, high, p_value, None, permutations)
+    ]
+
+
+#: ICM's permutation test recounts every group of every shuffle with the count engine (tens of
+#: milliseconds a call on a few hundred documents), so its cost per (attribute, model) is
+#: bounded: at most this many engine calls (permutations x named groups: 999 permutations of
+#: up to 4 groups) and this many documents recounted (permutations x named documents). Past
+#: either bound the gap keeps its interval but gets no p-value, and a warning says why.
+ICM_RECOUNT_CALLS = 4_000
+ICM_RECOUNT_DOCUMENTS = 2_000_000
+
+
+def icm_recount(
+    gold: pl.DataFrame,
+    predicted: pl.DataFrame,
+    doc_ids: pl.Series,
+    *,
+    item_sums: Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame],
+    params: IcmParams,
+) -> Callable[[np.ndarray], float]:
+    """The ICM of the documents at some positions of ``doc_ids`` evaluated alone (their own
+    information content), as :func:`group_icm` computes a group's: ICM's permutation test
+    calls it on each shuffled group. A group's ICM is not a sum of per-document terms fixed in
+    advance (its node weights come from its own gold counts), so each shuffle is recounted."""
+
+    def icm(positions: np.ndarray) -> float:
+        docs = doc_ids.gather(positions).implode()
+        items = item_sums(
+            gold.filter(pl.col("doc_id").is_in(docs)),
+            predicted.filter(pl.col("doc_id").is_in(docs)),
+        )
+        return icm_values(items, params)["icm"]
+
+    return icm
+
+
+def _icm_permutation_p(
+    named: dict[str, np.ndarray],
+    gap: float,
+    recount: Callable[[np.ndarray], float],
+    settings: Settings,
+    *,
+    attribute: str,
+) -> float | None:
+    """(1 + #{shuffles whose largest ICM gap >= the observed}) / (1 + permutations), over the
+    draws of :func:`shuffled_labels` (those of the P/R/F1 gaps), each shuffled group's ICM
+    recounted with its own information content; None past :data:`ICM_RECOUNT_CALLS` or
+    :data:`ICM_RECOUNT_DOCUMENTS`."""
+    idx = np.concatenate(list(named.values()))
+    calls, documents = settings.permutations * len(named), settings.permutations * idx.size
+    if calls > ICM_RECOUNT_CALLS or documents > ICM_RECOUNT_DOCUMENTS:
+        log.warning(
+            "warning: no permutation p-value for the ICM gap of %s: %d permutations of %d "
+            "groups (%d documents) would recount ICM %d times over %d documents, more than the "
+            "%d times or %d documents allowed; lower uncertainty.permutations for one",
+            attribute,
+            settings.permutations,
+            len(named),
+            idx.size,
+            calls,
+            documents,
+            ICM_RECOUNT_CALLS,
+            ICM_RECOUNT_DOCUMENTS,
+        )
+        return None
+    hits = 0
+    for shuffled in shuffled_labels([v.size for v in named.values()], settings):
+        values = [recount(np.sort(idx[shuffled == k])) for k in range(len(named))]
+        hits += bool(max(values) - min(values) >= gap - 1e-12)
+    return (1 + hits) / (1 + settings.permutations)
 
 
 def _schema(columns: tuple[str, ...]) -> dict[str, pl.DataType]:
@@ -333,12 +423,9 @@ def _permutation_p(
     """Per metric, (1 + #{shuffles whose largest gap >= the observed}) / (1 + permutations):
     the group labels shuffled over the attribute's documents (``(missing)`` left out)."""
     idx = np.concatenate(list(named.values()))
-    labels = np.concatenate([np.full(v.size, i) for i, v in enumerate(named.values())])
-    rng = np.random.default_rng(settings.seed)
     sub = table[idx]
     hits = dict.fromkeys(gaps, 0)
-    for _ in range(settings.permutations):
-        shuffled = rng.permutation(labels)
+    for shuffled in shuffled_labels([v.size for v in named.values()], settings):
         sums = np.stack(
             [np.bincount(shuffled, weights=sub[:, j], minlength=len(named)) for j in range(3)],
             axis=1,
@@ -346,6 +433,17 @@ def _permutation_p(
         for metric, values in _prf(sums).items():
             hits[metric] += bool(values.max() - values.min() >= gaps[metric] - 1e-12)
     return {m: (1 + hits[m]) / (1 + settings.permutations) for m in gaps}
+
+
+def shuffled_labels(sizes: list[int], settings: Settings) -> Iterator[np.ndarray]:
+    """The permutation test's draws, one per permutation: the group indices 0, 1, ... (``sizes[k]``
+    times index k, in that order) shuffled over the attribute's named documents. Every gap of
+    the module uses this one draw (seeded by ``settings.seed``), so ICM's test shuffles the
+    documents exactly as P/R/F1's does."""
+    labels = np.concatenate([np.full(size, i) for i, size in enumerate(sizes)])
+    rng = np.random.default_rng(settings.seed)
+    for _ in range(settings.permutations):
+        yield rng.permutation(labels)
 
 
 def _holm(gaps: pl.DataFrame) -> pl.DataFrame:
