@@ -174,12 +174,13 @@ def train_gold_input(wildcards):
 
 def report_settings():
     """The settings that change numbers (hieval.config.report_settings) as a JSON string;
-    with tuned models, the tuning's settings too (the history keys evaluations by them).
+    a tuned model's own settings hold the tuning's too (the history keys evaluations by them),
+    so that tuning one model, or no longer tuning it, leaves the other models' keys alone.
     """
     options = {name: spec.options() for name, spec in MODELS.items()}
     settings = run_settings(config, options)
-    if TUNED:
-        settings["run"]["tuning"] = config["tuning"]
+    for name in TUNED:
+        settings["models"][name]["tuning"] = config["tuning"]
     return json.dumps(settings, sort_keys=True)
 
 
