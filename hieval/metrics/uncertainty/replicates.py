@@ -16,7 +16,6 @@ from scipy import sparse
 from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.keys import LEAF
 from hieval.metrics.arithmetic import (
-    exact_parts,
     exact_products_sum,
     exact_weighted_sums,
     round_parts,
@@ -98,7 +97,12 @@ def node_sums(
     bootstrap's all-ones replicate is the reported value bit for bit; the ``overall`` rows
     concatenate the levels' parts (:func:`_add`).
     """
-    total = exact_parts if exact else _plain_sum
+    if exact:
+        # Imported here: numba's import and compiled code are for the bootstrap alone, not
+        # for every job that imports this module.
+        from hieval.metrics.uncertainty.exact_rows import row_parts as total
+    else:
+        total = _plain_sum
     seen = (tp + fp + fn) > 0
     if pure is None:
         out = {metric: total(f(tp, fp, fn)) for metric, f in COUNT_MEASURES.items()}
@@ -270,10 +274,15 @@ def replicate_values(
     names = components[0][0].names
     col = {name: sums[:, i] for name, i in names.items()}
     nodes = {}
+    # W @ N as (Nᵀ @ Wᵀ)ᵀ, as scipy computes it, with Wᵀ made contiguous once here rather than
+    # copied by scipy for every part; the node sums read the node-major result as it lies.
+    transposed = [(u, np.ascontiguousarray(w.T)) for u, w in components]
     for family, level in layout.count_parts():
         n = layout.nodes[level].len()
-        summed = sum(w @ u.nodes[family, level] for u, w in components)
-        tp, fp, fn = (summed[:, i * n : (i + 1) * n] for i in range(3))
+        summed = transposed[0][0].nodes[family, level].T @ transposed[0][1]
+        for u, wt in transposed[1:]:
+            summed += u.nodes[family, level].T @ wt
+        tp, fp, fn = (summed[i * n : (i + 1) * n].T for i in range(3))
         items = col["item"][:, None] if (family, level) == ("flat", LEAF) else None
         bits = np.bitwise_or.reduce([_count_bits(u.nodes[family, level], n) for u, _ in components])
         pure = np.where(bits == 1, 1, np.where((bits == 2) | (bits == 4), 2, 0))
