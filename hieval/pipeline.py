@@ -363,24 +363,33 @@ def read_tuned(path: str | Path) -> TunedThresholds:
     )
 
 
-def tune_threshold(
-    *,
-    model: str,
-    dev_gold: str | Path,
-    dev_scores: str | Path,
-    dev_records: tuple[str | Path, str | Path],
-    test_gold: str | Path,
-    test_record: str | Path,
-    per_code: bool = False,
-    min_support: int = DEFAULT_MIN_SUPPORT,
-    allow_dev_test_overlap: bool = False,
-    method: str = DEFAULT_METHOD,
-    curve_out: str | Path,
-    codes_out: str | Path,
-    tuned_out: str | Path,
-) -> float:
+@dataclass(frozen=True)
+class TuningJob:
+    """What :func:`tune_threshold` reads and writes for one model: its dev gold and dev
+    scores with their records (``dev_records``: the gold's, the predictions'), the test gold
+    and its record (to refuse tuning on the test set), the tuning settings (config
+    ``tuning``: :func:`hieval.config.tuning_options`), and its three outputs, the per-code
+    thresholds (``codes_out``) beside the tuned JSON (``tuned_out``)."""
+
+    model: str
+    dev_gold: str | Path
+    dev_scores: str | Path
+    dev_records: tuple[str | Path, str | Path]
+    test_gold: str | Path
+    test_record: str | Path
+    curve_out: str | Path
+    codes_out: str | Path
+    tuned_out: str | Path
+    per_code: bool = False
+    min_support: int = DEFAULT_MIN_SUPPORT
+    allow_dev_test_overlap: bool = False
+    method: str = DEFAULT_METHOD
+
+
+def tune_threshold(job: TuningJob) -> float:
     """Tune a model's threshold on its dev scores (:mod:`hieval.metrics.tuning`) and write the
-    dev curve, the per-code thresholds and a JSON naming the dev files and their sha256.
+    dev curve, the per-code thresholds and a JSON naming the dev files and their sha256
+    (:class:`TuningJob`).
 
     Tuning on the test set is refused: a dev gold that shares any document (by ``doc_id``)
     with the test gold is an error that says how many and which, since even one shared document
@@ -389,18 +398,19 @@ def tune_threshold(
     ``warnings`` for the report, as is a dev F1 of 0 at every threshold (no signal: the highest
     threshold is chosen by the tie rule, not by the data).
     """
+    model, codes_out, tuned_out = job.model, job.codes_out, job.tuned_out
     if Path(codes_out).parent.resolve() != Path(tuned_out).parent.resolve():
         raise ValueError("the per-code thresholds must be written beside the tuned JSON")
-    gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in dev_records)
-    test = json.loads(Path(test_record).read_text("utf-8"))
-    dev_frame = paths.read_parquet(dev_gold).select("doc_id", "code").sort("doc_id", "code")
-    test_frame = paths.read_parquet(test_gold).select("doc_id", "code").sort("doc_id", "code")
+    gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in job.dev_records)
+    test = json.loads(Path(job.test_record).read_text("utf-8"))
+    dev_frame = paths.read_parquet(job.dev_gold).select("doc_id", "code").sort("doc_id", "code")
+    test_frame = paths.read_parquet(job.test_gold).select("doc_id", "code").sort("doc_id", "code")
     overlap = _dev_test_overlap(
         dev_frame, test_frame, model=model, dev_path=gold_record["path"], test_path=test["path"],
         same_file=gold_record["sha256"] == test["sha256"],
     )  # fmt: skip
     warnings = []
-    if overlap and not allow_dev_test_overlap:
+    if overlap and not job.allow_dev_test_overlap:
         raise InputError(
             f"{overlap}; tuning a threshold on the test set chooses it on the labels it is "
             "scored on: give a validation split that shares no document with the test gold "
@@ -409,12 +419,13 @@ def tune_threshold(
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = paths.read_parquet(dev_scores)
+    scores = paths.read_parquet(job.dev_scores)
     if scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
+    per_code, min_support, method = job.per_code, job.min_support, job.method
     result = tune(
         encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
     )
@@ -426,7 +437,7 @@ def tune_threshold(
         )
     for warning in warnings:
         log.warning("warning: %s", warning)
-    write_parquet(result.curve, curve_out)
+    write_parquet(result.curve, job.curve_out)
     write_parquet(result.per_code, codes_out)
     tuned = {
         "model": model,
@@ -490,7 +501,7 @@ def _propensities(
     return TrainPropensities.from_gold(frame, params or IcmParams())
 
 
-def score_metrics(
+def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outputs, one keyword each (scripts/score_metrics.py))
     *,
     model: str,
     gold: str | Path,
@@ -570,17 +581,7 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
     for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
-    return _placed_codes(codes, table, counted=counted_codes(predictions))
-
-
-def _placed_codes(
-    codes: pl.Series, table: LevelTable, counted: frozenset[str] = frozenset()
-) -> pl.DataFrame | None:
-    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax), but
-    for the ``counted`` ones: with no ancestors they are false positives at the leaf only."""
-    known = set(table.frame["code"].to_list())
-    unknown = {c for c in codes.to_list() if c not in known and c not in counted}
-    return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
+    return codesystem.placed_codes(codes, table, counted=counted_codes(predictions))
 
 
 def icm_weights(
@@ -612,7 +613,7 @@ def icm_weights(
     return weights
 
 
-def count_model(
+def count_model(  # noqa: PLR0913 (rule count's inputs, params and outputs, one keyword each (scripts/count.py))
     gold: str | Path,
     predictions: str | Path,
     *,
@@ -647,7 +648,9 @@ def count_model(
         params=params,
         weights=paths.read_parquet(weights) if weights is not None else None,
         # of the codes the encoder reads
-        placed=functools.partial(_placed_codes, table=table, counted=counted_codes(predictions)),
+        placed=functools.partial(
+            codesystem.placed_codes, table=table, counted=counted_codes(predictions)
+        ),
         threads=resources.threads,
         docs_out=Path(docs_out),
     )
@@ -737,7 +740,7 @@ def gather_counts(
     log.info("gathered %d shards", len(nodes))
 
 
-def model_metrics(
+def model_metrics(  # noqa: PLR0913 (rule metrics' inputs, params and outputs, one keyword each (scripts/metrics.py))
     *,
     model: str,
     nodes: str | Path,
@@ -795,7 +798,7 @@ class ModelFiles:
     notes: str | Path
 
 
-def count_and_score(
+def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and outputs, one keyword each (scripts/evaluate_model.py))
     *,
     model: str,
     gold: str | Path,
@@ -855,7 +858,7 @@ def count_and_score(
     )
 
 
-def final_reports(
+def final_reports(  # noqa: PLR0913 (rule report's inputs, params and outputs, one keyword each (scripts/report.py))
     *,
     metrics: list[str | Path],
     records: list[str | Path],
@@ -1163,7 +1166,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     return scored
 
 
-def zoo_units(
+def zoo_units(  # noqa: PLR0913 (the bootstrap's per-document tables from the count stage's files, one keyword each)
     *,
     gold: str | Path,
     predictions: dict[str, str | Path],

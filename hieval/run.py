@@ -63,6 +63,7 @@ from hieval.pipeline import (
     ModelFiles,
     NormalizeJob,
     ReportJob,
+    TuningJob,
     UncertaintyJob,
     build_hierarchy,
     count_and_score,
@@ -822,15 +823,17 @@ def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress)
         )
         tuned[name] = out / "thresholds" / f"{name}.json"
         tune_threshold(
-            model=name,
-            dev_gold=dev_gold,
-            dev_scores=dev_scores,
-            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
-            test_gold=gold,
-            test_record=out / "work" / "inputs" / "gold.json",
-            **tuning_options(config),
-            curve_out=out / "thresholds" / f"{name}.parquet",
-            codes_out=out / "thresholds" / f"{name}.codes.parquet",
-            tuned_out=tuned[name],
+            TuningJob(
+                model=name,
+                dev_gold=dev_gold,
+                dev_scores=dev_scores,
+                dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
+                test_gold=gold,
+                test_record=out / "work" / "inputs" / "gold.json",
+                **tuning_options(config),
+                curve_out=out / "thresholds" / f"{name}.parquet",
+                codes_out=out / "thresholds" / f"{name}.codes.parquet",
+                tuned_out=tuned[name],
+            )
         )
     return tuned
