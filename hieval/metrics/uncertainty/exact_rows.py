@@ -186,20 +186,21 @@ def row_parts(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray:
     out_shape = values.shape[:-1]
     first = int(plus is not None)
     bits = _slice_bits(values.shape[-1] + first)
+    # One compiled signature per kernel (contiguous arrays only): each costs a compilation.
     if values.ndim == 2 and values.T.flags.c_contiguous and not values.flags.c_contiguous:
         rows = values  # replicates × nodes, node-major in memory: summed as it lies
-        out = np.zeros((len(rows), first + 3))
+        sliced = np.zeros((len(rows), 3))
         left = np.zeros(len(rows), dtype=np.int8)
-        _column_parts(rows.T, rows.T.view(np.uint64), bits, out[:, first:], left)
+        _column_parts(rows.T, rows.T.view(np.uint64), bits, sliced, left)
     else:
         rows = np.ascontiguousarray(values.reshape(math.prod(out_shape), values.shape[-1]))
-        out = np.zeros((len(rows), first + 3))
+        sliced = np.zeros((len(rows), 3))
         left = np.zeros(len(rows), dtype=np.int8)
-        _row_parts(rows, rows.view(np.uint64), bits, out[:, first:], left)
-    extra = None
+        _row_parts(rows, rows.view(np.uint64), bits, sliced, left)
+    out, extra = sliced, None
     if plus is not None:
         extra = np.broadcast_to(np.asarray(plus, dtype=np.float64), out_shape).reshape(-1)
-        out[:, 0] = extra
+        out = np.column_stack([extra, sliced])
         left[~np.isfinite(extra)] = _SPECIAL
     slow = np.flatnonzero(left)
     if len(slow):
