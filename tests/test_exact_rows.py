@@ -105,3 +105,28 @@ def test_any_finite_array(values, transposed):
     values = np.asfortranarray(values) if transposed else values
     with np.errstate(over="ignore", invalid="ignore"):
         assert _same_bits(round_parts(row_parts(values)), _fsum_rows(values))
+
+
+def test_node_sums_compiled_or_not_are_the_same_numbers(monkeypatch):
+    """The bootstrap's node sums (replicates × nodes, node-major as the sparse products leave
+    them) give the same correctly rounded sums whether numpy or the compiled kernel slices
+    them (replicates._NUMPY_TERMS decides)."""
+    from hieval.metrics.uncertainty import replicates
+
+    rng = np.random.default_rng(11)
+    tp, fp, fn = (np.asfortranarray(rng.poisson(0.7, (30, 500)).astype(np.float64)) for _ in "abc")
+    pure = rng.integers(0, 3, 500)
+    items = np.full((30, 1), 40.0)
+    sums = {}
+    for terms in (10**18, 0):  # numpy only, compiled only
+        monkeypatch.setattr(replicates, "_NUMPY_TERMS", terms)
+        sums[terms] = replicates.rounded(
+            replicates.node_sums(tp, fp, fn, items=items, pure=pure, exact=True)
+        )
+    assert sums[0].keys() == sums[10**18].keys()
+    for name, value in sums[0].items():
+        assert _same_bits(value, sums[10**18][name]), name
+    # and each is math.fsum of the per-node values (here with the compiled kernel: terms 0)
+    precision = replicates.COUNT_MEASURES["precision"](tp, fp, fn)
+    whole = replicates.rounded(replicates.node_sums(tp, fp, fn, exact=True))["precision"]
+    assert _same_bits(whole, _fsum_rows(np.ascontiguousarray(precision)))
