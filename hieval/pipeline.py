@@ -267,7 +267,7 @@ def _normalize_one(
             duckdb_config=resources.duckdb_config(),
             scores_out=job.scores_out,
             tuned=thresholds,
-            memory_budget=parse_bytes(resources.memory_limit) if resources.memory_limit else None,
+            memory_budget=resources.memory_budget()[0],
             on_fast_path=fast_path,
         )
     except (duckdb.OutOfMemoryException, HievalError) as exc:

@@ -73,7 +73,7 @@ from hieval.pipeline import (
     uncertainty,
 )
 from hieval.reports import figures
-from hieval.resources import Resources
+from hieval.resources import Resources, input_rows
 
 log = logging.getLogger(__name__)
 
@@ -428,6 +428,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
+    _check_count_plans(args, resources)
     levels, ancestors, hierarchy = build_tables(
         args, out / "work" / "hierarchy", config["max_level"]
     )
@@ -440,6 +441,19 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     return _Run(
         args, out, names, config, params, resources, levels, ancestors, hierarchy, common, spaces
     )
+
+
+def _check_count_plans(args: EvaluateOptions, resources: Resources) -> None:
+    """Refuse, before anything is read, a model whose count job cannot fit the memory budget,
+    planned from its files' Parquet footers (rows, at least as many as labels); files of other
+    formats are planned once normalised (:func:`hieval.pipeline.count_model`)."""
+    gold = input_rows(args.gold)
+    if gold is None:
+        return
+    for name, path in args.pred:
+        pred = input_rows([path])
+        if pred is not None:
+            resources.check_budget(gold + pred, what=f"model {name!r}: its files have")
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
