@@ -41,6 +41,7 @@ from hieval.conventions.stage import write_conventions
 from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
+from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import HievalError, preview_value
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
@@ -428,7 +429,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
-    _check_count_plans(args, resources)
+    if _check_count_plans(args, resources) >= COMPILED_FROM_LABELS:
+        prefetch_compiled()  # LCA-F's kernel loads while the inputs are read
     levels, ancestors, hierarchy = build_tables(
         args, out / "work" / "hierarchy", config["max_level"]
     )
@@ -443,17 +445,21 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     )
 
 
-def _check_count_plans(args: EvaluateOptions, resources: Resources) -> None:
+def _check_count_plans(args: EvaluateOptions, resources: Resources) -> int:
     """Refuse, before anything is read, a model whose count job cannot fit the memory budget,
     planned from its files' Parquet footers (rows, at least as many as labels); files of other
-    formats are planned once normalised (:func:`hieval.pipeline.count_model`)."""
+    formats are planned once normalised (:func:`hieval.pipeline.count_model`). Returns the
+    most rows of one model's files (0 when not known)."""
     gold = input_rows(args.gold)
     if gold is None:
-        return
+        return 0
+    most = 0
     for name, path in args.pred:
         pred = input_rows([path])
         if pred is not None:
             resources.check_budget(gold + pred, what=f"model {name!r}: its files have")
+            most = max(most, gold + pred)
+    return most
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
