@@ -16,7 +16,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from hieval import hints
@@ -409,9 +409,13 @@ def evaluate_into(
     run = _prepare(args, out)
     tuned = _read_inputs(run, progress)
     _count_models(run, progress)
-    uncertain = _intervals(run, progress)
-    _conventions(run)
-    _reports(run, tuned=tuned, uncertain=uncertain)
+    # The error analysis reads only the inputs and the counts, and the intervals, conventions
+    # and tables never read its outputs: it runs beside them (the reports wait for it).
+    with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
+        errors = beside.submit(_error_analysis, run)
+        uncertain = _intervals(run, progress)
+        _conventions(run)
+        _reports(run, tuned=tuned, uncertain=uncertain, errors=errors)
     return run.names
 
 
@@ -580,9 +584,30 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
     }
 
 
-def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -> None:
-    """The tables over all models, then the reports people read (with the training gold's
-    frequencies when one is given)."""
+def _error_analysis(run: _Run) -> None:
+    """Each model's error distance rows, near-miss confusions and per-code table."""
+    names, work, out = run.names, run.work, run.out
+    error_analysis(
+        gold=run.gold,
+        labels=run.labels,
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        levels_file=run.levels,
+        ancestors=run.ancestors,
+        max_level=run.config["max_level"],
+        work=work / "errors",
+        errors_out=out / "errors.parquet",
+        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
+        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
+        train_gold=run.train_gold,
+        settings=uncertainty_settings(run.config),
+    )
+
+
+def _reports(
+    run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path], errors: Future
+) -> None:
+    """The tables over all models, then (once the error analysis, ``errors``, is done) the
+    reports people read (with the training gold's frequencies when one is given)."""
     args, names, work, out, config = run.args, run.names, run.work, run.out, run.config
     model_options = {name: _model_options(args, name) for name in names}
     final_reports(
@@ -601,20 +626,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
     )
     train_gold = run.train_gold
     settings = uncertainty_settings(config)
-    error_analysis(
-        gold=run.gold,
-        labels=run.labels,
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        levels_file=run.levels,
-        ancestors=run.ancestors,
-        max_level=config["max_level"],
-        work=work / "errors",
-        errors_out=out / "errors.parquet",
-        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
-        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
-        train_gold=train_gold,
-        settings=settings,
-    )
+    errors.result()  # its error, if any, is raised here
     if config["doc_groups"]:
         group_analysis(
             gold=run.gold,
