@@ -362,8 +362,9 @@ def _share(source: MemorySource) -> str:
 
 def input_rows(paths: Iterable[str | os.PathLike]) -> int | None:
     """Rows of label files from their Parquet footers, before anything is read: at least as
-    many as their labels (repeats and dropped codes only lower them). None when one is not a
-    long Parquet file (``doc_id, code``): its labels are not known before reading."""
+    many as their labels (repeats and dropped codes only lower them). None when one is not an
+    unscored long Parquet file (``doc_id, code``): its labels are not known before reading
+    (a scored file's labels are the pairs its threshold or top-k keeps, often far fewer)."""
     import pyarrow as pa  # here: Snakemake imports this module at every start
     import pyarrow.parquet as pq
 
@@ -375,7 +376,8 @@ def input_rows(paths: Iterable[str | os.PathLike]) -> int | None:
             metadata = pq.read_metadata(path)
         except (OSError, pa.ArrowException):
             return None  # the readers say what is wrong with it
-        if not {"doc_id", "code"} <= set(metadata.schema.names):
+        names = set(metadata.schema.names)
+        if not {"doc_id", "code"} <= names or "score" in {n.lower() for n in names}:
             return None
         rows += metadata.num_rows
     return rows

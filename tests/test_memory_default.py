@@ -139,6 +139,8 @@ def test_input_rows_come_from_parquet_footers_only(tmp_path):
     assert input_rows([tmp_path / "g.parquet", tmp_path / "g.csv"]) is None
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "wide.parquet")
     assert input_rows([tmp_path / "wide.parquet"]) is None
+    frame.with_columns(score=0.5).write_parquet(tmp_path / "scored.parquet")
+    assert input_rows([tmp_path / "scored.parquet"]) is None  # its threshold decides the labels
 
 
 def test_cli_refuses_a_plan_that_does_not_fit_before_reading(tmp_path, monkeypatch, capsys):
