@@ -35,6 +35,7 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
+from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
@@ -267,7 +268,7 @@ def _normalize_one(
             duckdb_config=resources.duckdb_config(),
             scores_out=job.scores_out,
             tuned=thresholds,
-            memory_budget=parse_bytes(resources.memory_limit) if resources.memory_limit else None,
+            memory_budget=resources.memory_budget()[0],
             on_fast_path=fast_path,
         )
     except (duckdb.OutOfMemoryException, HievalError) as exc:
@@ -638,7 +639,10 @@ def count_model(  # noqa: PLR0913 (rule count's inputs, params and outputs, one 
     resources = resources or Resources()
     max_level = codesystem.of_table(table).resolve_max_level(table.levels, max_level)
     evaluated = evaluated_levels(table.levels, max_level)
-    resources.check_budget(label_rows(gold) + label_rows(predictions))
+    labels = label_rows(gold) + label_rows(predictions)
+    resources.check_budget(labels)
+    if labels >= COMPILED_FROM_LABELS:
+        prefetch_compiled()  # LCA-F's kernel loads while the labels are encoded
     result = evaluate(
         gold,
         predictions,
