@@ -1,0 +1,171 @@
+"""Exact micro and macro ROC-AUC of a dense documents x codes score matrix, read in blocks of
+documents (a memory-mapped ``.npy`` is never copied whole).
+
+Why: a dense matrix (MIMIC-IV ICD-10: 19,802 x 7,900 = 157M scores) expanded to long rows and
+sorted whole costs minutes and tens of GB (issue 36). Yet every AUC is a statement about the
+*gold* pairs only: a positive's Mann-Whitney rank is the number of scores below it plus half
+the scores tied with it, and those counts add up over any partition of the documents. So each
+block of documents is sorted (flattened for micro, per column for macro) and every positive is
+located in it by binary search; the counts are integers, summed exactly over the blocks, and
+the AUC is the same integer formula :mod:`hieval.metrics.ranking` applies, so the result is
+equal to its rows to the last bit (tests/test_blocked_auc.py checks that, and scikit-learn).
+
+Memory: the block being sorted (``block_docs`` x codes, twice) plus a few integers per gold
+pair; time: one sort of each block's cells, twice, and a binary search per gold pair per block.
+
+Scope of this first version (what :func:`hieval.metrics.ranking.encode` handles beyond it is
+listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the documents and its columns
+the label space, every cell scored and finite; the gold are (row, column) pairs inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hieval.metrics.arithmetic import exact_mean
+
+#: Documents per block: 1,024 x 7,900 float32 is 32 MB, sorted twice.
+DEFAULT_BLOCK_DOCS = 1024
+
+
+@dataclass(frozen=True)
+class BlockedAucs:
+    """The AUCs of one matrix: ``micro`` over every cell (None without a positive or a
+    negative), ``per_label`` each column's AUC over the documents (NaN where the column has no
+    positive or no negative), and ``macro`` their exact mean over the defined ones."""
+
+    micro: float | None
+    per_label: np.ndarray
+
+    @property
+    def macro(self) -> float | None:
+        defined = self.per_label[~np.isnan(self.per_label)]
+        return exact_mean(defined.tolist()) if len(defined) else None
+
+
+def _auc(doubled_ranks: int, positives: int, negatives: int) -> float:
+    """Mann-Whitney (R+ - P(P+1)/2) / (P N), R+ given doubled: the arithmetic of
+    :func:`hieval.metrics.ranking._auc`, so equal integers give equal bits."""
+    return (doubled_ranks - positives * (positives + 1)) / (2 * positives * negatives)
+
+
+def _checked_gold(
+    shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gold pairs as int64, sorted by (row, column) and unique, each inside the matrix."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    if rows.shape != cols.shape or rows.ndim != 1:
+        raise ValueError("gold rows and columns must be two 1-D arrays of one length")
+    n_docs, n_labels = shape
+    if len(rows) and (rows.min() < 0 or rows.max() >= n_docs or cols.min() < 0
+                      or cols.max() >= n_labels):  # fmt: skip
+        raise ValueError("a gold pair lies outside the matrix")
+    key = np.unique(rows * n_labels + cols)
+    return key // n_labels, key % n_labels
+
+
+def _column_counts(
+    block: np.ndarray, cols: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each (column, value): how many of the block's cells in that column lie below the
+    value and how many at or below it, by a binary search vectorised over the pairs in the
+    block's column-sorted copy (no Python loop over columns)."""
+    ordered = np.sort(block, axis=0)
+    height = ordered.shape[0]
+
+    def search(strict: bool) -> np.ndarray:
+        low = np.zeros(len(values), dtype=np.int64)
+        high = np.full(len(values), height, dtype=np.int64)
+        while True:
+            open_ = low < high
+            if not open_.any():
+                return low
+            mid = (low + high) // 2
+            probe = ordered[np.minimum(mid, height - 1), cols]
+            below = (probe < values) if strict else (probe <= values)
+            go_up = open_ & below
+            low = np.where(go_up, mid + 1, low)
+            high = np.where(open_ & ~below, mid, high)
+
+    return search(strict=True), search(strict=False)
+
+
+def blocked_aucs(
+    matrix: np.ndarray,
+    gold_rows: np.ndarray,
+    gold_cols: np.ndarray,
+    *,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+) -> BlockedAucs:
+    """Micro and per-column ROC-AUC of ``matrix`` (documents x codes; a ``np.memmap`` from
+    ``np.load(path, mmap_mode="r")`` is read one block of ``block_docs`` rows at a time) with
+    the gold pairs ``(gold_rows[i], gold_cols[i])`` positive and every other cell negative.
+
+    Ties count half, as scikit-learn's trapezoids and :mod:`hieval.metrics.ranking` do.
+    """
+    if matrix.ndim != 2:
+        raise ValueError("the score matrix must be 2-D (documents x codes)")
+    if block_docs < 1:
+        raise ValueError("block_docs must be at least 1")
+    n_docs, n_labels = matrix.shape
+    rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
+    # Each positive's score, read block by block (a memmap's fancy index reads only its rows).
+    values = np.empty(len(rows), dtype=matrix.dtype)
+    block_starts = range(0, n_docs, block_docs)
+    bounds = np.searchsorted(rows, [*block_starts, n_docs])
+    for number, start in enumerate(block_starts):
+        a, b = bounds[number], bounds[number + 1]
+        values[a:b] = np.asarray(matrix[start : start + block_docs])[rows[a:b] - start, cols[a:b]]
+    if not np.all(np.isfinite(values)):
+        raise ValueError("scores must be finite")
+    micro_sorted = np.sort(values)
+    micro_below = np.zeros(len(values), dtype=np.int64)
+    micro_at_or_below = np.zeros(len(values), dtype=np.int64)
+    col_below = np.zeros(len(values), dtype=np.int64)
+    col_at_or_below = np.zeros(len(values), dtype=np.int64)
+    for start in block_starts:
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        flat = np.sort(block, axis=None)
+        micro_below += np.searchsorted(flat, micro_sorted, side="left")
+        micro_at_or_below += np.searchsorted(flat, micro_sorted, side="right")
+        below, at_or_below = _column_counts(block, cols, values)
+        col_below += below
+        col_at_or_below += at_or_below
+    return BlockedAucs(
+        micro=_micro(micro_below, micro_at_or_below, n_docs * n_labels),
+        per_label=_per_label(cols, col_below, col_at_or_below, n_docs, n_labels),
+    )
+
+
+def _micro(below: np.ndarray, at_or_below: np.ndarray, cells: int) -> float | None:
+    """Twice the positives' rank sum is Σ (below + at or below) + P (1-based average ranks)."""
+    positives = len(below)
+    negatives = cells - positives
+    if positives == 0 or negatives == 0:
+        return None
+    doubled = int(below.sum(dtype=np.int64) + at_or_below.sum(dtype=np.int64)) + positives
+    return _auc(doubled, positives, negatives)
+
+
+def _per_label(
+    cols: np.ndarray, below: np.ndarray, at_or_below: np.ndarray, n_docs: int, n_labels: int
+) -> np.ndarray:
+    support = np.bincount(cols, minlength=n_labels)
+    doubled = _integer_sums(cols, below + at_or_below, n_labels) + support
+    auc = np.full(n_labels, np.nan)
+    for c in np.flatnonzero((support > 0) & (support < n_docs)):
+        auc[c] = _auc(int(doubled[c]), int(support[c]), n_docs - int(support[c]))
+    return auc
+
+
+def _integer_sums(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per-group sums of int64 ``values`` in int64 (``np.bincount`` with weights is float64,
+    exact only below 2**53; an unbuffered add stays integer)."""
+    sums = np.zeros(n, dtype=np.int64)
+    np.add.at(sums, groups, values)
+    return sums
