@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from hieval.metrics.blocked_auc import blocked_aucs
+from hieval.metrics.blocked_auc import Pooling, blocked_aucs
 from hieval.metrics.ranking import score_rows
 
 
@@ -30,8 +30,12 @@ def _sklearn(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     return float(micro), macro
 
 
-def _todays_rows(scores: np.ndarray, gold: np.ndarray) -> dict[str, float]:
-    """Today's path after normalisation: long string-keyed frames into ranking.score_rows."""
+def _todays_rows(
+    scores: np.ndarray, gold: np.ndarray, node_of: np.ndarray | None = None
+) -> dict[str, float]:
+    """Today's path after normalisation: long string-keyed frames into ranking.score_rows;
+    with ``node_of``, the rows of the level ``grp`` whose nodes are ``n{node}`` (codes with
+    -1 have none there)."""
     docs = [f"d{i}" for i in range(scores.shape[0])]
     codes = [f"c{j:03d}" for j in range(scores.shape[1])]
     di, ci = np.indices(scores.shape).reshape(2, -1)
@@ -51,8 +55,16 @@ def _todays_rows(scores: np.ndarray, gold: np.ndarray) -> dict[str, float]:
         },
         schema={"doc_id": pl.String, "code": pl.String},
     )
-    tidy, _notes = score_rows(gold_frame, score_frame, model="m")
-    auc = tidy.filter((pl.col("metric") == "auc") & (pl.col("level") == "leaf"))
+    if node_of is None:
+        tidy, _notes = score_rows(gold_frame, score_frame, model="m")
+    else:
+        placed = [(codes[j], "grp", f"n{node:03d}") for j, node in enumerate(node_of) if node >= 0]
+        ancestors = pl.DataFrame(placed, schema=["code", "level", "ancestor"], orient="row")
+        tidy, _notes = score_rows(
+            gold_frame, score_frame, model="m", ancestors=ancestors, levels=["grp"]
+        )
+    level = "leaf" if node_of is None else "grp"
+    auc = tidy.filter((pl.col("metric") == "auc") & (pl.col("level") == level))
     return dict(zip(auc["average"], auc["value"], strict=True))
 
 
@@ -134,3 +146,32 @@ def test_non_finite_scores_are_refused():
     scores[3, 1] = math.nan
     with pytest.raises(ValueError, match="finite"):
         blocked_aucs(scores, np.array([0]), np.array([0]), block_docs=2)
+
+
+def _naive_pooled(scores: np.ndarray, gold: np.ndarray, node_of: np.ndarray):
+    """Max-pooling written out: a node's score is the maximum over its columns, its gold any."""
+    nodes = int(node_of.max()) + 1
+    pooled = np.stack([scores[:, node_of == n].max(axis=1) for n in range(nodes)], axis=1)
+    pooled_gold = np.stack([gold[:, node_of == n].any(axis=1) for n in range(nodes)], axis=1)
+    return pooled, pooled_gold
+
+
+@pytest.mark.parametrize("block_docs", [1, 4, 1024])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_pooled_level_equals_todays_level_rows_and_sklearn(seed, block_docs):
+    scores, gold = _matrix(seed, 37, 17)
+    # nodes of three, two and one columns; column 16 has no node at the level
+    node_of = np.array([0, 0, 0, 1, 1, 2, 3, 3, 3, 4, 5, 5, 6, 6, 6, 4, -1])
+    rows, cols = np.nonzero(gold)
+    result = blocked_aucs(scores, rows, cols, block_docs=block_docs, pooling=Pooling(node_of))
+    today = _todays_rows(scores, gold, node_of)
+    assert result.micro == today["micro"]
+    assert result.macro == today["macro"]
+    micro, macro = _sklearn(*_naive_pooled(scores, gold, node_of))
+    assert result.micro == pytest.approx(micro, abs=1e-12)
+    assert result.macro == pytest.approx(macro, abs=1e-12)
+
+
+def test_a_node_without_columns_is_refused():
+    with pytest.raises(ValueError, match="every node"):
+        Pooling(np.array([0, 2, 2]))

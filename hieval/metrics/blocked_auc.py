@@ -93,16 +93,48 @@ def _column_counts(
     return search(strict=True), search(strict=False)
 
 
+class Pooling:
+    """Max-pooling of a block's columns to the nodes of one level: ``node_of[column]`` is the
+    column's node (0 .. n_nodes - 1, every node with at least one column) or -1 where the
+    column has no node at that level (left out there, as :func:`hieval.metrics.ranking.pool`
+    leaves it out). A node's score is its columns' maximum, its gold "any gold column"."""
+
+    def __init__(self, node_of: np.ndarray) -> None:
+        node_of = np.asarray(node_of, dtype=np.int64)
+        kept = np.flatnonzero(node_of >= 0)
+        self.order = kept[np.argsort(node_of[kept], kind="stable")]
+        nodes = node_of[self.order]
+        self.starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(nodes) else nodes
+        self.n_nodes = int(nodes[-1]) + 1 if len(nodes) else 0
+        if len(self.starts) != self.n_nodes:
+            raise ValueError("every node of the level needs at least one column")
+        self.node_of = node_of
+
+    def block(self, block: np.ndarray) -> np.ndarray:
+        """The block at the level: documents x nodes."""
+        if not self.n_nodes:
+            return np.empty((block.shape[0], 0), dtype=block.dtype)
+        return np.maximum.reduceat(block[:, self.order], self.starts, axis=1)
+
+    def gold(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        node = self.node_of[cols]
+        kept = node >= 0
+        return rows[kept], node[kept]
+
+
 def blocked_aucs(
     matrix: np.ndarray,
     gold_rows: np.ndarray,
     gold_cols: np.ndarray,
     *,
     block_docs: int = DEFAULT_BLOCK_DOCS,
+    pooling: Pooling | None = None,
 ) -> BlockedAucs:
     """Micro and per-column ROC-AUC of ``matrix`` (documents x codes; a ``np.memmap`` from
     ``np.load(path, mmap_mode="r")`` is read one block of ``block_docs`` rows at a time) with
-    the gold pairs ``(gold_rows[i], gold_cols[i])`` positive and every other cell negative.
+    the gold pairs ``(gold_rows[i], gold_cols[i])`` positive and every other cell negative;
+    with ``pooling``, the same at that level of the hierarchy (each block max-pooled as it is
+    read; ``per_label`` is then per node).
 
     Ties count half, as scikit-learn's trapezoids and :mod:`hieval.metrics.ranking` do.
     """
@@ -110,26 +142,35 @@ def blocked_aucs(
         raise ValueError("the score matrix must be 2-D (documents x codes)")
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
-    n_docs, n_labels = matrix.shape
+    n_docs = matrix.shape[0]
     rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
-    # Each positive's score, read block by block (a memmap's fancy index reads only its rows).
-    values = np.empty(len(rows), dtype=matrix.dtype)
+    if pooling is not None:
+        if len(pooling.node_of) != matrix.shape[1]:
+            raise ValueError("the pooling needs a node (or -1) for every column")
+        rows, cols = _checked_gold((n_docs, pooling.n_nodes), *pooling.gold(rows, cols))
+    n_labels = pooling.n_nodes if pooling is not None else matrix.shape[1]
     block_starts = range(0, n_docs, block_docs)
+
+    def read(start: int) -> np.ndarray:
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        return pooling.block(block) if pooling is not None else block
+
+    # Each positive's score, read block by block (a memmap's slice reads only its rows).
+    values = np.empty(len(rows), dtype=matrix.dtype)
     bounds = np.searchsorted(rows, [*block_starts, n_docs])
     for number, start in enumerate(block_starts):
         a, b = bounds[number], bounds[number + 1]
-        values[a:b] = np.asarray(matrix[start : start + block_docs])[rows[a:b] - start, cols[a:b]]
-    if not np.all(np.isfinite(values)):
-        raise ValueError("scores must be finite")
+        if b > a:
+            values[a:b] = read(start)[rows[a:b] - start, cols[a:b]]
     micro_sorted = np.sort(values)
     micro_below = np.zeros(len(values), dtype=np.int64)
     micro_at_or_below = np.zeros(len(values), dtype=np.int64)
     col_below = np.zeros(len(values), dtype=np.int64)
     col_at_or_below = np.zeros(len(values), dtype=np.int64)
     for start in block_starts:
-        block = np.asarray(matrix[start : start + block_docs])
-        if not np.all(np.isfinite(block)):
-            raise ValueError("scores must be finite")
+        block = read(start)
         flat = np.sort(block, axis=None)
         micro_below += np.searchsorted(flat, micro_sorted, side="left")
         micro_at_or_below += np.searchsorted(flat, micro_sorted, side="right")
