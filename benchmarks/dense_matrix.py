@@ -296,6 +296,7 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         "p@8": values.get("mean precision@8"),
         "rows": tidy.height,
         "levels": levels,
+        "leaf_means": {k: v for k, v in values.items() if k.startswith("mean ")},
     }
     if tune:  # not part of the defaults: tuning on the same scores as the dev set
         from hieval.metrics import ranking
@@ -346,9 +347,10 @@ def run_sklearn(folder: Path, docs: int, codes: int) -> dict:
 
 
 def run_blocked(folder: Path) -> dict:
-    """The prototype (:mod:`hieval.metrics.blocked_auc`): both AUCs from the memory-mapped
+    """The prototype (:mod:`hieval.metrics.blocked`): both AUCs from the memory-mapped
     matrix, a block of documents at a time."""
-    from hieval.metrics.blocked_auc import blocked_aucs
+    from hieval.metrics.blocked import blocked_aucs, blocked_document_ranks, document_values
+    from hieval.metrics.ranking import DEFAULT_KS
 
     cpu = time.process_time()
     start = time.perf_counter()
@@ -358,6 +360,10 @@ def run_blocked(folder: Path) -> dict:
     t = time.perf_counter()
     result = blocked_aucs(scores, rows, cols)
     both = time.perf_counter() - t
+    t = time.perf_counter()
+    ranks = blocked_document_ranks(scores, rows, cols)
+    means = document_values(ranks, scores.shape[0], DEFAULT_KS)
+    ranked = time.perf_counter() - t
     leaf_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     t = time.perf_counter()
     poolings = level_poolings(folder, (folder / "scores.codes.txt").read_text().split())
@@ -372,6 +378,7 @@ def run_blocked(folder: Path) -> dict:
         "times": {
             "map .npy + read gold": read,
             "micro + macro AUC (blocked)": both,
+            "P@K, R@K, R-precision, MAP, nDCG@K (blocked)": ranked,
             "level maps from the cached hierarchy": maps,
             f"the same at {len(levels)} pooled levels": pooled_time,
         },
@@ -380,6 +387,7 @@ def run_blocked(folder: Path) -> dict:
         "micro_auc": result.micro,
         "macro_auc": result.macro,
         "levels": levels,
+        "leaf_means": {f"{a} {m}": v for (a, m), v in means.items()},
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "cpu_seconds": time.process_time() - cpu,
     }
@@ -391,7 +399,7 @@ def level_poolings(folder: Path, codes: list[str]) -> dict:
     from hieval import codesystem
     from hieval.engine.counts import evaluated_levels
     from hieval.hierarchy.icd10 import cached_icd10_table
-    from hieval.metrics.blocked_auc import Pooling
+    from hieval.metrics.blocked import Pooling
 
     table, _leaves, _folder = cached_icd10_table(folder.parent / "cache" / "hierarchy" / "icd10")
     system = codesystem.of_table(table)
@@ -535,6 +543,8 @@ def report(results: dict) -> None:
             same = same and all(ours.get(a) == values[a] for a in ("micro", "macro"))
         print(f"blocked prototype and hieval's AUC rows (leaf and {len(blocked['levels'])} "
               f"levels) equal to the last bit: {same}")  # fmt: skip
+        means = hieval.get("leaf_means", {}) == blocked.get("leaf_means")
+        print(f"... and its {len(blocked['leaf_means'])} leaf mean rows (P@K, MAP, ...): {means}")
 
 
 if __name__ == "__main__":

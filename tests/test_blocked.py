@@ -1,4 +1,4 @@
-"""Blocked exact ROC-AUC of a dense matrix (hieval.metrics.blocked_auc, issue 36): equal to the
+"""Blocked exact ROC-AUC of a dense matrix (hieval.metrics.blocked, issue 36): equal to the
 last bit to today's ranking rows (hieval.metrics.ranking, from long pairs), to scikit-learn
 within rounding, and to hand-worked values, whatever the block size."""
 
@@ -11,8 +11,13 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from hieval.metrics.blocked_auc import Pooling, blocked_aucs
-from hieval.metrics.ranking import score_rows
+from hieval.metrics.blocked import (
+    Pooling,
+    blocked_aucs,
+    blocked_document_ranks,
+    document_values,
+)
+from hieval.metrics.ranking import DEFAULT_KS, score_rows
 
 
 def _matrix(seed: int, docs: int, labels: int, *, decimals: int = 1, rate: float = 0.2):
@@ -30,14 +35,18 @@ def _sklearn(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     return float(micro), macro
 
 
-def _todays_rows(
-    scores: np.ndarray, gold: np.ndarray, node_of: np.ndarray | None = None
-) -> dict[str, float]:
+def _todays_ranking(
+    scores: np.ndarray,
+    gold: np.ndarray,
+    node_of: np.ndarray | None = None,
+    codes: list[str] | None = None,
+) -> dict[tuple[str, str], float]:
     """Today's path after normalisation: long string-keyed frames into ranking.score_rows;
-    with ``node_of``, the rows of the level ``grp`` whose nodes are ``n{node}`` (codes with
-    -1 have none there)."""
-    docs = [f"d{i}" for i in range(scores.shape[0])]
-    codes = [f"c{j:03d}" for j in range(scores.shape[1])]
+    every ranking row of the leaves, or with ``node_of`` of the level ``grp`` whose nodes are
+    ``n{node}`` (codes with -1 have none there). ``codes`` names the columns (default in code
+    order)."""
+    docs = [f"d{i:03d}" for i in range(scores.shape[0])]
+    codes = codes or [f"c{j:03d}" for j in range(scores.shape[1])]
     di, ci = np.indices(scores.shape).reshape(2, -1)
     score_frame = pl.DataFrame(
         {
@@ -64,8 +73,15 @@ def _todays_rows(
             gold_frame, score_frame, model="m", ancestors=ancestors, levels=["grp"]
         )
     level = "leaf" if node_of is None else "grp"
-    auc = tidy.filter((pl.col("metric") == "auc") & (pl.col("level") == level))
-    return dict(zip(auc["average"], auc["value"], strict=True))
+    ranking = tidy.filter((pl.col("family") == "ranking") & (pl.col("level") == level))
+    return {(a, m): v for a, m, v in ranking.select("average", "metric", "value").iter_rows()}
+
+
+def _todays_rows(
+    scores: np.ndarray, gold: np.ndarray, node_of: np.ndarray | None = None
+) -> dict[str, float]:
+    """Today's AUC rows by average (micro, macro)."""
+    return {a: v for (a, m), v in _todays_ranking(scores, gold, node_of).items() if m == "auc"}
 
 
 @pytest.mark.parametrize("block_docs", [1, 3, 7, 1024])
@@ -175,3 +191,58 @@ def test_a_pooled_level_equals_todays_level_rows_and_sklearn(seed, block_docs):
 def test_a_node_without_columns_is_refused():
     with pytest.raises(ValueError, match="every node"):
         Pooling(np.array([0, 2, 2]))
+
+
+def _mean_rows(today: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    return {key: value for key, value in today.items() if key[0] == "mean"}
+
+
+@pytest.mark.parametrize("block_docs", [1, 5, 1024])
+@pytest.mark.parametrize(("seed", "decimals"), [(0, 1), (1, 1), (2, 3)])
+def test_document_ranks_give_todays_mean_rows_bit_for_bit(seed, decimals, block_docs):
+    """P@K, R@K, R-precision, MAP and nDCG@K from blocked document ranks equal today's rows;
+    one decimal makes ties everywhere (ties by code, MAP's tied threshold)."""
+    scores, gold = _matrix(seed, 33, 21, decimals=decimals, rate=0.15)
+    rows, cols = np.nonzero(gold)
+    ranks = blocked_document_ranks(scores, rows, cols, block_docs=block_docs)
+    ours = document_values(ranks, scores.shape[0], DEFAULT_KS)
+    today = _mean_rows(_todays_ranking(scores, gold))
+    assert len(today) >= 8
+    assert ours == {key: today[key] for key in ours} and set(ours) == set(today)
+
+
+def test_document_ranks_order_ties_by_code_not_by_column():
+    """Columns listed out of code order: ties are still broken by code, as today."""
+    scores, gold = _matrix(4, 29, 15, decimals=1, rate=0.2)
+    codes = [f"c{j:03d}" for j in np.random.default_rng(9).permutation(15)]
+    code_order = np.argsort(np.argsort(codes))  # each column's rank in code order
+    rows, cols = np.nonzero(gold)
+    ranks = blocked_document_ranks(scores, rows, cols, block_docs=4, code_order=code_order)
+    ours = document_values(ranks, scores.shape[0], DEFAULT_KS)
+    today = _mean_rows(_todays_ranking(scores, gold, codes=codes))
+    assert ours == today
+    by_column = document_values(
+        blocked_document_ranks(scores, rows, cols, block_docs=4), scores.shape[0], DEFAULT_KS
+    )
+    assert by_column != today  # the tie rule is visible here: the test can fail
+
+
+def test_document_ranks_at_a_pooled_level():
+    scores, gold = _matrix(6, 31, 17, decimals=1)
+    node_of = np.array([0, 0, 0, 1, 1, 2, 3, 3, 3, 4, 5, 5, 6, 6, 6, 4, -1])
+    rows, cols = np.nonzero(gold)
+    ranks = blocked_document_ranks(scores, rows, cols, block_docs=6, pooling=Pooling(node_of))
+    ours = document_values(ranks, scores.shape[0], DEFAULT_KS)
+    assert ours == _mean_rows(_todays_ranking(scores, gold, node_of))
+
+
+def test_document_ranks_hand_worked():
+    """One document, codes 0..3 scored 0.5, 0.9, 0.5, 0.1; gold codes 2 and 3. Code 2 ties
+    code 0 (0.5) and follows it by code: position 2 (0.9 and code 0 before it); code 3 is
+    last: position 3. Precision at code 2's threshold (0.5: three codes, one gold) 1/3, at
+    code 3's (all four, two gold) 2/4."""
+    scores = np.array([[0.5, 0.9, 0.5, 0.1]])
+    ranks = blocked_document_ranks(scores, np.array([0, 0]), np.array([3, 2]))
+    assert ranks.doc.tolist() == [0, 0]
+    assert ranks.position.tolist() == [2, 3]
+    assert ranks.precision.tolist() == [1 / 3, 2 / 4]

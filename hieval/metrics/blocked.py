@@ -1,30 +1,38 @@
-"""Exact micro and macro ROC-AUC of a dense documents x codes score matrix, read in blocks of
-documents (a memory-mapped ``.npy`` is never copied whole).
+"""Ranking metrics of a dense documents x codes score matrix, read in blocks of documents (a
+memory-mapped ``.npy`` is never copied whole): exact micro and macro ROC-AUC, every gold
+pair's place in its document's ranking (P@K, R@K, R-precision, MAP, nDCG@K), at the leaves
+and at max-pooled levels of the hierarchy.
 
 Why: a dense matrix (MIMIC-IV ICD-10: 19,802 x 7,900 = 157M scores) expanded to long rows and
-sorted whole costs minutes and tens of GB (issue 36). Yet every AUC is a statement about the
-*gold* pairs only: a positive's Mann-Whitney rank is the number of scores below it plus half
-the scores tied with it, and those counts add up over any partition of the documents. So each
-block of documents is sorted (flattened for micro, per column for macro) and every positive is
-located in it by binary search; the counts are integers, summed exactly over the blocks, and
-the AUC is the same integer formula :mod:`hieval.metrics.ranking` applies, so the result is
-equal to its rows to the last bit (tests/test_blocked_auc.py checks that, and scikit-learn).
+sorted whole costs minutes and tens of GB (issue 36). Yet every ranking metric is a statement
+about the *gold* pairs only (:mod:`hieval.metrics.ranking` says so too): a positive's
+Mann-Whitney rank is the number of scores below it plus half the scores tied with it, and
+those counts add up over any partition of the documents; a gold pair's place in its document
+needs its document's row alone. So each block of documents is sorted (flattened for micro,
+per column for macro, per row for the documents) and every gold pair is located in it by
+binary search; the counts are integers, summed exactly over the blocks, and the final
+arithmetic is :mod:`hieval.metrics.ranking`'s, so the results equal its rows to the last bit
+(tests/test_blocked.py checks that, and scikit-learn, and hand-worked cases).
 
 Memory: the block being sorted (``block_docs`` x codes, twice) plus a few integers per gold
-pair; time: one sort of each block's cells, twice, and a binary search per gold pair per block.
+pair; time: one sort of each block's cells per use and a binary search per gold pair.
 
-Scope of this first version (what :func:`hieval.metrics.ranking.encode` handles beyond it is
-listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the documents and its columns
-the label space, every cell scored and finite; the gold are (row, column) pairs inside it.
+A prototype, not wired into the CLI: its scope (what :func:`hieval.metrics.ranking.encode`
+handles beyond it is listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the
+documents in the gold's document order and its columns the label space, every cell scored
+and finite; the gold are (row, column) pairs inside it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from hieval.metrics.arithmetic import exact_mean
+from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.registry import DOCUMENT_MEANS, at_ks
 
 #: Documents per block: 1,024 x 7,900 float32 is 32 MB, sorted twice.
 DEFAULT_BLOCK_DOCS = 1024
@@ -67,30 +75,35 @@ def _checked_gold(
     return key // n_labels, key % n_labels
 
 
-def _column_counts(
-    block: np.ndarray, cols: np.ndarray, values: np.ndarray
+def _sorted_counts(
+    ordered: np.ndarray, lines: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each (column, value): how many of the block's cells in that column lie below the
-    value and how many at or below it, by a binary search vectorised over the pairs in the
-    block's column-sorted copy (no Python loop over columns)."""
-    ordered = np.sort(block, axis=0)
-    height = ordered.shape[0]
+    """For each (line, value): how many cells of that line of ``ordered`` (each line sorted
+    ascending) lie below the value and how many at or below it, by a binary search vectorised
+    over the pairs (no Python loop over lines)."""
+    width = ordered.shape[1]
 
     def search(strict: bool) -> np.ndarray:
         low = np.zeros(len(values), dtype=np.int64)
-        high = np.full(len(values), height, dtype=np.int64)
+        high = np.full(len(values), width, dtype=np.int64)
         while True:
             open_ = low < high
             if not open_.any():
                 return low
             mid = (low + high) // 2
-            probe = ordered[np.minimum(mid, height - 1), cols]
+            probe = ordered[lines, np.minimum(mid, width - 1)]
             below = (probe < values) if strict else (probe <= values)
-            go_up = open_ & below
-            low = np.where(go_up, mid + 1, low)
+            low = np.where(open_ & below, mid + 1, low)
             high = np.where(open_ & ~below, mid, high)
 
     return search(strict=True), search(strict=False)
+
+
+def _column_counts(
+    block: np.ndarray, cols: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each (column, value): the block's cells of that column below / at or below it."""
+    return _sorted_counts(np.sort(block, axis=0).T, cols, values)
 
 
 class Pooling:
@@ -210,3 +223,86 @@ def _integer_sums(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     sums = np.zeros(n, dtype=np.int64)
     np.add.at(sums, groups, values)
     return sums
+
+
+def blocked_document_ranks(
+    matrix: np.ndarray,
+    gold_rows: np.ndarray,
+    gold_cols: np.ndarray,
+    *,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+    pooling: Pooling | None = None,
+    code_order: np.ndarray | None = None,
+) -> DocumentRanks:
+    """Every gold pair's place in its document's ranking, as
+    :func:`hieval.metrics.ranking.document_ranks` gives it (so P@K, R@K, R-precision, MAP and
+    nDCG@K follow unchanged), one block of documents at a time: each row is sorted once and
+    the document's gold codes are located in it by binary search.
+
+    Rows are the documents in the gold's order (the document index); ``code_order[column]``
+    is each column's rank in code order (ties are ordered by code, and the pairs come out in
+    code order within a document, as today's sorted keys have them); identity when None. At
+    a pooled level the nodes are already in name order.
+    """
+    if block_docs < 1:
+        raise ValueError("block_docs must be at least 1")
+    n_docs = matrix.shape[0]
+    rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
+    if pooling is not None:
+        rows, cols = _checked_gold((n_docs, pooling.n_nodes), *pooling.gold(rows, cols))
+    width = pooling.n_nodes if pooling is not None else matrix.shape[1]
+    order_of = np.arange(width) if code_order is None else np.asarray(code_order, np.int64)
+    by_code = np.lexsort((order_of[cols], rows))
+    rows, cols = rows[by_code], cols[by_code]
+    position = np.empty(len(rows), dtype=np.int64)
+    values = np.empty(len(rows), dtype=matrix.dtype)
+    at_least = np.empty(len(rows), dtype=np.int64)
+    bounds = np.searchsorted(rows, [*range(0, n_docs, block_docs), n_docs])
+    for number, start in enumerate(range(0, n_docs, block_docs)):
+        a, b = bounds[number], bounds[number + 1]
+        if a == b:
+            continue
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        block = pooling.block(block) if pooling is not None else block
+        local, own = rows[a:b] - start, cols[a:b]
+        values[a:b] = v = block[local, own]
+        below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
+        above = width - at_or_below
+        for i in np.flatnonzero(at_or_below - below > 1):  # ties are ordered by code
+            tied = block[local[i]] == v[i]
+            above[i] += np.count_nonzero(tied & (order_of < order_of[own[i]]))
+        position[a:b] = above
+        at_least[a:b] = width - below
+    return DocumentRanks(rows, position, _gold_at_least(rows, values) / at_least)
+
+
+def _gold_at_least(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each gold pair: its document's gold pairs scoring at least as high (itself too)."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((values, rows))
+    r, v = rows[order], values[order]
+    starts = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (v[1:] != v[:-1])])
+    tie_start = starts[np.searchsorted(starts, np.arange(len(r)), side="right") - 1]
+    doc_end = np.searchsorted(r, r, side="right")
+    counts = np.empty(len(r), dtype=np.int64)
+    counts[order] = doc_end - tie_start
+    return counts
+
+
+def document_values(ranks: DocumentRanks, n_docs: int, ks: Sequence[int]) -> dict:
+    """The ranking ``mean`` rows from document ranks, as
+    :func:`hieval.metrics.ranking.point_values` computes them (exact means over the counted
+    documents)."""
+    values: dict[tuple[str, str], float] = {}
+    docs = RankedDocuments(ranks, n_docs)
+    for metric in DOCUMENT_MEANS:
+        counted = docs.counted(metric.per_document.over)
+        if not counted.any():
+            continue
+        for name, k in at_ks(metric.metric, ks):
+            per_doc = metric.per_document.statistic(docs, k)
+            values[metric.average, name] = exact_mean(per_doc[counted].tolist())
+    return values
