@@ -1,7 +1,8 @@
-"""Ranking metrics of a dense documents x codes score matrix, read in blocks of documents (a
-memory-mapped ``.npy`` is never copied whole): exact micro and macro ROC-AUC, every gold
-pair's place in its document's ranking (P@K, R@K, R-precision, MAP, nDCG@K), at the leaves
-and at max-pooled levels of the hierarchy.
+"""A dense documents x codes score matrix read in blocks of documents (a memory-mapped
+``.npy`` is never copied whole): its decisions (threshold, per-code thresholds, top-k) as the
+pairs the count engine takes, and its ranking metrics — exact micro and macro ROC-AUC and
+every gold pair's place in its document's ranking (P@K, R@K, R-precision, MAP, nDCG@K) — at
+the leaves and at max-pooled levels of the hierarchy.
 
 Why: a dense matrix (MIMIC-IV ICD-10: 19,802 x 7,900 = 157M scores) expanded to long rows and
 sorted whole costs minutes and tens of GB (issue 36). Yet every ranking metric is a statement
@@ -306,3 +307,78 @@ def document_values(ranks: DocumentRanks, n_docs: int, ks: Sequence[int]) -> dic
             per_doc = metric.per_document.statistic(docs, k)
             values[metric.average, name] = exact_mean(per_doc[counted].tolist())
     return values
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The decided (row, column) pairs of a score matrix, sorted, with what the input record
+    counts: cells below their threshold, and cells over the threshold outside the top k."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    below_threshold: int
+    outside_top_k: int
+
+
+def decided_pairs(
+    matrix: np.ndarray,
+    *,
+    threshold: float | None = None,
+    code_thresholds: np.ndarray | None = None,
+    top_k: int | None = None,
+    code_order: np.ndarray | None = None,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+) -> Decided:
+    """What normalisation's selection keeps of a dense matrix (``_select_by_score`` in
+    :mod:`hieval.inputs.normalize`), a block of documents at a time: cells scoring at least
+    their column's threshold (``code_thresholds[column]``, NaN for "the global one") or
+    ``threshold``, and of those each row's ``top_k`` highest, ties by code
+    (``code_order[column]``: the column's rank in code order; identity when None).
+
+    The count engine then receives these pairs, never the matrix's every cell.
+    """
+    n_docs, width = matrix.shape
+    order_of = np.arange(width) if code_order is None else np.asarray(code_order, np.int64)
+    by_code = np.argsort(order_of, kind="stable")
+    limit = None
+    if threshold is not None or code_thresholds is not None:
+        limit = np.full(width, np.nan if threshold is None else threshold, dtype=np.float64)
+        if code_thresholds is not None:
+            own = np.asarray(code_thresholds, dtype=np.float64)
+            limit = np.where(np.isnan(own), limit, own)
+        limit = np.where(np.isnan(limit), -np.inf, limit)  # no threshold for that column
+    all_rows, all_cols = [], []
+    below = outside = 0
+    for start in range(0, n_docs, block_docs):
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        kept = np.ones(block.shape, dtype=bool) if limit is None else block >= limit
+        below += int(kept.size - np.count_nonzero(kept))
+        if top_k is not None:
+            top = _top_k(block, kept, top_k, by_code)
+            outside += int(np.count_nonzero(kept) - np.count_nonzero(top))
+            kept = top
+        r, c = np.nonzero(kept)
+        all_rows.append(r + start)
+        all_cols.append(c)
+    rows = np.concatenate(all_rows) if all_rows else np.zeros(0, dtype=np.int64)
+    cols = np.concatenate(all_cols) if all_cols else np.zeros(0, dtype=np.int64)
+    return Decided(rows, cols, below, outside)
+
+
+def _top_k(block: np.ndarray, kept: np.ndarray, k: int, by_code: np.ndarray) -> np.ndarray:
+    """Of each row's ``kept`` cells, the ``k`` highest-scored, ties by code: every cell above
+    the row's k-th highest score, then the cells at it in code order until k are taken."""
+    candidates = np.where(kept, block, -np.inf)
+    width = block.shape[1]
+    if k >= width:
+        return kept.copy()
+    kth = -np.partition(-candidates, k - 1, axis=1)[:, k - 1 : k]  # the k-th highest score
+    above = kept & (candidates > kth)
+    at = kept & (candidates == kth)
+    room = k - above.sum(axis=1, keepdims=True)
+    taken = np.cumsum(at[:, by_code], axis=1) <= room  # tied cells, in code order
+    tied = np.zeros_like(at)
+    tied[:, by_code] = at[:, by_code] & taken
+    return above | tied
