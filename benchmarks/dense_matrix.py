@@ -283,11 +283,10 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
     tidy = pl.read_parquet(out / "metrics.parquet")
     pick = tidy.filter((pl.col("family") == "ranking") & (pl.col("level") == "leaf"))
     values = {f"{a} {m}": v for a, m, v in pick.select("average", "metric", "value").iter_rows()}
-    levels: dict = {}
-    aucs = tidy.filter((pl.col("family") == "ranking") & (pl.col("metric") == "auc"))
-    for level, average, value in aucs.select("level", "average", "value").iter_rows():
-        if level != "leaf":
-            levels.setdefault(level, {})[average] = value
+    ranking: dict = {}
+    rows = tidy.filter(pl.col("family") == "ranking").select("level", "average", "metric", "value")
+    for level, average, metric, value in rows.iter_rows():
+        ranking.setdefault(level, {})[f"{average} {metric}"] = value
     result = {
         "total": total,
         "peak_rss_gb": peak,
@@ -295,8 +294,7 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         "macro_auc": values.get("macro auc"),
         "p@8": values.get("mean precision@8"),
         "rows": tidy.height,
-        "levels": levels,
-        "leaf_means": {k: v for k, v in values.items() if k.startswith("mean ")},
+        "ranking": ranking,
         "decided_digest": _decided_digest(out, folder),
     }
     if tune:  # not part of the defaults: tuning on the same scores as the dev set
@@ -361,11 +359,14 @@ def run_sklearn(folder: Path, docs: int, codes: int) -> dict:
 
 
 def run_blocked(folder: Path) -> dict:
-    """The prototype (:mod:`hieval.metrics.blocked`): both AUCs from the memory-mapped
-    matrix, a block of documents at a time."""
+    """The prototype (:mod:`hieval.metrics.blocked`) on the memory-mapped matrix, a block of
+    documents at a time: the decisions, both AUCs at the leaves (the part compared with
+    scikit-learn), then every ranking row at the leaves and every default level in two reads
+    (:func:`~hieval.metrics.blocked.blocked_levels`)."""
     from hieval.metrics.blocked import (
+        SharedPooling,
         blocked_aucs,
-        blocked_document_ranks,
+        blocked_levels,
         decided_pairs,
         document_values,
     )
@@ -382,35 +383,31 @@ def run_blocked(folder: Path) -> dict:
     t = time.perf_counter()
     result = blocked_aucs(scores, rows, cols)
     both = time.perf_counter() - t
-    t = time.perf_counter()
-    ranks = blocked_document_ranks(scores, rows, cols)
-    means = document_values(ranks, scores.shape[0], DEFAULT_KS)
-    ranked = time.perf_counter() - t
     leaf_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     t = time.perf_counter()
-    poolings = level_poolings(folder, (folder / "scores.codes.txt").read_text().split())
+    pooling = SharedPooling(level_nodes(folder, (folder / "scores.codes.txt").read_text().split()))
     maps = time.perf_counter() - t
     t = time.perf_counter()
-    levels = {}
-    for level, pooling in poolings.items():
-        pooled = blocked_aucs(scores, rows, cols, pooling=pooling)
-        levels[level] = {"micro": pooled.micro, "macro": pooled.macro}
-    pooled_time = time.perf_counter() - t
+    ranking: dict = {}
+    for level, (aucs, ranks) in blocked_levels(scores, rows, cols, pooling=pooling).items():
+        values = {"micro auc": aucs.micro, "macro auc": aucs.macro}
+        means = document_values(ranks, scores.shape[0], DEFAULT_KS)
+        ranking[level] = values | {f"{a} {m}": v for (a, m), v in means.items()}
+    every = time.perf_counter() - t
     return {
         "times": {
             "map .npy + read gold": read,
             "decided pairs (threshold 0.5)": decide,
-            "micro + macro AUC (blocked)": both,
-            "P@K, R@K, R-precision, MAP, nDCG@K (blocked)": ranked,
+            "micro + macro AUC (leaf)": both,
             "level maps from the cached hierarchy": maps,
-            f"the same at {len(levels)} pooled levels": pooled_time,
+            f"every ranking row, leaf + {len(ranking) - 1} levels, two reads": every,
         },
         "leaf_peak_rss_gb": leaf_peak,
         "total": both,
         "micro_auc": result.micro,
         "macro_auc": result.macro,
-        "levels": levels,
-        "leaf_means": {f"{a} {m}": v for (a, m), v in means.items()},
+        "ranking": ranking,
+        "shared_levels": sorted(pooling.runs),
         "decided_digest": _pairs_digest(decided.rows, decided.cols, folder),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "cpu_seconds": time.process_time() - cpu,
@@ -428,24 +425,23 @@ def _pairs_digest(rows: np.ndarray, cols: np.ndarray, folder: Path) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
-def level_poolings(folder: Path, codes: list[str]) -> dict:
-    """For each level hieval evaluates by default, the max-pooling of the matrix's columns to
-    its nodes (nodes numbered in name order, as :func:`hieval.metrics.ranking.level_arrays`)."""
+def level_nodes(folder: Path, codes: list[str]) -> dict[str, np.ndarray]:
+    """For each level hieval evaluates by default, each column's node (numbered in name
+    order, as :func:`hieval.metrics.ranking.level_arrays` numbers them) or -1."""
     from hieval import codesystem
     from hieval.engine.counts import evaluated_levels
     from hieval.hierarchy.icd10 import cached_icd10_table
-    from hieval.metrics.blocked import Pooling
 
     table, _leaves, _folder = cached_icd10_table(folder.parent / "cache" / "hierarchy" / "icd10")
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, None))
     ancestors = table.ancestors()
-    poolings = {}
+    node_of = {}
     for level in levels:
         of = dict(ancestors.filter(ancestors["level"] == level).select("code", "ancestor").rows())
         nodes = {node: i for i, node in enumerate(sorted({of[c] for c in codes if c in of}))}
-        poolings[level] = Pooling(np.array([nodes[of[c]] if c in of else -1 for c in codes]))
-    return poolings
+        node_of[level] = np.array([nodes[of[c]] if c in of else -1 for c in codes])
+    return node_of
 
 
 def measure(side: str, args: argparse.Namespace, folder: Path) -> dict:
@@ -572,14 +568,10 @@ def report(results: dict) -> None:
         print(f"{name}: AUCs agree with scikit-learn within {TOLERANCE}; time / scikit-learn's: "
               f"{side['total'] / sk['total']:.2f}x")  # fmt: skip
     if hieval and blocked and hieval["micro_auc"] is not None:
-        same = all(hieval[w] == blocked[w] for w in ("micro_auc", "macro_auc"))
-        for level, values in blocked.get("levels", {}).items():
-            ours = hieval.get("levels", {}).get(level, {})
-            same = same and all(ours.get(a) == values[a] for a in ("micro", "macro"))
-        print(f"blocked prototype and hieval's AUC rows (leaf and {len(blocked['levels'])} "
-              f"levels) equal to the last bit: {same}")  # fmt: skip
-        means = hieval.get("leaf_means", {}) == blocked.get("leaf_means")
-        print(f"... and its {len(blocked['leaf_means'])} leaf mean rows (P@K, MAP, ...): {means}")
+        ours, theirs = blocked["ranking"], hieval["ranking"]
+        rows = sum(len(values) for values in theirs.values())
+        print(f"blocked prototype's every ranking row (leaf and {len(ours) - 1} levels, "
+              f"{rows} rows) equal to hieval's to the last bit: {ours == theirs}")  # fmt: skip
         same = hieval.get("decided_digest") == blocked.get("decided_digest")
         print(f"... and its decided pairs are hieval's normalised predictions: {same}")
 

@@ -13,8 +13,10 @@ from sklearn.metrics import roc_auc_score
 
 from hieval.metrics.blocked import (
     Pooling,
+    SharedPooling,
     blocked_aucs,
     blocked_document_ranks,
+    blocked_levels,
     document_values,
 )
 from hieval.metrics.ranking import DEFAULT_KS, score_rows
@@ -246,3 +248,56 @@ def test_document_ranks_hand_worked():
     assert ranks.doc.tolist() == [0, 0]
     assert ranks.position.tolist() == [2, 3]
     assert ranks.precision.tolist() == [1 / 3, 2 / 4]
+
+
+#: Three nested levels over 17 columns (a tree: each sub node lies in one group, each group
+#: in one chapter; column 16 is placed nowhere below the chapter) and one level that is not
+#: nested (its node 0 spans columns of two groups: pooled on its own).
+TREE = {
+    "sub": np.array([0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 9, 6, -1]),
+    "grp": np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5, 3, -1]),
+    "chapter": np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 2]),
+    "odd": np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1]),
+}
+
+
+def test_shared_pooling_pools_every_level_as_its_own_pooling():
+    scores, _gold = _matrix(8, 9, 17, decimals=2)
+    shared = SharedPooling(TREE)
+    assert set(shared.runs) == {"sub", "grp", "chapter"}  # "odd" is no tree level
+    permuted = shared.permute(scores)
+    for level, node_of in TREE.items():
+        expected = Pooling(node_of).block(scores)
+        assert np.array_equal(shared.block(level, scores, permuted), expected)
+
+
+@pytest.mark.parametrize("block_docs", [1, 6, 1024])
+def test_every_level_in_two_reads_equals_the_one_level_functions(block_docs):
+    scores, gold = _matrix(9, 31, 17, decimals=1)
+    rows, cols = np.nonzero(gold)
+    code_order = np.argsort(np.argsort([f"c{j:03d}" for j in np.arange(17)[::-1]]))
+    results = blocked_levels(
+        scores, rows, cols, pooling=SharedPooling(TREE), code_order=code_order,
+        block_docs=block_docs,
+    )  # fmt: skip
+    assert list(results) == ["leaf", *TREE]
+    for level, (aucs, ranks) in results.items():
+        pooling = Pooling(TREE[level]) if level != "leaf" else None
+        order = code_order if level == "leaf" else None
+        alone = blocked_aucs(scores, rows, cols, pooling=pooling, block_docs=4)
+        assert aucs.micro == alone.micro
+        assert np.array_equal(aucs.per_label, alone.per_label, equal_nan=True)
+        alone_ranks = blocked_document_ranks(
+            scores, rows, cols, pooling=pooling, code_order=order, block_docs=5
+        )
+        for field in ("doc", "position", "precision"):
+            assert np.array_equal(getattr(ranks, field), getattr(alone_ranks, field))
+
+
+def test_every_level_equals_todays_rows_at_a_level():
+    scores, gold = _matrix(10, 29, 17, decimals=1)
+    rows, cols = np.nonzero(gold)
+    aucs, ranks = blocked_levels(scores, rows, cols, pooling=SharedPooling(TREE))["grp"]
+    today = _todays_ranking(scores, gold, TREE["grp"])
+    assert (aucs.micro, aucs.macro) == (today["micro", "auc"], today["macro", "auc"])
+    assert document_values(ranks, scores.shape[0], DEFAULT_KS) == _mean_rows(today)

@@ -382,3 +382,177 @@ def _top_k(block: np.ndarray, kept: np.ndarray, k: int, by_code: np.ndarray) -> 
     tied = np.zeros_like(at)
     tied[:, by_code] = at[:, by_code] & taken
     return above | tied
+
+
+class SharedPooling:
+    """Max-pooling of a block to several levels with one column permutation per block.
+
+    Why: pooling each level from the leaves permutes the whole block once per level (six
+    times for ICD-10's default levels). With the columns ordered by their path from the
+    coarsest level down (fewer nodes = coarser), every node of a tree's level is one
+    contiguous run of columns, so each level is a single ``np.maximum.reduceat`` over the
+    same permuted block. A level whose nodes are not contiguous (not a tree) keeps its own
+    :class:`Pooling`.
+    """
+
+    def __init__(self, node_of: dict[str, np.ndarray]) -> None:
+        keys = {level: np.asarray(nodes, dtype=np.int64) for level, nodes in node_of.items()}
+        self.levels: dict[str, Pooling] = {level: Pooling(keys[level]) for level in keys}
+        width = len(next(iter(keys.values()))) if keys else 0
+        self.order = np.arange(width)
+        self.runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Coarse to fine; a level joins the path only if every level on it stays contiguous.
+        for level in sorted(keys, key=lambda level: (self.levels[level].n_nodes, level)):
+            path = [*self.runs, level]
+            order = np.lexsort([keys[name] for name in reversed(path)])
+            runs = {
+                name: _contiguous_runs(keys[name][order], self.levels[name].n_nodes)
+                for name in path
+            }
+            if all(found is not None for found in runs.values()):
+                self.order, self.runs = order, runs
+
+    def permute(self, block: np.ndarray) -> np.ndarray:
+        return block[:, self.order]
+
+    def block(self, level: str, block: np.ndarray, permuted: np.ndarray) -> np.ndarray:
+        """``block`` at ``level`` (documents x nodes, node order), from the permuted block."""
+        if level not in self.runs:
+            return self.levels[level].block(block)
+        indices, node = self.runs[level]
+        pooled = np.empty((block.shape[0], len(node)), dtype=block.dtype)
+        if len(node):
+            pooled[:, node] = np.maximum.reduceat(permuted, indices, axis=1)[:, ::2]
+        return pooled
+
+
+def _contiguous_runs(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """For nodes along the permuted columns: ``reduceat`` indices (each run's start and end,
+    the last end left out at the edge) and each run's node, or None if a node has two runs."""
+    if not len(nodes):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    ends = np.r_[starts[1:], len(nodes)]
+    own = nodes[starts] >= 0
+    starts, ends, node = starts[own], ends[own], nodes[starts][own]
+    if len(node) != n_nodes or len(np.unique(node)) != len(node):
+        return None
+    indices = np.column_stack([starts, ends]).ravel()
+    if indices[-1] == len(nodes):
+        indices = indices[:-1]  # reduceat runs the last index to the end
+    return indices, node
+
+
+@dataclass
+class _Level:
+    """One level's gold pairs (sorted by document, then code order) and running counts."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    width: int
+    order_of: np.ndarray
+    values: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+    micro_sorted: np.ndarray | None = None
+    counts: list[np.ndarray] | None = None  # micro below, at or below; column the same
+    position: np.ndarray | None = None
+    at_least: np.ndarray | None = None
+
+
+def blocked_levels(
+    matrix: np.ndarray,
+    gold_rows: np.ndarray,
+    gold_cols: np.ndarray,
+    *,
+    pooling: SharedPooling | None = None,
+    code_order: np.ndarray | None = None,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
+    """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
+    at every level of ``pooling``, in two reads of the matrix instead of three per level:
+    the first locates each gold pair in its document (and keeps its score), the second
+    counts the scores below each gold pair. Results equal the one-level functions' bits."""
+    if block_docs < 1:
+        raise ValueError("block_docs must be at least 1")
+    n_docs, n_labels = matrix.shape
+    rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
+    levels = {"leaf": _level(n_docs, rows, cols, n_labels, code_order)}
+    for name, one in (pooling.levels if pooling is not None else {}).items():
+        if len(one.node_of) != n_labels:
+            raise ValueError("the pooling needs a node (or -1) for every column")
+        levels[name] = _level(n_docs, *one.gold(rows, cols), one.n_nodes, None)
+    starts = range(0, n_docs, block_docs)
+    for state in levels.values():
+        state.bounds = np.searchsorted(state.rows, [*starts, n_docs])
+        state.values = np.empty(len(state.rows), dtype=matrix.dtype)
+        state.position = np.empty(len(state.rows), dtype=np.int64)
+        state.at_least = np.empty(len(state.rows), dtype=np.int64)
+    for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
+        for name, state in levels.items():
+            _locate(state, by_level[name], number, start)
+    for state in levels.values():
+        state.micro_sorted = np.sort(state.values)
+        state.counts = [np.zeros(len(state.rows), dtype=np.int64) for _ in range(4)]
+    for _number, _start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
+        for name, state in levels.items():
+            _count(state, by_level[name])
+    return {name: _results(state, n_docs) for name, state in levels.items()}
+
+
+def _level(n_docs: int, rows, cols, width: int, code_order) -> _Level:
+    rows, cols = _checked_gold((n_docs, width), rows, cols)
+    order_of = np.arange(width) if code_order is None else np.asarray(code_order, np.int64)
+    by_code = np.lexsort((order_of[cols], rows))
+    return _Level(rows[by_code], cols[by_code], width, order_of)
+
+
+def _level_blocks(matrix, starts, block_docs: int, pooling: SharedPooling | None):
+    """Each block of documents, with its pooled block at every level."""
+    for number, start in enumerate(starts):
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        by_level = {"leaf": block}
+        if pooling is not None:
+            permuted = pooling.permute(block)
+            for name in pooling.levels:
+                by_level[name] = pooling.block(name, block, permuted)
+        yield number, start, by_level
+
+
+def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
+    """First read: the block's gold pairs' scores and places in their documents."""
+    a, b = state.bounds[number], state.bounds[number + 1]
+    if a == b:
+        return
+    local, own = state.rows[a:b] - start, state.cols[a:b]
+    state.values[a:b] = v = block[local, own]
+    below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
+    above = state.width - at_or_below
+    for i in np.flatnonzero(at_or_below - below > 1):  # ties are ordered by code
+        tied = block[local[i]] == v[i]
+        above[i] += np.count_nonzero(tied & (state.order_of < state.order_of[own[i]]))
+    state.position[a:b] = above
+    state.at_least[a:b] = state.width - below
+
+
+def _count(state: _Level, block: np.ndarray) -> None:
+    """Second read: the block's scores below / at or below every gold pair (micro: all of
+    the block's cells; macro: the cells of the pair's own column)."""
+    flat = np.sort(block, axis=None)
+    micro_below, micro_at, col_below, col_at = state.counts
+    micro_below += np.searchsorted(flat, state.micro_sorted, side="left")
+    micro_at += np.searchsorted(flat, state.micro_sorted, side="right")
+    below, at_or_below = _column_counts(block, state.cols, state.values)
+    col_below += below
+    col_at += at_or_below
+
+
+def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
+    micro_below, micro_at, col_below, col_at = state.counts
+    aucs = BlockedAucs(
+        micro=_micro(micro_below, micro_at, n_docs * state.width),
+        per_label=_per_label(state.cols, col_below, col_at, n_docs, state.width),
+    )
+    precision = _gold_at_least(state.rows, state.values) / state.at_least
+    return aucs, DocumentRanks(state.rows, state.position, precision)
