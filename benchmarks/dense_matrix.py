@@ -364,7 +364,6 @@ def run_blocked(folder: Path) -> dict:
     scikit-learn), then every ranking row at the leaves and every default level in two reads
     (:func:`~hieval.metrics.blocked.blocked_levels`)."""
     from hieval.metrics.blocked import (
-        SharedPooling,
         blocked_aucs,
         blocked_levels,
         decided_pairs,
@@ -385,11 +384,11 @@ def run_blocked(folder: Path) -> dict:
     both = time.perf_counter() - t
     leaf_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     t = time.perf_counter()
-    pooling = SharedPooling(level_nodes(folder, (folder / "scores.codes.txt").read_text().split()))
+    node_of = level_nodes(folder, (folder / "scores.codes.txt").read_text().split())
     maps = time.perf_counter() - t
     t = time.perf_counter()
     ranking: dict = {}
-    for level, (aucs, ranks) in blocked_levels(scores, rows, cols, pooling=pooling).items():
+    for level, (aucs, ranks) in blocked_levels(scores, rows, cols, node_of=node_of).items():
         values = {"micro auc": aucs.micro, "macro auc": aucs.macro}
         means = document_values(ranks, scores.shape[0], DEFAULT_KS)
         ranking[level] = values | {f"{a} {m}": v for (a, m), v in means.items()}
@@ -407,7 +406,6 @@ def run_blocked(folder: Path) -> dict:
         "micro_auc": result.micro,
         "macro_auc": result.macro,
         "ranking": ranking,
-        "shared_levels": sorted(pooling.runs),
         "decided_digest": _pairs_digest(decided.rows, decided.cols, folder),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "cpu_seconds": time.process_time() - cpu,

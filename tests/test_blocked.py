@@ -277,9 +277,8 @@ def test_every_level_in_two_reads_equals_the_one_level_functions(block_docs):
     rows, cols = np.nonzero(gold)
     code_order = np.argsort(np.argsort([f"c{j:03d}" for j in np.arange(17)[::-1]]))
     results = blocked_levels(
-        scores, rows, cols, pooling=SharedPooling(TREE), code_order=code_order,
-        block_docs=block_docs,
-    )  # fmt: skip
+        scores, rows, cols, node_of=TREE, code_order=code_order, block_docs=block_docs
+    )
     assert list(results) == ["leaf", *TREE]
     for level, (aucs, ranks) in results.items():
         pooling = Pooling(TREE[level]) if level != "leaf" else None
@@ -297,7 +296,90 @@ def test_every_level_in_two_reads_equals_the_one_level_functions(block_docs):
 def test_every_level_equals_todays_rows_at_a_level():
     scores, gold = _matrix(10, 29, 17, decimals=1)
     rows, cols = np.nonzero(gold)
-    aucs, ranks = blocked_levels(scores, rows, cols, pooling=SharedPooling(TREE))["grp"]
+    aucs, ranks = blocked_levels(scores, rows, cols, node_of=TREE)["grp"]
     today = _todays_ranking(scores, gold, TREE["grp"])
     assert (aucs.micro, aucs.macro) == (today["micro", "auc"], today["macro", "auc"])
     assert document_values(ranks, scores.shape[0], DEFAULT_KS) == _mean_rows(today)
+
+
+def _unscored_case(seed: int):
+    """13 matrix rows of 17 documents, 11 matrix columns of 16 codes: gold codes outside the
+    matrix (each in the gold at least once) and documents without a row are unscored pairs,
+    as they are when the gold is larger than a model's label space or document list."""
+    rng = np.random.default_rng(seed)
+    codes = [f"c{j:03d}" for j in range(16)]
+    in_matrix = np.sort(rng.choice(16, 11, replace=False))
+    extra = np.setdiff1d(np.arange(16), in_matrix)
+    columns = [*in_matrix, *extra]  # full label ids: the matrix's columns, then the others
+    scores = np.round(rng.random((13, 11)), 1)
+    gold = rng.random((17, 16)) < 0.2
+    gold[rng.integers(0, 17, len(extra)), extra] = True
+    gold[16] = False  # a document without a row and without a gold code
+    full_gold = gold[:, columns]  # rows: documents; columns: full label ids
+    return scores, full_gold, codes, columns
+
+
+def _todays_unscored(scores, full_gold, codes, columns, node_of=None):
+    docs = [f"d{i:03d}" for i in range(full_gold.shape[0])]
+    names = [codes[c] for c in columns]
+    di, ci = np.indices(scores.shape).reshape(2, -1)
+    score_frame = pl.DataFrame(
+        {"doc_id": [docs[i] for i in di], "code": [names[j] for j in ci],
+         "score": scores.reshape(-1).astype(np.float64)}
+    )  # fmt: skip
+    rows, cols = np.nonzero(full_gold)
+    empty = [docs[i] for i in np.flatnonzero(~full_gold.any(axis=1))]
+    gold_frame = pl.DataFrame(
+        {"doc_id": [docs[i] for i in rows] + empty,
+         "code": [names[j] for j in cols] + [None] * len(empty)},
+        schema={"doc_id": pl.String, "code": pl.String},
+    )  # fmt: skip
+    levels = {}
+    if node_of is not None:
+        placed = [(names[j], "grp", f"n{n:03d}") for j, n in enumerate(node_of) if n >= 0]
+        levels = {
+            "ancestors": pl.DataFrame(placed, schema=["code", "level", "ancestor"], orient="row"),
+            "levels": ["grp"],
+        }
+    tidy, _notes = score_rows(gold_frame, score_frame, model="m", **levels)
+    level = "grp" if node_of is not None else "leaf"
+    ranking = tidy.filter((pl.col("family") == "ranking") & (pl.col("level") == level))
+    return {(a, m): v for a, m, v in ranking.select("average", "metric", "value").iter_rows()}
+
+
+def _ours_unscored(scores, full_gold, codes, columns, node_of=None, block_docs=4):
+    rows, cols = np.nonzero(full_gold)
+    names = [codes[c] for c in columns]
+    code_order = np.argsort(np.argsort(names))
+    levels = {"grp": node_of} if node_of is not None else None
+    results = blocked_levels(
+        scores, rows, cols, node_of=levels, code_order=code_order,
+        n_docs=full_gold.shape[0], extra_labels=full_gold.shape[1] - scores.shape[1],
+        block_docs=block_docs,
+    )  # fmt: skip
+    aucs, ranks = results["grp" if node_of is not None else "leaf"]
+    values = {("micro", "auc"): aucs.micro, ("macro", "auc"): aucs.macro}
+    return values | document_values(ranks, full_gold.shape[0], DEFAULT_KS)
+
+
+@pytest.mark.parametrize("block_docs", [1, 4, 1024])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_unscored_codes_and_documents_as_today(seed, block_docs):
+    case = _unscored_case(seed)
+    today = _todays_unscored(*case)
+    assert _ours_unscored(*case, block_docs=block_docs) == today
+    assert len(today) == 13
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_unscored_codes_at_a_level_as_today(seed):
+    """Nodes in name order over the full label space; node 6 holds only codes outside the
+    matrix (an unscored node), some codes have no node."""
+    scores, full_gold, codes, columns = _unscored_case(seed)
+    names = [codes[c] for c in columns]
+    node_of = np.array([min(int(n[1:]) // 3, 5) for n in names])
+    outside = np.arange(11, 16)
+    node_of[outside[:3]] = 6
+    node_of[[0, 12]] = -1
+    today = _todays_unscored(scores, full_gold, codes, columns, node_of)
+    assert _ours_unscored(scores, full_gold, codes, columns, node_of) == today

@@ -437,6 +437,8 @@ def _contiguous_runs(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.nd
     starts, ends, node = starts[own], ends[own], nodes[starts][own]
     if len(node) != n_nodes or len(np.unique(node)) != len(node):
         return None
+    if not len(node):
+        return np.zeros(0, dtype=np.int64), node
     indices = np.column_stack([starts, ends]).ravel()
     if indices[-1] == len(nodes):
         indices = indices[:-1]  # reduceat runs the last index to the end
@@ -445,18 +447,35 @@ def _contiguous_runs(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.nd
 
 @dataclass
 class _Level:
-    """One level's gold pairs (sorted by document, then code order) and running counts."""
+    """One level's label space and gold pairs, and the running counts of its scored ones.
 
-    rows: np.ndarray
-    cols: np.ndarray
-    width: int
-    order_of: np.ndarray
-    values: np.ndarray | None = None
-    bounds: np.ndarray | None = None
+    Labels have two numberings: ``full`` ids over the level's whole label space, in code
+    order (the leaves: the matrix's columns then the gold's codes outside it, ranked by
+    ``order_of``; a level: its nodes in name order) and ``compact`` columns of the block at
+    the level (the scored labels only, ``full_of[compact]``). A gold pair is scored when its
+    document has a row and its label a column; the others rank below every scored pair."""
+
+    rows: np.ndarray  # every gold pair, sorted by document, then code order
+    full: np.ndarray
+    compact: np.ndarray  # -1 for an unscored pair
+    total: int  # labels of the level's label space
+    full_of: np.ndarray  # the full id of each compact column
+    order_of: np.ndarray  # each full id's rank in code order
+    scored_rows: int  # documents with a row in the matrix
+    bounds: np.ndarray | None = None  # per block, its scored pairs' range in ``scored``
+    values: np.ndarray | None = None  # the scored pairs' scores
     micro_sorted: np.ndarray | None = None
     counts: list[np.ndarray] | None = None  # micro below, at or below; column the same
     position: np.ndarray | None = None
     at_least: np.ndarray | None = None
+
+    @property
+    def scored(self) -> np.ndarray:
+        return np.flatnonzero(self.compact >= 0)
+
+    @property
+    def width(self) -> int:
+        return len(self.full_of)
 
 
 def blocked_levels(
@@ -464,46 +483,80 @@ def blocked_levels(
     gold_rows: np.ndarray,
     gold_cols: np.ndarray,
     *,
-    pooling: SharedPooling | None = None,
+    node_of: dict[str, np.ndarray] | None = None,
     code_order: np.ndarray | None = None,
+    n_docs: int | None = None,
+    extra_labels: int = 0,
     block_docs: int = DEFAULT_BLOCK_DOCS,
 ) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
     """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
-    at every level of ``pooling``, in two reads of the matrix instead of three per level:
-    the first locates each gold pair in its document (and keeps its score), the second
-    counts the scores below each gold pair. Results equal the one-level functions' bits."""
+    at every level of ``node_of`` (level -> each label's node, numbered in name order, or
+    -1), in two reads of the matrix instead of three per level: the first locates each gold
+    pair in its document (and keeps its score), the second counts the scores below it.
+
+    The label space and the documents may be larger than the matrix, as hieval's are (the
+    gold's codes and documents count too): ``extra_labels`` gold codes outside the matrix's
+    columns are labels ``n_labels ..`` (gold columns may name them; ``code_order`` and
+    ``node_of`` then cover them), and gold documents ``matrix rows .. n_docs - 1`` have no
+    row. Their pairs are unscored: tied below every scored pair for AUC, after the scored
+    codes in code order in a document's ranking, as :mod:`hieval.metrics.ranking` has it.
+    """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
-    n_docs, n_labels = matrix.shape
-    rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
-    levels = {"leaf": _level(n_docs, rows, cols, n_labels, code_order)}
-    for name, one in (pooling.levels if pooling is not None else {}).items():
-        if len(one.node_of) != n_labels:
-            raise ValueError("the pooling needs a node (or -1) for every column")
-        levels[name] = _level(n_docs, *one.gold(rows, cols), one.n_nodes, None)
-    starts = range(0, n_docs, block_docs)
+    rows_scored, n_labels = matrix.shape
+    n_docs = rows_scored if n_docs is None else n_docs
+    total = n_labels + extra_labels
+    if n_docs < rows_scored or extra_labels < 0:
+        raise ValueError("n_docs must cover the matrix's rows, extra_labels be at least 0")
+    rows, cols = _checked_gold((n_docs, total), gold_rows, gold_cols)
+    order_of = np.arange(total) if code_order is None else np.asarray(code_order, np.int64)
+    levels = {"leaf": _level(rows, cols, np.arange(n_labels), order_of, total, rows_scored)}
+    compact_nodes = {}
+    for name, nodes in (node_of or {}).items():
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if len(nodes) != total:
+            raise ValueError("node_of needs a node (or -1) for every label")
+        level_total = int(nodes.max(initial=-1)) + 1
+        full_of = np.unique(nodes[:n_labels][nodes[:n_labels] >= 0])
+        compact = np.full(level_total + 1, -1, dtype=np.int64)  # the last slot: no node
+        compact[full_of] = np.arange(len(full_of))
+        compact_nodes[name] = compact[nodes]  # -1 stays -1 (the last slot)
+        kept = nodes[cols] >= 0
+        levels[name] = _level(
+            rows[kept], nodes[cols[kept]], full_of, np.arange(level_total), level_total,
+            rows_scored,
+        )  # fmt: skip
+    by_column = {name: nodes[:n_labels] for name, nodes in compact_nodes.items()}
+    pooling = SharedPooling(by_column) if by_column else None
+    starts = range(0, rows_scored, block_docs)
     for state in levels.values():
-        state.bounds = np.searchsorted(state.rows, [*starts, n_docs])
-        state.values = np.empty(len(state.rows), dtype=matrix.dtype)
+        scored = state.scored
+        state.bounds = np.searchsorted(state.rows[scored], [*starts, rows_scored])
+        state.values = np.empty(len(scored), dtype=matrix.dtype)
         state.position = np.empty(len(state.rows), dtype=np.int64)
-        state.at_least = np.empty(len(state.rows), dtype=np.int64)
+        state.at_least = np.empty(len(scored), dtype=np.int64)
     for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
         for name, state in levels.items():
             _locate(state, by_level[name], number, start)
     for state in levels.values():
         state.micro_sorted = np.sort(state.values)
-        state.counts = [np.zeros(len(state.rows), dtype=np.int64) for _ in range(4)]
+        state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
     for _number, _start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
         for name, state in levels.items():
             _count(state, by_level[name])
     return {name: _results(state, n_docs) for name, state in levels.items()}
 
 
-def _level(n_docs: int, rows, cols, width: int, code_order) -> _Level:
-    rows, cols = _checked_gold((n_docs, width), rows, cols)
-    order_of = np.arange(width) if code_order is None else np.asarray(code_order, np.int64)
-    by_code = np.lexsort((order_of[cols], rows))
-    return _Level(rows[by_code], cols[by_code], width, order_of)
+def _level(rows, full, full_of, order_of, total: int, scored_rows: int) -> _Level:
+    """A level's state with its gold pairs unique and in today's order."""
+    key = np.unique(rows * total + full)
+    rows, full = key // total, key % total
+    by_code = np.lexsort((order_of[full], rows))
+    rows, full = rows[by_code], full[by_code]
+    compact_of = np.full(total, -1, dtype=np.int64)
+    compact_of[full_of] = np.arange(len(full_of))
+    compact = np.where(rows < scored_rows, compact_of[full], -1)
+    return _Level(rows, full, compact, total, np.asarray(full_of), order_of, scored_rows)
 
 
 def _level_blocks(matrix, starts, block_docs: int, pooling: SharedPooling | None):
@@ -521,38 +574,69 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: SharedPooling | None
 
 
 def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
-    """First read: the block's gold pairs' scores and places in their documents."""
+    """First read: the block's scored gold pairs' scores and places in their documents (the
+    scored codes before them; tied ones count when they come first in code order)."""
     a, b = state.bounds[number], state.bounds[number + 1]
     if a == b:
         return
-    local, own = state.rows[a:b] - start, state.cols[a:b]
+    which = state.scored[a:b]
+    local, own = state.rows[which] - start, state.compact[which]
     state.values[a:b] = v = block[local, own]
     below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
     above = state.width - at_or_below
+    rank = state.order_of[state.full_of]  # each column's rank in code order
     for i in np.flatnonzero(at_or_below - below > 1):  # ties are ordered by code
         tied = block[local[i]] == v[i]
-        above[i] += np.count_nonzero(tied & (state.order_of < state.order_of[own[i]]))
-    state.position[a:b] = above
+        above[i] += np.count_nonzero(tied & (rank < rank[own[i]]))
+    state.position[which] = above
     state.at_least[a:b] = state.width - below
 
 
 def _count(state: _Level, block: np.ndarray) -> None:
-    """Second read: the block's scores below / at or below every gold pair (micro: all of
-    the block's cells; macro: the cells of the pair's own column)."""
+    """Second read: the block's scores below / at or below every scored gold pair (micro:
+    all of the block's cells; macro: the cells of the pair's own column)."""
     flat = np.sort(block, axis=None)
     micro_below, micro_at, col_below, col_at = state.counts
     micro_below += np.searchsorted(flat, state.micro_sorted, side="left")
     micro_at += np.searchsorted(flat, state.micro_sorted, side="right")
-    below, at_or_below = _column_counts(block, state.cols, state.values)
+    below, at_or_below = _column_counts(block, state.compact[state.scored], state.values)
     col_below += below
     col_at += at_or_below
 
 
 def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
+    """Mann-Whitney with the unscored pairs tied below every scored one, and the unscored
+    gold pairs' places (after the document's scored codes, in code order)."""
     micro_below, micro_at, col_below, col_at = state.counts
-    aucs = BlockedAucs(
-        micro=_micro(micro_below, micro_at, n_docs * state.width),
-        per_label=_per_label(state.cols, col_below, col_at, n_docs, state.width),
-    )
-    precision = _gold_at_least(state.rows, state.values) / state.at_least
-    return aucs, DocumentRanks(state.rows, state.position, precision)
+    scored = state.scored
+    unscored = np.flatnonzero(state.compact < 0)
+    cells = n_docs * state.total
+    bottom = cells - state.scored_rows * state.width  # unscored cells, tied at the bottom
+    positives = len(state.rows)
+    micro = None
+    if 0 < positives < cells:
+        doubled = int(micro_below.sum(dtype=np.int64) + micro_at.sum(dtype=np.int64))
+        doubled += len(scored) * (2 * bottom + 1) + len(unscored) * (bottom + 1)
+        micro = _auc(doubled, positives, cells - positives)
+    support = np.bincount(state.full, minlength=state.total)
+    column_rows = np.zeros(state.total, dtype=np.int64)
+    column_rows[state.full_of] = state.scored_rows
+    per_bottom = n_docs - column_rows  # each label's unscored documents
+    doubled_per = _integer_sums(state.full[scored], col_below + col_at, state.total)
+    doubled_per += np.bincount(state.full[scored], minlength=state.total) * (2 * per_bottom + 1)
+    doubled_per += np.bincount(state.full[unscored], minlength=state.total) * (per_bottom + 1)
+    per_label = np.full(state.total, np.nan)
+    for c in np.flatnonzero((support > 0) & (support < n_docs)):
+        per_label[c] = _auc(int(doubled_per[c]), int(support[c]), n_docs - int(support[c]))
+    precision = np.empty(len(state.rows), dtype=np.float64)
+    precision[scored] = _gold_at_least(state.rows[scored], state.values) / state.at_least
+    if len(unscored):
+        rows = state.rows[unscored]
+        rank = state.order_of[state.full[unscored]]
+        has_row = rows < state.scored_rows
+        scored_ranks = np.sort(state.order_of[state.full_of])
+        before = np.where(has_row, np.searchsorted(scored_ranks, rank), 0)
+        state.position[unscored] = np.where(has_row, state.width, 0) + rank - before
+        size = np.bincount(state.rows, minlength=n_docs)[rows]
+        precision[unscored] = size / state.total  # the last threshold: the whole label space
+    return BlockedAucs(micro, per_label), DocumentRanks(state.rows, state.position, precision)
