@@ -18,10 +18,11 @@ arithmetic is :mod:`hieval.metrics.ranking`'s, so the results equal its rows to 
 Memory: the block being sorted (``block_docs`` x codes, twice) plus a few integers per gold
 pair; time: one sort of each block's cells per use and a binary search per gold pair.
 
-A prototype, not wired into the CLI: its scope (what :func:`hieval.metrics.ranking.encode`
-handles beyond it is listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the
-documents in the gold's document order and its columns the label space, every cell scored
-and finite; the gold are (row, column) pairs inside it.
+A prototype, not wired into the CLI (what :func:`hieval.metrics.ranking.encode` handles
+beyond it is listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the first
+documents in the gold's document order and its columns labels of the label space, every
+cell finite; :func:`blocked_levels` also takes the gold's other codes and documents as
+unscored pairs, the one-level functions only pairs inside the matrix.
 """
 
 from __future__ import annotations
