@@ -1,6 +1,7 @@
-"""Decisions from a dense matrix by blocks (hieval.metrics.blocked.decided_pairs, issue 36):
-the same pairs and record counts as today's normalisation of the same ``.npy`` (threshold,
-per-code tuned thresholds, top-k with ties by code), and hand-worked cases."""
+"""Decisions from a dense matrix by blocks (hieval.metrics.blocked, issue 36): the same pairs
+and record counts as today's normalisation of the same ``.npy`` (threshold, per-code tuned
+thresholds, top-k with ties by code), hand-worked cases, and the tuned global threshold of
+today's exact sweep (hieval.metrics.tuning)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 from hieval.inputs.normalize import normalize_labels
 from hieval.inputs.options import LabelOptions, TunedThresholds
-from hieval.metrics.blocked import decided_pairs
+from hieval.metrics.blocked import blocked_global_threshold, decided_pairs
+from hieval.metrics.ranking import arrays_from_pairs
+from hieval.metrics.tuning import global_threshold
 
 DOCS = [f"{100 + 7 * i}" for i in range(23)]
 
@@ -98,3 +101,47 @@ def test_threshold_keeps_scores_at_it():
     decided = decided_pairs(np.array([[0.5, 0.49, 0.51]]), threshold=0.5)
     assert decided.cols.tolist() == [0, 2]
     assert decided.below_threshold == 1
+
+
+def _todays_threshold(scores, gold, extra_gold=0):
+    """tuning.global_threshold on the same pairs; ``extra_gold`` gold pairs in a column the
+    model did not score."""
+    docs, labels = scores.shape
+    width = labels + (1 if extra_gold else 0)
+    key = (np.arange(docs)[:, None] * width + np.arange(labels)[None, :]).ravel()
+    gold_key = [r * width + c for r, c in zip(*np.nonzero(gold), strict=True)]
+    gold_key += [r * width + labels for r in range(extra_gold)]
+    arrays = arrays_from_pairs(docs, width, key, scores.ravel(), np.array(gold_key))
+    threshold, f1, _curve = global_threshold(arrays)
+    return threshold, f1
+
+
+@pytest.mark.parametrize("block_docs", [1, 6, 1000])
+@pytest.mark.parametrize(("seed", "decimals", "extra"), [(0, 1, 0), (1, 2, 0), (2, 3, 4)])
+def test_global_threshold_as_todays_sweep(seed, decimals, extra, block_docs):
+    rng = np.random.default_rng(seed)
+    gold = rng.random((37, 23)) < 0.15
+    scores = np.round(np.clip(rng.random((37, 23)) * 0.8 + 0.3 * gold, 0, 1), decimals)
+    rows, cols = np.nonzero(gold)
+    ours = blocked_global_threshold(
+        scores, rows, cols, unscored_positives=extra, block_docs=block_docs
+    )
+    assert ours == _todays_threshold(scores, gold, extra)
+
+
+def test_global_threshold_without_a_scored_gold_pair():
+    scores = np.array([[0.2, 0.7], [0.4, 0.1]])
+    ours = blocked_global_threshold(
+        scores, np.array([], dtype=int), np.array([], dtype=int), unscored_positives=2
+    )
+    assert ours == _todays_threshold(scores, np.zeros((2, 2), dtype=bool), 2) == (0.7, 0.0)
+
+
+def test_global_threshold_ties_go_to_the_highest_hand_worked():
+    """Gold 0.9 and 0.5. At 0.9: TP 1, FP 0, FN 1: F1 2/3. At 0.5: TP 2, FP 2 (0.6, 0.7),
+    FN 0: F1 4/6 = 2/3 too. The higher threshold, 0.9, is chosen."""
+    scores = np.array([[0.9, 0.6, 0.1], [0.5, 0.7, 0.2]])
+    gold = np.array([[True, False, False], [True, False, False]])
+    rows, cols = np.nonzero(gold)
+    assert blocked_global_threshold(scores, rows, cols) == _todays_threshold(scores, gold)
+    assert blocked_global_threshold(scores, rows, cols) == (0.9, pytest.approx(2 / 3))

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hieval.metrics.arithmetic import exact_mean
+from hieval.metrics.count_measures import F1
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
 from hieval.metrics.registry import DOCUMENT_MEANS, at_ks
 
@@ -641,3 +642,54 @@ def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
         size = np.bincount(state.rows, minlength=n_docs)[rows]
         precision[unscored] = size / state.total  # the last threshold: the whole label space
     return BlockedAucs(micro, per_label), DocumentRanks(state.rows, state.position, precision)
+
+
+def blocked_global_threshold(
+    matrix: np.ndarray,
+    gold_rows: np.ndarray,
+    gold_cols: np.ndarray,
+    *,
+    unscored_positives: int = 0,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+) -> tuple[float, float]:
+    """The threshold maximising flat micro-F1 on a dense dev matrix and its F1, as
+    :func:`hieval.metrics.tuning.global_threshold` chooses it (ties in F1 to the highest
+    threshold), from one read for the gold pairs' scores and one that counts the cells at
+    or above each; ``unscored_positives``: dev gold pairs outside the matrix (false
+    negatives at every threshold).
+
+    Why only the gold pairs' scores are candidates: between two consecutive distinct gold
+    scores TP is constant and FP falls as the threshold rises, so F1 is highest at the upper
+    one; any other score ties the best F1 only where a gold score above it does too, and the
+    highest threshold wins. Above the highest gold score F1 is 0. (The report's dev curve,
+    which samples every distinct score, is the one thing this does not give.)
+    """
+    n_docs = matrix.shape[0]
+    rows, cols = _checked_gold(matrix.shape, gold_rows, gold_cols)
+    positives = len(rows) + unscored_positives
+    values = np.empty(len(rows), dtype=matrix.dtype)
+    starts = range(0, n_docs, block_docs)
+    bounds = np.searchsorted(rows, [*starts, n_docs])
+    highest = -np.inf
+    for number, start in enumerate(starts):
+        block = np.asarray(matrix[start : start + block_docs])
+        if not np.all(np.isfinite(block)):
+            raise ValueError("scores must be finite")
+        if block.size:
+            highest = max(highest, float(block.max()))
+        a, b = bounds[number], bounds[number + 1]
+        values[a:b] = block[rows[a:b] - start, cols[a:b]]
+    if highest == -np.inf:
+        raise ValueError("the dev predictions hold no scores to tune a threshold on")
+    candidates = np.unique(values)  # ascending
+    if not len(candidates):
+        return highest, 0.0  # no gold pair is scored: F1 is 0 everywhere, the highest wins
+    below = np.zeros(len(candidates), dtype=np.int64)
+    for start in starts:
+        flat = np.sort(np.asarray(matrix[start : start + block_docs]), axis=None)
+        below += np.searchsorted(flat, candidates, side="left")
+    at_least = matrix.size - below
+    tp = len(values) - np.searchsorted(np.sort(values), candidates, side="left")
+    f1 = F1(tp, at_least - tp, positives - tp)
+    best = len(f1) - 1 - int(np.argmax(f1[::-1]))
+    return float(candidates[best]), float(f1[best])
