@@ -305,7 +305,8 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         scores = pl.read_parquet(out / "work" / "inputs" / "scores" / "dense.parquet")
         with meter.stage("extra: tuning (global + per code, dev = test)"):
             arrays = ranking.encode(gold, scores)
-            tune_on(arrays, per_code=True, min_support=5)
+            tuned = tune_on(arrays, per_code=True, min_support=5)
+        result["tuned"] = [tuned.threshold, tuned.f1]
     result["stages"] = meter.close()
     if profiler is not None:
         import io
@@ -365,6 +366,7 @@ def run_blocked(folder: Path) -> dict:
     (:func:`~hieval.metrics.blocked.blocked_levels`)."""
     from hieval.metrics.blocked import (
         blocked_aucs,
+        blocked_global_threshold,
         blocked_levels,
         decided_pairs,
         document_values,
@@ -393,6 +395,9 @@ def run_blocked(folder: Path) -> dict:
         means = document_values(ranks, scores.shape[0], DEFAULT_KS)
         ranking[level] = values | {f"{a} {m}": v for (a, m), v in means.items()}
     every = time.perf_counter() - t
+    t = time.perf_counter()
+    tuned = blocked_global_threshold(scores, rows, cols)  # dev = test, as the hieval side
+    tuning = time.perf_counter() - t
     return {
         "times": {
             "map .npy + read gold": read,
@@ -400,7 +405,9 @@ def run_blocked(folder: Path) -> dict:
             "micro + macro AUC (leaf)": both,
             "level maps from the cached hierarchy": maps,
             f"every ranking row, leaf + {len(ranking) - 1} levels, two reads": every,
+            "tuned global threshold (dev = test)": tuning,
         },
+        "tuned": list(tuned),
         "leaf_peak_rss_gb": leaf_peak,
         "total": both,
         "micro_auc": result.micro,
@@ -570,6 +577,9 @@ def report(results: dict) -> None:
         rows = sum(len(values) for values in theirs.values())
         print(f"blocked prototype's every ranking row (leaf and {len(ours) - 1} levels, "
               f"{rows} rows) equal to hieval's to the last bit: {ours == theirs}")  # fmt: skip
+        if "tuned" in hieval:
+            same = hieval["tuned"] == blocked["tuned"]
+            print(f"... and its tuned global threshold is hieval's: {same} ({blocked['tuned']})")
         same = hieval.get("decided_digest") == blocked.get("decided_digest")
         print(f"... and its decided pairs are hieval's normalised predictions: {same}")
 

@@ -1,8 +1,8 @@
 """A dense documents x codes score matrix read in blocks of documents (a memory-mapped
 ``.npy`` is never copied whole): its decisions (threshold, per-code thresholds, top-k) as the
-pairs the count engine takes, and its ranking metrics — exact micro and macro ROC-AUC and
+pairs the count engine takes, its ranking metrics — exact micro and macro ROC-AUC and
 every gold pair's place in its document's ranking (P@K, R@K, R-precision, MAP, nDCG@K) — at
-the leaves and at max-pooled levels of the hierarchy.
+the leaves and at max-pooled levels of the hierarchy, and a dev matrix's tuned threshold.
 
 Why: a dense matrix (MIMIC-IV ICD-10: 19,802 x 7,900 = 157M scores) expanded to long rows and
 sorted whole costs minutes and tens of GB (issue 36). Yet every ranking metric is a statement
