@@ -15,6 +15,7 @@ from hieval.metrics.blocked import (
     Pooling,
     SharedPooling,
     blocked_aucs,
+    blocked_calibration,
     blocked_document_ranks,
     blocked_levels,
     document_values,
@@ -383,3 +384,60 @@ def test_unscored_codes_at_a_level_as_today(seed):
     node_of[[0, 12]] = -1
     today = _todays_unscored(scores, full_gold, codes, columns, node_of)
     assert _ours_unscored(scores, full_gold, codes, columns, node_of) == today
+
+
+def _todays_calibration(scores, full_gold, codes, columns) -> dict[str, float]:
+    docs = [f"d{i:03d}" for i in range(full_gold.shape[0])]
+    names = [codes[c] for c in columns]
+    di, ci = np.indices(scores.shape).reshape(2, -1)
+    score_frame = pl.DataFrame(
+        {"doc_id": [docs[i] for i in di], "code": [names[j] for j in ci],
+         "score": scores.reshape(-1).astype(np.float64)}
+    )  # fmt: skip
+    rows, cols = np.nonzero(full_gold)
+    empty = [docs[i] for i in np.flatnonzero(~full_gold.any(axis=1))]
+    gold_frame = pl.DataFrame(
+        {"doc_id": [docs[i] for i in rows] + empty,
+         "code": [names[j] for j in cols] + [None] * len(empty)},
+        schema={"doc_id": pl.String, "code": pl.String},
+    )  # fmt: skip
+    tidy, _notes = score_rows(gold_frame, score_frame, model="m")
+    rows = tidy.filter(pl.col("family") == "calibration").select("metric", "value").rows()
+    return dict(rows)
+
+
+def _calibration_case(seed: int):
+    """The unscored case with its matrix columns in code order (today's pairs are in code
+    order; one block is then today's array, cell for cell)."""
+    codes = [f"c{j:03d}" for j in range(16)]
+    rng = np.random.default_rng(seed)
+    in_matrix = np.sort(rng.choice(16, 11, replace=False))
+    columns = [*in_matrix, *np.setdiff1d(np.arange(16), in_matrix)]
+    gold = rng.random((17, 16)) < 0.2
+    return np.round(rng.random((13, 11)), 3), gold[:, columns], codes, columns
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_calibration_in_one_block_is_todays_to_the_last_bit(seed):
+    scores, full_gold, codes, columns = _calibration_case(seed)
+    rows, cols = np.nonzero(full_gold)
+    ours = blocked_calibration(scores, rows, cols, n_docs=17, extra_labels=5, block_docs=1024)
+    assert ours == _todays_calibration(scores, full_gold, codes, columns)
+
+
+@pytest.mark.parametrize("block_docs", [1, 4])
+def test_calibration_in_blocks_is_todays_within_ulps(block_docs):
+    scores, full_gold, codes, columns = _calibration_case(3)
+    rows, cols = np.nonzero(full_gold)
+    ours = blocked_calibration(scores, rows, cols, n_docs=17, extra_labels=5, block_docs=block_docs)
+    today = _todays_calibration(scores, full_gold, codes, columns)
+    assert ours == pytest.approx(today, rel=1e-14)
+    naive = float(np.mean(
+        (np.pad(scores, ((0, 4), (0, 5))) - full_gold).astype(np.float64) ** 2
+    ))  # fmt: skip
+    assert ours["brier"] == pytest.approx(naive, rel=1e-14)
+
+
+def test_calibration_refuses_scores_outside_0_1():
+    scores = np.array([[0.2, 1.5]])
+    assert blocked_calibration(scores, np.array([0]), np.array([0])) is None

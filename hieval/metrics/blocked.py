@@ -693,3 +693,56 @@ def blocked_global_threshold(
     f1 = F1(tp, at_least - tp, positives - tp)
     best = len(f1) - 1 - int(np.argmax(f1[::-1]))
     return float(candidates[best]), float(f1[best])
+
+
+def blocked_calibration(
+    matrix: np.ndarray,
+    gold_rows: np.ndarray,
+    gold_cols: np.ndarray,
+    *,
+    n_docs: int | None = None,
+    extra_labels: int = 0,
+    bins: int = 15,
+    block_docs: int = DEFAULT_BLOCK_DOCS,
+) -> dict[str, float] | None:
+    """Brier score and ECE as :func:`hieval.metrics.ranking.calibration_values` defines them
+    (unscored pairs score 0; None when a score lies outside [0, 1]), a block at a time.
+
+    Each block's float sums (squared errors; each bin's scores) are combined with
+    ``math.fsum``. With one block the result is today's to the last bit; with several it can
+    differ from today's one pairwise sum over every cell in the last bits (a few ulps): the
+    one documented change the wiring brings (benchmarks/DENSE_PLAN.md, §3)."""
+    import math
+
+    rows_scored, n_labels = matrix.shape
+    n_docs = rows_scored if n_docs is None else n_docs
+    rows, cols = _checked_gold((n_docs, n_labels + extra_labels), gold_rows, gold_cols)
+    inside = (rows < rows_scored) & (cols < n_labels)
+    missed = int((~inside).sum())  # gold pairs without a score: score 0, truth 1
+    rows, cols = rows[inside], cols[inside]
+    pairs = n_docs * (n_labels + extra_labels)
+    squared, score_sums = [], []
+    true_sum = np.zeros(bins, dtype=np.int64)
+    bounds = np.searchsorted(rows, [*range(0, rows_scored, block_docs), rows_scored])
+    for number, start in enumerate(range(0, rows_scored, block_docs)):
+        score = np.asarray(matrix[start : start + block_docs], dtype=np.float64)
+        if not np.all(np.isfinite(score)):
+            raise ValueError("scores must be finite")
+        if score.size and (score.min() < 0 or score.max() > 1):
+            return None
+        truth = np.zeros(score.shape, dtype=bool)
+        a, b = bounds[number], bounds[number + 1]
+        truth[rows[a:b] - start, cols[a:b]] = True
+        score, truth = score.ravel(), truth.ravel()
+        error = score - truth
+        squared.append(float(np.sum(error * error)))
+        bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
+        score_sums.append(np.bincount(bin_of, weights=score, minlength=bins))
+        true_sum += np.bincount(bin_of[truth], minlength=bins)
+    if pairs == 0:
+        return None
+    score_sum = np.array([math.fsum(column) for column in zip(*score_sums, strict=True)])
+    true = true_sum.astype(np.float64)
+    true[0] += missed
+    gaps = np.abs(true - (score_sum if len(score_sums) else np.zeros(bins)))
+    return {"brier": (math.fsum(squared) + missed) / pairs, "ece": math.fsum(gaps) / pairs}
