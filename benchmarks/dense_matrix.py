@@ -283,6 +283,7 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
     tidy = pl.read_parquet(out / "metrics.parquet")
     pick = tidy.filter((pl.col("family") == "ranking") & (pl.col("level") == "leaf"))
     values = {f"{a} {m}": v for a, m, v in pick.select("average", "metric", "value").iter_rows()}
+    calibration = tidy.filter(pl.col("family") == "calibration").select("metric", "value")
     ranking: dict = {}
     rows = tidy.filter(pl.col("family") == "ranking").select("level", "average", "metric", "value")
     for level, average, metric, value in rows.iter_rows():
@@ -295,6 +296,7 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         "p@8": values.get("mean precision@8"),
         "rows": tidy.height,
         "ranking": ranking,
+        "calibration": dict(calibration.rows()),
         "decided_digest": _decided_digest(out, folder),
     }
     if tune:  # not part of the defaults: tuning on the same scores as the dev set
@@ -366,6 +368,7 @@ def run_blocked(folder: Path) -> dict:
     (:func:`~hieval.metrics.blocked.blocked_levels`)."""
     from hieval.metrics.blocked import (
         blocked_aucs,
+        blocked_calibration,
         blocked_global_threshold,
         blocked_levels,
         decided_pairs,
@@ -396,6 +399,9 @@ def run_blocked(folder: Path) -> dict:
         ranking[level] = values | {f"{a} {m}": v for (a, m), v in means.items()}
     every = time.perf_counter() - t
     t = time.perf_counter()
+    calibration = blocked_calibration(scores, rows, cols)
+    calibrate = time.perf_counter() - t
+    t = time.perf_counter()
     tuned = blocked_global_threshold(scores, rows, cols)  # dev = test, as the hieval side
     tuning = time.perf_counter() - t
     return {
@@ -405,8 +411,10 @@ def run_blocked(folder: Path) -> dict:
             "micro + macro AUC (leaf)": both,
             "level maps from the cached hierarchy": maps,
             f"every ranking row, leaf + {len(ranking) - 1} levels, two reads": every,
+            "Brier and ECE": calibrate,
             "tuned global threshold (dev = test)": tuning,
         },
+        "calibration": calibration,
         "tuned": list(tuned),
         "leaf_peak_rss_gb": leaf_peak,
         "total": both,
@@ -577,6 +585,9 @@ def report(results: dict) -> None:
         rows = sum(len(values) for values in theirs.values())
         print(f"blocked prototype's every ranking row (leaf and {len(ours) - 1} levels, "
               f"{rows} rows) equal to hieval's to the last bit: {ours == theirs}")  # fmt: skip
+        ours, theirs = blocked["calibration"], hieval["calibration"]
+        gaps = {m: abs(ours[m] - theirs[m]) / abs(theirs[m]) for m in theirs}
+        print(f"... its Brier and ECE: equal bits {ours == theirs}, relative gaps {gaps}")
         if "tuned" in hieval:
             same = hieval["tuned"] == blocked["tuned"]
             print(f"... and its tuned global threshold is hieval's: {same} ({blocked['tuned']})")
