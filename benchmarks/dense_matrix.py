@@ -361,7 +361,7 @@ def run_sklearn(folder: Path, docs: int, codes: int) -> dict:
     }
 
 
-def run_blocked(folder: Path) -> dict:
+def run_blocked(folder: Path, block_docs: int) -> dict:
     """The prototype (:mod:`hieval.metrics.blocked`) on the memory-mapped matrix, a block of
     documents at a time: the decisions, both AUCs at the leaves (the part compared with
     scikit-learn), then every ranking row at the leaves and every default level in two reads
@@ -382,10 +382,11 @@ def run_blocked(folder: Path) -> dict:
     rows, cols = gold_pairs(folder)
     read = time.perf_counter() - start
     t = time.perf_counter()
-    decided = decided_pairs(scores, threshold=0.5)  # the default threshold
+    blocks = {"block_docs": block_docs}
+    decided = decided_pairs(scores, threshold=0.5, **blocks)  # the default threshold
     decide = time.perf_counter() - t
     t = time.perf_counter()
-    result = blocked_aucs(scores, rows, cols)
+    result = blocked_aucs(scores, rows, cols, **blocks)
     both = time.perf_counter() - t
     leaf_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     t = time.perf_counter()
@@ -393,16 +394,17 @@ def run_blocked(folder: Path) -> dict:
     maps = time.perf_counter() - t
     t = time.perf_counter()
     ranking: dict = {}
-    for level, (aucs, ranks) in blocked_levels(scores, rows, cols, node_of=node_of).items():
+    levels = blocked_levels(scores, rows, cols, node_of=node_of, **blocks)
+    for level, (aucs, ranks) in levels.items():
         values = {"micro auc": aucs.micro, "macro auc": aucs.macro}
         means = document_values(ranks, scores.shape[0], DEFAULT_KS)
         ranking[level] = values | {f"{a} {m}": v for (a, m), v in means.items()}
     every = time.perf_counter() - t
     t = time.perf_counter()
-    calibration = blocked_calibration(scores, rows, cols)
+    calibration = blocked_calibration(scores, rows, cols, **blocks)
     calibrate = time.perf_counter() - t
     t = time.perf_counter()
-    tuned = blocked_global_threshold(scores, rows, cols)  # dev = test, as the hieval side
+    tuned = blocked_global_threshold(scores, rows, cols, **blocks)  # dev = test, as hieval
     tuning = time.perf_counter() - t
     return {
         "times": {
@@ -467,6 +469,7 @@ def measure(side: str, args: argparse.Namespace, folder: Path) -> dict:
         sys.executable, __file__, "--child", side, "--docs", str(args.docs),
         "--codes", str(args.codes), "--gold-per-doc", str(args.gold_per_doc),
         "--seed", str(args.seed), "--data", str(args.data), "--profile", str(args.profile),
+        "--block-docs", str(args.block_docs),
     ] + (["--tune"] if args.tune else [])  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -483,7 +486,7 @@ def child(args: argparse.Namespace) -> None:
     if args.child == "hieval":
         result = run_hieval(folder, args.profile, args.tune)
     elif args.child == "blocked":
-        result = run_blocked(folder)
+        result = run_blocked(folder, args.block_docs)
     else:
         result = run_sklearn(folder, args.docs, args.codes)
     print(json.dumps(result))
@@ -508,6 +511,9 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="print N cProfile lines")
     parser.add_argument("--tune", action="store_true", help="also time tuning (not a default)")
     parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument(
+        "--block-docs", type=int, default=1024, help="documents per block (the prototype)"
+    )
     parser.add_argument("--skip-hieval", action="store_true")
     parser.add_argument(
         "--blocked", action="store_true", help="also the blocked AUC prototype (issue 36)"
