@@ -10,6 +10,7 @@ import polars as pl
 
 from hieval.reports.frequency import BINS
 from hieval.reports.html import _codes_per_bin
+from tests.test_reports import evaluated  # noqa: F401 (the fixture: a small zoo with a training gold)
 
 
 def _bins(counts: dict[str, dict[str, int]]) -> pl.DataFrame:
@@ -32,25 +33,13 @@ def test_the_range_over_models_when_they_differ():
     assert _codes_per_bin(_bins(counts)) == {"unseen": "3\u201340"}
 
 
-def test_the_report_note_against_each_models_own_bins(tmp_path, icd9):
-    from hieval.cli import main
-    from hieval.experiments.demo import make_demo
-
-    gold, predictions = make_demo(icd9.frame, seed=7, documents=150)
-    train, _ = make_demo(icd9.frame, seed=8, documents=300)
-    gold.write_parquet(tmp_path / "gold.parquet")
-    train.write_parquet(tmp_path / "train.parquet")
-    args = ["evaluate", "--gold", str(tmp_path / "gold.parquet"), "--out", str(tmp_path / "out")]
-    for model, frame in predictions.items():
-        frame.write_parquet(tmp_path / f"{model}.parquet")
-        args += ["--pred", f"{model}={tmp_path / f'{model}.parquet'}"]
-    assert main([*args, "--train-gold", str(tmp_path / "train.parquet")]) == 0
-    out = tmp_path / "out"
+def test_the_report_note_against_each_models_own_bins(evaluated):  # noqa: F811 (the fixture)
+    out, models, train = evaluated
     # A naive count per model: each flat node of the model's table in its training bin.
     train_docs = train.unique(["doc_id", "code"]).group_by("code").len()
     freq = dict(zip(train_docs["code"], train_docs["len"], strict=True))
     per_bin: dict[str, set[int]] = {}
-    for model in predictions:
+    for model in models:
         nodes = pl.read_parquet(out / "work" / "counts" / model / "nodes.parquet")
         counted: dict[str, int] = {}
         for code in nodes.filter(pl.col("family") == "flat")["node"]:

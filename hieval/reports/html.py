@@ -24,7 +24,7 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import error_sections, figures, leaderboard
+from hieval.reports import changes, conventions_html, error_sections, figures, leaderboard
 from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
@@ -94,10 +94,13 @@ class ReportInputs:
     comparisons: pl.DataFrame | None = None  # hieval.metrics.uncertainty's comparisons table
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
+    current: pl.DataFrame | None = None  # this run's history rows (their key and series)
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
     notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
     analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
+    conventions: tuple[pl.DataFrame, dict] | None = None  # conventions.parquet and its notes
+    conventions_tests: pl.DataFrame | None = None  # conventions_tests.parquet (McNemar)
 
 
 def _esc(value) -> str:
@@ -193,7 +196,7 @@ def _p(value: float | None) -> str:
 
 def _suite(inputs: ReportInputs) -> str:
     """The definitions of ICM and the comparison metrics (their numbers are in the
-    leaderboard's "ICM and suite" tab)."""
+    leaderboard's "ICM and suite" and "Label and example-based" tabs)."""
     values = _values(inputs.tidy)
     present = [
         m
@@ -458,33 +461,6 @@ def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
     )
 
 
-def _history(inputs: ReportInputs) -> str:
-    """Each model's headline metrics over its evaluations, when it has more than one."""
-    if inputs.history is None or inputs.history.is_empty():
-        return ""
-    parts = []
-    for model in inputs.models:
-        mine = inputs.history.filter(pl.col("model") == model)
-        if mine["key"].n_unique() < 2:
-            continue
-        wide = mine.pivot(
-            on="metric", index=["timestamp", "key"], values="value", aggregate_function="first"
-        ).sort("timestamp")
-        metrics = [c for c in wide.columns if c not in ("timestamp", "key")]
-        rows = [
-            [f"<td>{_esc(r['timestamp'])}</td>", f"<td><code>{_esc(r['key'][:10])}</code></td>"]
-            + [f"<td>{_num(r[m], percent=m not in ('ICM',))}</td>" for m in metrics]
-            for r in wide.iter_rows(named=True)
-        ]
-        parts.append(f"<h3>{_esc(model)}</h3>" + _table(["When", "Key", *metrics], rows))
-    if not parts:
-        return ""
-    return (
-        "<h2 id='history'>History</h2><p class='note'>Each evaluation with new inputs, settings "
-        "or hieval version (key: a hash of them), oldest first.</p>" + "".join(parts)
-    )
-
-
 def _provenance(inputs: ReportInputs) -> str:
     rows = []
     for r in inputs.records:
@@ -548,6 +524,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         )
     }
     sections = [
+        changes.changes_html(inputs.history, inputs.current),
         _warnings(inputs),
         _leaderboard(inputs),
         _comparisons(inputs),
@@ -574,7 +551,10 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         _frequency(inputs, drawn),
         _suite(inputs),
         _kinds(inputs),
-        _history(inputs),
+        conventions_html.render(
+            inputs.conventions, models=inputs.models, tests=inputs.conventions_tests
+        ),
+        changes.history_html(inputs.history, inputs.current, inputs.models, drawn),
         _provenance(inputs),
     ]
     page = (
