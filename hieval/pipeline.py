@@ -48,6 +48,7 @@ from hieval.hierarchy.table import (
 )
 from hieval.hints import setting
 from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
+from hieval.inputs.dense_scores import read_reference, read_scores
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
@@ -344,7 +345,12 @@ def _coverage(
 
 
 def _doc_ids(path: str | os.PathLike) -> pl.DataFrame:
-    """The distinct documents of a normalised label file (one column, ``doc_id``)."""
+    """The distinct documents of a normalised label file (one column, ``doc_id``); of a dense
+    scores reference, its kept rows' documents."""
+    dense = read_reference(path)
+    if dense is not None:
+        kept = [d for d in dense.docs if d is not None]
+        return pl.DataFrame({"doc_id": kept}, schema={"doc_id": pl.String}).unique()
     return paths.scan_parquet(path).select("doc_id").unique().collect()
 
 
@@ -409,7 +415,7 @@ def tune_threshold(
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = paths.read_parquet(dev_scores)
+    scores = read_scores(dev_scores)
     if scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
@@ -513,7 +519,7 @@ def score_metrics(
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
-    score_frame = paths.read_parquet(scores)
+    score_frame = read_scores(scores)
     if score_frame.height:
         gold_frame = paths.read_parquet(gold)
         anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
@@ -569,6 +575,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
     for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
+    dense = read_reference(predictions)
+    if dense is not None:  # a dense matrix's scores: its columns' codes
+        listed = pl.Series([c for c in dense.codes if c is not None], dtype=pl.String)
+        codes = pl.concat([label_codes(gold), listed])
+        return _placed_codes(codes, table, counted=frozenset(dense.counted))
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
     return _placed_codes(codes, table, counted=counted_codes(predictions))
 
@@ -1142,7 +1153,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
-        score_frame = paths.read_parquet(job.scores[model])
+        score_frame = read_scores(job.scores[model])
         if not score_frame.height:
             continue
         scored[model] = ranking_units(

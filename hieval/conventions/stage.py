@@ -23,6 +23,7 @@ from hieval.conventions.table import (
     strictly_above,
 )
 from hieval.hierarchy.table import read_level_table
+from hieval.inputs.dense_scores import read_scores
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def write_conventions(
                 model,
                 gold=gold_frame,
                 decided=decided,
-                scores=paths.read_parquet(scores[model]),
+                scores=read_scores(scores[model]),
                 tidy=pl.concat([paths.read_parquet(p) for p in tidy[model]]),
                 conventions=names,
                 ks=ks,

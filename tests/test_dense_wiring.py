@@ -1,0 +1,101 @@
+"""A dense score matrix evaluated by blocks (issue 36) gives today's outputs bit for bit:
+the same ``.npy`` evaluated with the long path forced (``HIEVAL_DENSE_LONG=1``, today's
+expansion of every cell to long rows) and by blocks, every output file compared; the scores
+Parquet is replaced by a reference to the matrix, checked before it is read again."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hieval import cli
+from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
+from hieval.inputs.dense_scores import read_reference
+
+N_DOCS, N_CODES = 61, 37
+
+
+def _matrix_case(folder, icd9_leaves, *, seed: int = 3):
+    """61 documents x 37 ICD-9 leaves listed out of code order, scores on a 0.05 grid (ties,
+    a document scored all below 0.5), a gold with a code outside the list and a document
+    without a row, and a matrix row the gold lacks (dropped by ``--unknown-docs drop``)."""
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(len(icd9_leaves), N_CODES + 1, replace=False)
+    codes = [icd9_leaves[i] for i in picked[:N_CODES]]
+    outside_code = icd9_leaves[picked[-1]]
+    docs = [f"d{int(i):03d}" for i in rng.permutation(N_DOCS)]  # rows not in document order
+    scores = np.round(rng.random((N_DOCS, N_CODES)) * 20) / 20
+    scores[4] = np.minimum(scores[4], 0.3)  # no decision for this document
+    np.save(folder / "m.npy", scores.astype(np.float32))
+    (folder / "m.codes.txt").write_text("\n".join(codes) + "\n")
+    (folder / "m.docs.txt").write_text("\n".join(docs) + "\n")
+    gold_rows = []
+    for d in docs[:-1]:  # the last row's document is not in the gold
+        for j in rng.choice(N_CODES, rng.integers(1, 5), replace=False):
+            gold_rows.append((d, codes[j]))
+    gold_rows += [(docs[0], outside_code), ("zz_no_row", codes[0])]
+    gold = pl.DataFrame(gold_rows, schema=["doc_id", "code"], orient="row")
+    gold.write_csv(folder / "gold.csv")
+    return folder / "gold.csv", folder / "m.npy"
+
+
+def _evaluate(monkeypatch, folder, gold, matrix, *extra, long: bool) -> dict:
+    out = folder / ("long" if long else "blocked")
+    if long:
+        monkeypatch.setenv(LONG_PATH_VARIABLE, "1")
+    else:
+        monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+    argv = ["evaluate", "--gold", str(gold), "--pred", f"m={matrix}", "--format", "m=dense",
+            "--out", str(out), "--cache", str(folder / "cache"), "--unknown-docs", "drop",
+            *extra]  # fmt: skip
+    assert cli.main(argv) == 0
+    return out
+
+
+def _outputs(out) -> dict[str, object]:
+    """Every Parquet output by its path (frames), and the model's input record."""
+    found = {}
+    for path in sorted(out.rglob("*.parquet")):
+        name = str(path.relative_to(out))
+        if name.startswith("work/inputs/scores"):
+            continue  # the long scores, or the reference to the matrix
+        found[name] = pl.read_parquet(path)
+    record = json.loads((out / "work/inputs/predictions/m.json").read_text())
+    found["record"] = record
+    return found
+
+
+def _same_bits(ours: pl.DataFrame, theirs: pl.DataFrame, where: str) -> None:
+    assert ours.schema == theirs.schema, where
+    assert ours.height == theirs.height, where
+    for column, dtype in ours.schema.items():
+        a, b = ours[column], theirs[column]
+        if dtype == pl.Float64:
+            assert np.array_equal(a.to_numpy().view(np.int64), b.to_numpy().view(np.int64)), (
+                where,
+                column,
+            )
+        else:
+            assert a.equals(b), (where, column)
+
+
+@pytest.mark.parametrize("extra", [(), ("--top-k", "3"), ("--threshold", "0.45", "--top-k", "5")])
+def test_blocked_outputs_equal_the_long_paths_bit_for_bit(
+    tmp_path, monkeypatch, icd9_leaves, extra
+):
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=True))
+    blocked_out = _evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=False)
+    blocked = _outputs(blocked_out)
+    assert set(blocked) == set(long)
+    assert blocked.pop("record") == long.pop("record")
+    for name, frame in long.items():
+        _same_bits(blocked[name], frame, name)
+    metrics = long["metrics.parquet"]
+    assert metrics.filter(pl.col("family") == "ranking").height > 20  # levels included
+    reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
+    assert reference is not None and reference.path == str(matrix.resolve())
+    assert pl.read_parquet(blocked_out / "work/inputs/scores/m.parquet").height == 0
