@@ -473,13 +473,12 @@ def _dev_test_overlap(
 
 
 def _score_ancestors(
-    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame,
-    score_frame: pl.DataFrame,
-) -> pl.DataFrame:  # fmt: skip
+    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame, *, scored: bool
+) -> pl.DataFrame:
     """The ancestor table the ranking rows pool through: scored codes the hierarchy lacks
     are placed by syntax where that is possible, else left out of the levels."""
     try:
-        placed = _placed(gold, scores, table) if score_frame.height else None
+        placed = _placed(gold, scores, table) if scored else None
     except CodeError:
         placed = None  # left out of the levels (counted in the notes)
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
@@ -519,10 +518,24 @@ def score_metrics(
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
+    dense = read_reference(scores)
+    if dense is not None and train_gold is None:  # by blocks of the matrix, never made long
+        from hieval.metrics.blocked_rows import dense_score_rows
+
+        tidy, notes = dense_score_rows(
+            paths.read_parquet(gold), dense, model=model, ks=ks, levels=levels,
+            ancestors=_score_ancestors(
+                gold, scores, table, paths.read_parquet(ancestors), scored=True
+            ),
+            threshold=tuned.get("threshold"),
+        )  # fmt: skip
+        write_parquet(tidy, metrics_out)
+        write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
+        return tidy
     score_frame = read_scores(scores)
     if score_frame.height:
         gold_frame = paths.read_parquet(gold)
-        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
+        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), scored=True)
     else:  # hard predictions: nothing is ranked, so the gold (at 1000x, 0.4 GB) is not read
         gold_frame, anc = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String}), None
     tidy, notes = score_rows(
@@ -1161,7 +1174,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             score_frame,
             doc_ids=layout.doc_ids,
             ks=job.ks,
-            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
+            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
             levels=layout.levels,
             model=model,
             propensities=propensities,

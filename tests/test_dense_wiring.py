@@ -99,3 +99,52 @@ def test_blocked_outputs_equal_the_long_paths_bit_for_bit(
     reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
     assert reference is not None and reference.path == str(matrix.resolve())
     assert pl.read_parquet(blocked_out / "work/inputs/scores/m.parquet").height == 0
+
+
+@pytest.mark.parametrize("size", ["1", "7"])
+def test_blocks_of_any_size_give_the_same_rows(tmp_path, monkeypatch, icd9_leaves, size):
+    """Blocks of 1 and 7 documents (the default is 1,024: one block here) change no bit of
+    the ranking and calibration rows."""
+    from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves, seed=8)
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, long=True))
+    monkeypatch.setenv(BLOCK_DOCS_VARIABLE, size)
+    blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, long=False))
+    _same_bits(blocked["metrics.parquet"], long["metrics.parquet"], "metrics.parquet")
+    ranking = blocked["work/ranking/m.parquet"]
+    assert set(ranking["family"]) == {"ranking", "calibration"}
+    _same_bits(ranking, long["work/ranking/m.parquet"], "ranking")
+
+
+def test_a_matrix_changed_after_normalisation_is_refused(tmp_path, monkeypatch, icd9_leaves):
+    """The ranking stage checks the matrix's sha256 against the reference's."""
+    from hieval.errors import InputError
+    from hieval.inputs.dense_scores import read_reference
+
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    out = _evaluate(monkeypatch, tmp_path, gold, matrix, long=False)
+    reference = read_reference(out / "work/inputs/scores/m.parquet")
+    reference.matrix()  # unchanged: read
+    np.save(matrix, np.zeros((N_DOCS, N_CODES), dtype=np.float32))
+    with pytest.raises(InputError, match=r"changed .* since its scores were normalised"):
+        reference.matrix()
+
+
+def test_a_non_finite_cell_is_named_by_row_column_document_and_code(
+    tmp_path, monkeypatch, capsys, icd9_leaves
+):
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    scores = np.load(matrix)
+    scores[9, 5] = np.nan
+    np.save(matrix, scores)
+    doc = (tmp_path / "m.docs.txt").read_text().split()[9]
+    code = (tmp_path / "m.codes.txt").read_text().split()[5]
+    monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+    argv = ["evaluate", "--gold", str(gold), "--pred", f"m={matrix}", "--format", "m=dense",
+            "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]  # fmt: skip
+    assert cli.main(argv) != 0
+    message = capsys.readouterr().err
+    assert f"row 10 (document '{doc}'), column 6 (code '{code}'): score 'nan'" in message
+    assert "Traceback" not in message
+    assert not (tmp_path / "out" / "metrics.parquet").exists()

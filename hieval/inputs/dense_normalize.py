@@ -162,7 +162,8 @@ def _decide(
         raise InputError(
             f"{file.name}: {file.path}, row {cell.row + 1} (document "
             f"{preview_value(scores.docs[cell.row])}), column {cell.col + 1} (code "
-            f"{preview_value(scores.codes[cell.col])}): score {cell.value!r} is not a finite "
+            f"{preview_value(scores.codes[cell.col])}): score {preview_value(str(cell.value))} is "
+            "not a finite "
             "number; fix or remove it"
         ) from None
 
