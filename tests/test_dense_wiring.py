@@ -13,12 +13,12 @@ import pytest
 
 from hieval import cli
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
-from hieval.inputs.dense_scores import read_reference
+from hieval.inputs.dense_scores import read_reference, read_scores
 
 N_DOCS, N_CODES = 61, 37
 
 
-def _matrix_case(folder, icd9_leaves, *, seed: int = 3):
+def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d"):
     """61 documents x 37 ICD-9 leaves listed out of code order, scores on a 0.05 grid (ties,
     a document scored all below 0.5), a gold with a code outside the list and a document
     without a row, and a matrix row the gold lacks (dropped by ``--unknown-docs drop``)."""
@@ -26,7 +26,7 @@ def _matrix_case(folder, icd9_leaves, *, seed: int = 3):
     picked = rng.choice(len(icd9_leaves), N_CODES + 1, replace=False)
     codes = [icd9_leaves[i] for i in picked[:N_CODES]]
     outside_code = icd9_leaves[picked[-1]]
-    docs = [f"d{int(i):03d}" for i in rng.permutation(N_DOCS)]  # rows not in document order
+    docs = [f"{prefix}{int(i):03d}" for i in rng.permutation(N_DOCS)]  # rows not in document order
     scores = np.round(rng.random((N_DOCS, N_CODES)) * 20) / 20
     scores[4] = np.minimum(scores[4], 0.3)  # no decision for this document
     np.save(folder / "m.npy", scores.astype(np.float32))
@@ -36,7 +36,7 @@ def _matrix_case(folder, icd9_leaves, *, seed: int = 3):
     for d in docs[:-1]:  # the last row's document is not in the gold
         for j in rng.choice(N_CODES, rng.integers(1, 5), replace=False):
             gold_rows.append((d, codes[j]))
-    gold_rows += [(docs[0], outside_code), ("zz_no_row", codes[0])]
+    gold_rows += [(docs[0], outside_code), (f"{prefix}_no_row", codes[0])]
     gold = pl.DataFrame(gold_rows, schema=["doc_id", "code"], orient="row")
     gold.write_csv(folder / "gold.csv")
     return folder / "gold.csv", folder / "m.npy"
@@ -56,13 +56,13 @@ def _evaluate(monkeypatch, folder, gold, matrix, *extra, long: bool) -> dict:
 
 
 def _outputs(out) -> dict[str, object]:
-    """Every Parquet output by its path (frames), and the model's input record."""
+    """Every Parquet output by its path (frames; a scores file as the long table, built from
+    the matrix where it is a reference), and the model's input record."""
     found = {}
     for path in sorted(out.rglob("*.parquet")):
         name = str(path.relative_to(out))
-        if name.startswith("work/inputs/scores"):
-            continue  # the long scores, or the reference to the matrix
-        found[name] = pl.read_parquet(path)
+        scores = "/scores/" in name  # the long scores, or the reference to the matrix
+        found[name] = read_scores(path) if scores else pl.read_parquet(path)
     record = json.loads((out / "work/inputs/predictions/m.json").read_text())
     found["record"] = record
     return found
@@ -120,7 +120,7 @@ def test_blocks_of_any_size_give_the_same_rows(tmp_path, monkeypatch, icd9_leave
 def test_a_matrix_changed_after_normalisation_is_refused(tmp_path, monkeypatch, icd9_leaves):
     """The ranking stage checks the matrix's sha256 against the reference's."""
     from hieval.errors import InputError
-    from hieval.inputs.dense_scores import read_reference
+    from hieval.inputs.dense_scores import read_reference, read_scores
 
     gold, matrix = _matrix_case(tmp_path, icd9_leaves)
     out = _evaluate(monkeypatch, tmp_path, gold, matrix, long=False)
@@ -148,3 +148,29 @@ def test_a_non_finite_cell_is_named_by_row_column_document_and_code(
     assert f"row 10 (document '{doc}'), column 6 (code '{code}'): score 'nan'" in message
     assert "Traceback" not in message
     assert not (tmp_path / "out" / "metrics.parquet").exists()
+
+
+@pytest.mark.parametrize("stage", ["tuned", "bootstrap"])
+def test_stages_reading_the_long_scores_give_the_same_outputs(
+    tmp_path, monkeypatch, icd9_leaves, stage
+):
+    """Tuning on a dense dev matrix and the bootstrap read the scores back through the
+    reference (the long table built from the matrix): the same outputs as the long path."""
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    if stage == "tuned":
+        (tmp_path / "dev").mkdir()
+        dev_gold, dev_matrix = _matrix_case(tmp_path / "dev", icd9_leaves, seed=5, prefix="v")
+        extra = ("--threshold", "tune", "--dev-gold", str(dev_gold), "--dev-pred",
+                 f"m={dev_matrix}")  # fmt: skip
+    else:
+        extra = ("--bootstrap", "20", "--permutations", "20")
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=True))
+    blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=False))
+    assert set(blocked) == set(long)
+    assert blocked.pop("record") == long.pop("record")
+    for name, frame in long.items():
+        _same_bits(blocked[name], frame, name)
+    if stage == "tuned":
+        assert blocked["metrics.parquet"].filter(pl.col("metric") == "threshold").height == 1
+    else:
+        assert "intervals.parquet" in blocked
