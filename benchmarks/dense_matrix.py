@@ -224,8 +224,9 @@ class StageMeter:
 def _instrument(meter: StageMeter) -> None:
     """Time the stages of one ``hieval evaluate`` where the run module calls them."""
     from hieval import pipeline, run
+    from hieval.inputs import dense_normalize
     from hieval.inputs.formats import dense
-    from hieval.metrics import ranking
+    from hieval.metrics import blocked_rows, ranking
 
     def role(*_args, **kwargs) -> str:
         return f"normalise {kwargs.get('role', '?')}"
@@ -242,6 +243,10 @@ def _instrument(meter: StageMeter) -> None:
     meter.wrap(ranking, "per_label_auc", "  macro AUC (per code)")
     meter.wrap(ranking, "document_ranks", "  document ranks (@K, MAP)")
     meter.wrap(ranking, "calibration_values", "  calibration")
+    meter.wrap(dense_normalize, "normalize_dense", "  dense .npy decided by blocks")
+    meter.wrap(blocked_rows, "dense_score_rows", "  dense ranking + calibration by blocks")
+    meter.wrap(blocked_rows.blocked, "blocked_levels", "    AUC + document ranks, every level")
+    meter.wrap(blocked_rows, "calibration_values", "    calibration by blocks")
     meter.wrap(run, "_intervals", "intervals")
     meter.wrap(run, "_conventions", "conventions")
     meter.wrap(run, "error_analysis", "error analysis")

@@ -120,7 +120,6 @@ def test_blocks_of_any_size_give_the_same_rows(tmp_path, monkeypatch, icd9_leave
 def test_a_matrix_changed_after_normalisation_is_refused(tmp_path, monkeypatch, icd9_leaves):
     """The ranking stage checks the matrix's sha256 against the reference's."""
     from hieval.errors import InputError
-    from hieval.inputs.dense_scores import read_reference, read_scores
 
     gold, matrix = _matrix_case(tmp_path, icd9_leaves)
     out = _evaluate(monkeypatch, tmp_path, gold, matrix, long=False)

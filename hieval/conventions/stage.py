@@ -23,7 +23,7 @@ from hieval.conventions.table import (
     strictly_above,
 )
 from hieval.hierarchy.table import read_level_table
-from hieval.inputs.dense_scores import read_scores
+from hieval.inputs.dense_scores import read_reference
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,8 @@ def write_conventions(
                 model,
                 gold=gold_frame,
                 decided=decided,
-                scores=read_scores(scores[model]),
+                scores=paths.read_parquet(scores[model]),
+                dense=read_reference(scores[model]),
                 tidy=pl.concat([paths.read_parquet(p) for p in tidy[model]]),
                 conventions=names,
                 ks=ks,
