@@ -36,6 +36,7 @@ from hieval.inputs.dense_decisions import BLOCK_DOCS, Decided, decided_pairs
 from hieval.metrics.arithmetic import exact_mean
 from hieval.metrics.count_measures import F1
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.max_pool import CompiledPooling
 from hieval.metrics.ranking import document_mean
 from hieval.metrics.registry import DOCUMENT_MEANS, at_ks
 
@@ -456,7 +457,7 @@ def blocked_levels(
             rows_scored,
         )  # fmt: skip
     by_column = {name: nodes[:n_labels] for name, nodes in compact_nodes.items()}
-    pooling = SharedPooling(by_column) if by_column else None
+    pooling = CompiledPooling(by_column) if by_column else None
     starts = range(0, rows_scored, block_docs)
     for state in levels.values():
         scored = state.scored
@@ -488,7 +489,7 @@ def _level(rows, full, full_of, order_of, total: int, scored_rows: int) -> _Leve
     return _Level(rows, full, compact, total, np.asarray(full_of), order_of, scored_rows)
 
 
-def _level_blocks(matrix, starts, block_docs: int, pooling: SharedPooling | None):
+def _level_blocks(matrix, starts, block_docs: int, pooling: CompiledPooling | None):
     """Each block of documents, with its pooled block at every level."""
     for number, start in enumerate(starts):
         block = np.asarray(matrix[start : start + block_docs])
@@ -496,9 +497,9 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: SharedPooling | None
             raise ValueError("scores must be finite")
         by_level = {"leaf": block}
         if pooling is not None:
-            permuted = pooling.permute(block)
+            pooled = pooling.pool(block)
             for name in pooling.levels:
-                by_level[name] = pooling.block(name, block, permuted)
+                by_level[name] = pooling.block(name, pooled)
         yield number, start, by_level
 
 
