@@ -18,7 +18,7 @@ from hieval.inputs.dense_scores import read_reference, read_scores
 N_DOCS, N_CODES = 61, 37
 
 
-def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d"):
+def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d", logits: bool = False):
     """61 documents x 37 ICD-9 leaves listed out of code order, scores on a 0.05 grid (ties,
     a document scored all below 0.5), a gold with a code outside the list and a document
     without a row, and a matrix row the gold lacks (dropped by ``--unknown-docs drop``)."""
@@ -29,6 +29,8 @@ def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d"):
     docs = [f"{prefix}{int(i):03d}" for i in rng.permutation(N_DOCS)]  # rows not in document order
     scores = np.round(rng.random((N_DOCS, N_CODES)) * 20) / 20
     scores[4] = np.minimum(scores[4], 0.3)  # no decision for this document
+    if logits:  # no probabilities: no calibration rows
+        scores = scores * 3 - 1
     np.save(folder / "m.npy", scores.astype(np.float32))
     (folder / "m.codes.txt").write_text("\n".join(codes) + "\n")
     (folder / "m.docs.txt").write_text("\n".join(docs) + "\n")
@@ -173,3 +175,14 @@ def test_stages_reading_the_long_scores_give_the_same_outputs(
         assert blocked["metrics.parquet"].filter(pl.col("metric") == "threshold").height == 1
     else:
         assert "intervals.parquet" in blocked
+
+
+def test_logits_give_no_calibration_rows_on_either_path(tmp_path, monkeypatch, icd9_leaves):
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves, logits=True)
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, long=True))
+    out = _evaluate(monkeypatch, tmp_path, gold, matrix, long=False)
+    blocked = _outputs(out)
+    _same_bits(blocked["metrics.parquet"], long["metrics.parquet"], "metrics.parquet")
+    assert "calibration" not in set(blocked["metrics.parquet"]["family"])
+    notes = json.loads((out / "work/ranking/m.json").read_text())
+    assert notes["calibration"] == "scores outside [0, 1]: no calibration rows"

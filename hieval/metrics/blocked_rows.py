@@ -27,6 +27,7 @@ import polars as pl
 from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
 from hieval.metrics.arithmetic import exact_weighted_sums
+from hieval.metrics.blocked_calibration import block_sums
 from hieval.metrics.ranking import ECE_BINS, calibration_formula
 from hieval.metrics.registry import LEAF, TIDY_SCHEMA, sort_tidy
 
@@ -156,7 +157,8 @@ def calibration_sums(
     per document its squared errors (unscored pairs score 0, so a missed gold pair adds 1),
     its pairs and each bin's score sum and gold count; None when a score lies outside [0, 1].
     Each document's sums add its scored codes in code order, as today's ``np.bincount`` over
-    the sorted keys does, so every per-document float is today's."""
+    the sorted keys does (:mod:`hieval.metrics.blocked_calibration`), so every per-document
+    float is today's."""
     view, n_docs = dense.view, dense.n_docs
     scored_rows, width = view.shape
     if dense.pairs == 0:
@@ -166,31 +168,25 @@ def calibration_sums(
     inside = (gold_rows < scored_rows) & (gold_cols < width)
     missed = np.bincount(gold_rows[~inside], minlength=n_docs).astype(np.float64)
     rows, cols = gold_rows[inside], gold_cols[inside]
-    order = np.argsort(rows, kind="stable")
-    rows, cols = rows[order], cols[order]
     column_at = np.empty(width, dtype=np.int64)
     column_at[by_code] = np.arange(width)  # each column's place in code order
     brier = np.zeros(n_docs)
     score_sum = np.zeros((n_docs, bins))
     true_sum = np.zeros((n_docs, bins))
+    places = column_at[cols]  # each gold cell's place in code order
+    order = np.lexsort((places, rows))
+    rows, places = rows[order], places[order]
     bounds = np.searchsorted(rows, [*range(0, scored_rows, block_docs), scored_rows])
     for number, start in enumerate(range(0, scored_rows, block_docs)):
-        block = np.asarray(view[start : start + block_docs], dtype=np.float64)
-        if block.size and (block.min() < 0 or block.max() > 1):
-            return None
-        n = block.shape[0]
-        score = block[:, by_code].ravel()
-        truth = np.zeros(n * width, dtype=bool)
+        block = np.ascontiguousarray(view[start : start + block_docs])
         a, b = bounds[number], bounds[number + 1]
-        truth[(rows[a:b] - start) * width + column_at[cols[a:b]]] = True
-        doc = np.repeat(np.arange(n), width)
-        error = score - truth
-        brier[start : start + n] = np.bincount(doc, weights=error * error, minlength=n)
-        cell = doc * bins + np.minimum((score * bins).astype(np.int64), bins - 1)
-        score_sum[start : start + n] = np.bincount(cell, weights=score, minlength=n * bins).reshape(
-            n, bins
-        )
-        true_sum[start : start + n] = np.bincount(cell[truth], minlength=n * bins).reshape(n, bins)
+        n = block.shape[0]
+        inside_range = block_sums(
+            block, by_code, rows[a:b] - start, places[a:b], bins, brier[start : start + n],
+            score_sum[start : start + n], true_sum[start : start + n],
+        )  # fmt: skip
+        if not inside_range:
+            return None
     true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
     out = {"brier": brier + missed, "pairs": np.full(n_docs, float(len(dense.labels)))}
     for b in range(bins):
