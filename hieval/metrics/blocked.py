@@ -34,6 +34,7 @@ import numpy as np
 
 from hieval.inputs.dense_decisions import BLOCK_DOCS, Decided, decided_pairs
 from hieval.metrics.arithmetic import exact_mean
+from hieval.metrics.column_counts import ColumnCounts
 from hieval.metrics.count_measures import F1
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
 from hieval.metrics.max_pool import CompiledPooling
@@ -398,6 +399,7 @@ class _Level:
     counts: list[np.ndarray] | None = None  # micro below, at or below; column the same
     position: np.ndarray | None = None
     at_least: np.ndarray | None = None
+    columns: ColumnCounts | None = None  # macro: each scored pair's column counts
 
     @property
     def scored(self) -> np.ndarray:
@@ -471,6 +473,7 @@ def blocked_levels(
     for state in levels.values():
         state.micro_sorted = np.sort(state.values)
         state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
+        state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
     for _number, _start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
         for name, state in levels.items():
             _count(state, by_level[name])
@@ -526,18 +529,17 @@ def _count(state: _Level, block: np.ndarray) -> None:
     """Second read: the block's scores below / at or below every scored gold pair (micro:
     all of the block's cells; macro: the cells of the pair's own column)."""
     flat = np.sort(block, axis=None)
-    micro_below, micro_at, col_below, col_at = state.counts
+    micro_below, micro_at = state.counts[:2]
     micro_below += np.searchsorted(flat, state.micro_sorted, side="left")
     micro_at += np.searchsorted(flat, state.micro_sorted, side="right")
-    below, at_or_below = _column_counts(block, state.compact[state.scored], state.values)
-    col_below += below
-    col_at += at_or_below
+    state.columns.add(block)
 
 
 def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
     """Mann-Whitney with the unscored pairs tied below every scored one, and the unscored
     gold pairs' places (after the document's scored codes, in code order)."""
     micro_below, micro_at, col_below, col_at = state.counts
+    col_below[:], col_at[:] = state.columns.counts()
     scored = state.scored
     unscored = np.flatnonzero(state.compact < 0)
     cells = n_docs * state.total
