@@ -186,3 +186,25 @@ def test_logits_give_no_calibration_rows_on_either_path(tmp_path, monkeypatch, i
     assert "calibration" not in set(blocked["metrics.parquet"]["family"])
     notes = json.loads((out / "work/ranking/m.json").read_text())
     assert notes["calibration"] == "scores outside [0, 1]: no calibration rows"
+
+
+def test_the_workflow_ranks_a_dense_matrix_by_blocks_as_the_cli_does(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """Snakemake's rules pass the reference between jobs (the scores file they declare is the
+    reference): the workflow's ranking rows equal the CLI's, bit for bit."""
+    from helpers import snakemake
+
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    cli_rows = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, long=True))
+    (tmp_path / "models.tsv").write_text(f"model\tpredictions\tformat\nm\t{matrix}\tdense\n")
+    config = tmp_path / "my.yaml"
+    config.write_text(f"gold: {gold}\nmodels: models.tsv\nunknown_docs: drop\n")
+    monkeypatch.delenv(LONG_PATH_VARIABLE)  # the workflow's jobs take the blocked path
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_reference(tmp_path / "results/my/inputs/scores/m.parquet") is not None
+    ours = pl.read_parquet(tmp_path / "results/my/report/metrics.parquet")
+    theirs = cli_rows["metrics.parquet"]
+    pick = pl.col("family").is_in(["ranking", "calibration"])
+    _same_bits(ours.filter(pick), theirs.filter(pick), "ranking rows")
