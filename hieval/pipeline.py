@@ -1166,6 +1166,19 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
+        dense = read_reference(job.scores[model]) if propensities is None else None
+        if dense is not None:  # by blocks of its matrix, unless AUC replicates need it long
+            from hieval.metrics.blocked_rows import dense_ranking_units
+
+            units = dense_ranking_units(
+                gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
+                ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
+                model=model,
+            )  # fmt: skip
+            if units is not None:
+                scored[model] = units
+                tidy[model] = pl.concat([tidy[model], _with_units(job, model, units)])
+                continue
         score_frame = read_scores(job.scores[model])
         if not score_frame.height:
             continue
@@ -1179,12 +1192,16 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             model=model,
             propensities=propensities,
         )
-        rows = paths.read_parquet(job.ranking[model])
-        wanted = set(scored[model].keys)
-        keys = rows.select("family", "level", "average", "metric").iter_rows()
-        rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
-        tidy[model] = pl.concat([tidy[model], rows])
+        tidy[model] = pl.concat([tidy[model], _with_units(job, model, scored[model])])
     return scored
+
+
+def _with_units(job: UncertaintyJob, model: str, units) -> pl.DataFrame:
+    """The model's ranking rows that have units (so replicates)."""
+    rows = paths.read_parquet(job.ranking[model])
+    wanted = set(units.keys)
+    keys = rows.select("family", "level", "average", "metric").iter_rows()
+    return rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
 
 
 def zoo_units(

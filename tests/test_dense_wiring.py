@@ -14,6 +14,7 @@ import pytest
 from hieval import cli
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
 from hieval.inputs.dense_scores import read_reference, read_scores
+from hieval.metrics.uncertainty.ranking import RankingUnits
 
 N_DOCS, N_CODES = 61, 37
 
@@ -38,7 +39,7 @@ def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d", logit
     for d in docs[:-1]:  # the last row's document is not in the gold
         for j in rng.choice(N_CODES, rng.integers(1, 5), replace=False):
             gold_rows.append((d, codes[j]))
-    gold_rows += [(docs[0], outside_code), (f"{prefix}_no_row", codes[0])]
+    gold_rows += [(docs[0], outside_code), (f"0{prefix}_no_row", codes[0])]
     gold = pl.DataFrame(gold_rows, schema=["doc_id", "code"], orient="row")
     gold.write_csv(folder / "gold.csv")
     return folder / "gold.csv", folder / "m.npy"
@@ -208,3 +209,30 @@ def test_the_workflow_ranks_a_dense_matrix_by_blocks_as_the_cli_does(
     theirs = cli_rows["metrics.parquet"]
     pick = pl.col("family").is_in(["ranking", "calibration"])
     _same_bits(ours.filter(pick), theirs.filter(pick), "ranking rows")
+
+
+def test_bootstrap_by_blocks_above_the_auc_cap_equals_the_long_path(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """Above the AUC replicates' cap (lowered here to 10 scored pairs) the bootstrap's units
+    come from the blocks, not from the long table: every interval equals the long path's."""
+    from hieval.metrics import blocked_rows
+    from hieval.metrics.uncertainty import ranking as uncertainty_ranking
+
+    monkeypatch.setattr(uncertainty_ranking, "AUC_MAX_SCORED_PAIRS", 10)
+    monkeypatch.setattr(blocked_rows, "AUC_MAX_SCORED_PAIRS", 10)
+    built = []
+    monkeypatch.setattr(
+        blocked_rows, "RankingUnits", lambda *a: built.append(1) or RankingUnits(*a)
+    )
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    extra = ("--bootstrap", "30")
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=True))
+    blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=False))
+    assert built  # the blocked units were used
+    intervals = blocked["intervals.parquet"]
+    assert intervals.filter(pl.col("family") == "ranking").height > 20
+    assert intervals.filter(pl.col("metric") == "auc").height == 0  # above the cap
+    for name, frame in long.items():
+        if name != "record":
+            _same_bits(blocked[name], frame, name)

@@ -28,8 +28,17 @@ from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
 from hieval.metrics.arithmetic import exact_weighted_sums
 from hieval.metrics.blocked_calibration import block_sums
+from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
 from hieval.metrics.ranking import ECE_BINS, calibration_formula
 from hieval.metrics.registry import LEAF, TIDY_SCHEMA, sort_tidy
+from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
+from hieval.metrics.uncertainty.ranking import (
+    BEST,
+    DOCUMENT_SETS,
+    RankingUnits,
+    document_columns,
+)
+from hieval.metrics.uncertainty.ranking import _denominator as denominator
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,7 @@ class DenseModel:
         column_codes = [scores.codes[j] for j in cols]
         gold_pairs = gold.drop_nulls("code")
         others = sorted(set(gold_pairs["code"].to_list()) - set(column_codes))
+        self.docs: list[str] = docs  # rows with a row in the matrix first, then the others
         self.labels: list[str] = column_codes + others
         self.extra_labels = len(others)
         self.n_docs = len(docs)
@@ -206,3 +216,76 @@ def calibration_values(
     totals = exact_weighted_sums(np.ones((1, dense.n_docs)), np.column_stack(list(sums.values())))
     values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
     return {name: float(value[0]) for name, value in values.items()}
+
+
+def dense_ranking_units(
+    gold: pl.DataFrame,
+    scores: DenseScores,
+    *,
+    doc_ids: pl.Series,
+    ks: Sequence[int],
+    ancestors: pl.DataFrame | None,
+    levels: Sequence[str],
+    model: str,
+) -> RankingUnits | None:
+    """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model too large for
+    AUC replicates at every level (above :data:`AUC_MAX_SCORED_PAIRS` scored pairs: they get no
+    interval there either), from the blocks: the document columns from the blocked ranks and
+    the calibration sums, in ``doc_ids``' order. None where a level is small enough for AUC
+    replicates: then the long path (the same units, AUC included) is the one to take."""
+    dense = DenseModel(scores, gold)
+    if not pl.Series(sorted(set(dense.docs)), dtype=pl.String).equals(doc_ids, check_names=False):
+        raise ValueError("the score table's gold documents differ from the bootstrap's")
+    scored_rows = dense.view.shape[0]
+    node_of, scored = {}, {LEAF: dense.scored}
+    for level in levels:
+        node_of[level], _left_out = dense.node_of(ancestors, level)
+        width = node_of[level][: dense.view.shape[1]]
+        scored[level] = scored_rows * len(np.unique(width[width >= 0]))
+    if min(scored.values()) <= AUC_MAX_SCORED_PAIRS:
+        return None
+    for level in [LEAF, *levels]:
+        log.warning(
+            "%s: %s scored pairs at level %s, above %s: its ROC-AUC rows get no interval "
+            "and no comparison (sorting them for the replicates would take minutes and "
+            "gigabytes); truncate the score file (e.g. each document's top 1,000) to get them",
+            model, f"{scored[level]:,}", level, f"{AUC_MAX_SCORED_PAIRS:,}",
+        )  # fmt: skip
+    size = block_docs()
+    results = blocked.blocked_levels(
+        dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
+        code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
+        block_docs=size,
+    )  # fmt: skip
+    place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
+    names: dict[str, int] = {}
+    columns: list[np.ndarray] = []
+    keys: list = []
+    for level in [LEAF, *levels]:
+        ranks = _in_order(results["leaf" if level == LEAF else level][1], place)
+        values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
+        for name, column in values.items():
+            names[f"{level}|{name}"] = len(columns)
+            columns.append(np.asarray(column, dtype=np.float64))
+        for name in values:
+            metric = name not in DOCUMENT_SETS and not name.startswith(BEST)
+            if metric and values[denominator(name)].any():
+                keys.append(("ranking", level, "mean", name))
+    sums = calibration_sums(dense, block_docs=size)
+    if sums is not None:
+        for name, column in sums.items():
+            ordered = np.empty_like(column)
+            ordered[place] = column
+            names[f"calibration|{name}"] = len(columns)
+            columns.append(ordered)
+        keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
+    matrix = np.column_stack(columns) if columns else np.zeros((dense.n_docs, 0))
+    return RankingUnits(matrix, names, tuple(keys), {}, {})
+
+
+def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
+    """The ranks with each document renumbered by ``place`` (sorted by it, stably: a
+    document's pairs keep their code order)."""
+    doc = place[ranks.doc]
+    order = np.argsort(doc, kind="stable")
+    return DocumentRanks(doc[order], ranks.position[order], ranks.precision[order])
