@@ -18,11 +18,15 @@ arithmetic is :mod:`hieval.metrics.ranking`'s, so the results equal its rows to 
 Memory: the block being sorted (``block_docs`` x codes, twice) plus a few integers per gold
 pair; time: one sort of each block's cells per use and a binary search per gold pair.
 
-A prototype, not wired into the CLI (what :func:`hieval.metrics.ranking.encode` handles
-beyond it is listed in ``benchmarks/DENSE_PLAN.md``): the matrix's rows are the first
-documents in the gold's document order and its columns labels of the label space, every
-cell finite; :func:`blocked_levels` also takes the gold's other codes and documents as
-unscored pairs, the one-level functions only pairs inside the matrix.
+Used by :mod:`hieval.metrics.blocked_rows` for a dense model's rows (and the conventions'
+AUCs): the matrix's rows are documents (any order: the means over documents are exact sums),
+its columns labels of the label space, every cell finite (normalisation refused the others);
+:func:`blocked_levels` also takes the gold's other codes and documents as unscored pairs, the
+one-level functions only pairs inside the matrix. The levels are pooled by
+:mod:`hieval.metrics.max_pool` and the macro counts merged by
+:mod:`hieval.metrics.column_counts` (compiled loops); :class:`SharedPooling` and
+:func:`blocked_calibration` are the earlier numpy versions, kept for their tests and the
+benchmark's prototype side.
 """
 
 from __future__ import annotations
