@@ -236,3 +236,74 @@ def test_bootstrap_by_blocks_above_the_auc_cap_equals_the_long_path(
     for name, frame in long.items():
         if name != "record":
             _same_bits(blocked[name], frame, name)
+
+
+def _with_odd_columns(folder, icd9, icd9_leaves, extra_codes):
+    """The usual case with more columns: ``extra_codes`` (scored 0.0 to 0.95)."""
+    gold, matrix = _matrix_case(folder, icd9_leaves)
+    scores = np.load(matrix)
+    rng = np.random.default_rng(1)
+    added = (np.round(rng.random((N_DOCS, len(extra_codes))) * 20) / 20).astype(np.float32)
+    np.save(matrix, np.hstack([scores, added]))
+    codes = (folder / "m.codes.txt").read_text().split()
+    (folder / "m.codes.txt").write_text("\n".join([*codes, *extra_codes]) + "\n")
+    return gold, matrix
+
+
+def _unknown_code(icd9) -> str:
+    known = set(icd9.frame["code"].to_list())
+    return next(
+        c for c in (f"{n}.{d}" for n in range(800, 999) for d in range(10)) if c not in known
+    )
+
+
+@pytest.mark.parametrize("policy", ["place", "drop", "count"])
+def test_unknown_and_malformed_listed_codes_as_on_the_long_path(
+    tmp_path, monkeypatch, icd9, icd9_leaves, policy
+):
+    """A listed code the release lacks (under each policy) and one that is no code at all
+    (``--malformed-codes count``): the same outputs on both paths."""
+    extra = [_unknown_code(icd9), "hypertension"]
+    gold, matrix = _with_odd_columns(tmp_path, icd9, icd9_leaves, extra)
+    flags = ("--unknown-codes", policy, "--malformed-codes", "count")
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *flags, long=True))
+    blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *flags, long=False))
+    assert blocked.pop("record") == long.pop("record")
+    for name, frame in long.items():
+        _same_bits(blocked[name], frame, name)
+
+
+@pytest.mark.parametrize(
+    ("flags", "extra"),
+    [
+        ((), ["hypertension"]),  # malformed: refused, naming the code list's line
+        (("--unknown-codes", "error"), ["UNKNOWN"]),  # replaced by an unknown code below
+        ((), ["REPEAT"]),  # a column that reads as another's code
+    ],
+)
+def test_refusals_are_the_long_paths(
+    tmp_path, monkeypatch, capsys, icd9, icd9_leaves, flags, extra
+):
+    codes_case = tmp_path / "case"
+    codes_case.mkdir()
+    if extra == ["UNKNOWN"]:
+        extra = [_unknown_code(icd9)]
+    if extra == ["REPEAT"]:
+        _matrix_case(codes_case, icd9_leaves)
+        first = (codes_case / "m.codes.txt").read_text().split()[0]
+        extra = [first.replace(".", "")]  # undotted: the same code once read
+        flags = ("--code-format", "auto")
+    gold, matrix = _with_odd_columns(codes_case, icd9, icd9_leaves, extra)
+    messages = []
+    for long in (True, False):
+        if long:
+            monkeypatch.setenv(LONG_PATH_VARIABLE, "1")
+        else:
+            monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+        argv = ["evaluate", "--gold", str(gold), "--pred", f"m={matrix}", "--format", "m=dense",
+                "--out", str(tmp_path / f"out{long}"), "--cache", str(tmp_path / "cache"),
+                "--unknown-docs", "drop", *flags]  # fmt: skip
+        assert cli.main(argv) != 0
+        err = capsys.readouterr().err
+        messages.append(err[err.index("hieval: error") :])  # the refusal, every line
+    assert messages[0] and messages[0] == messages[1]
