@@ -152,27 +152,32 @@ def test_a_non_finite_cell_is_named_by_row_column_document_and_code(
     assert not (tmp_path / "out" / "metrics.parquet").exists()
 
 
-@pytest.mark.parametrize("stage", ["tuned", "bootstrap"])
+@pytest.mark.parametrize("stage", ["tuned", "tuned per code", "bootstrap"])
 def test_stages_reading_the_long_scores_give_the_same_outputs(
     tmp_path, monkeypatch, icd9_leaves, stage
 ):
     """Tuning on a dense dev matrix and the bootstrap read the scores back through the
     reference (the long table built from the matrix): the same outputs as the long path."""
     gold, matrix = _matrix_case(tmp_path, icd9_leaves)
-    if stage == "tuned":
+    if stage.startswith("tuned"):
         (tmp_path / "dev").mkdir()
         dev_gold, dev_matrix = _matrix_case(tmp_path / "dev", icd9_leaves, seed=5, prefix="v")
         extra = ("--threshold", "tune", "--dev-gold", str(dev_gold), "--dev-pred",
                  f"m={dev_matrix}")  # fmt: skip
+        if stage == "tuned per code":
+            extra += ("--tuning-per-code", "--tuning-min-support", "1")
     else:
         extra = ("--bootstrap", "20", "--permutations", "20")
     long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=True))
     blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=False))
     assert set(blocked) == set(long)
-    assert blocked.pop("record") == long.pop("record")
+    record = blocked.pop("record")
+    assert record == long.pop("record")
+    if stage == "tuned per code":  # codes with their own thresholds decided the cells
+        assert record["tuned_threshold"]["per_code"] > 10
     for name, frame in long.items():
         _same_bits(blocked[name], frame, name)
-    if stage == "tuned":
+    if stage.startswith("tuned"):
         assert blocked["metrics.parquet"].filter(pl.col("metric") == "threshold").height == 1
     else:
         assert "intervals.parquet" in blocked
