@@ -19,12 +19,21 @@ from hieval.metrics.uncertainty.ranking import RankingUnits
 N_DOCS, N_CODES = 61, 37
 
 
-def _matrix_case(folder, icd9_leaves, *, seed: int = 3, prefix: str = "d", logits: bool = False):
+def _matrix_case(
+    folder,
+    icd9_leaves,
+    *,
+    seed: int = 3,
+    prefix: str = "d",
+    logits: bool = False,
+    codes_seed: int | None = None,
+):
     """61 documents x 37 ICD-9 leaves listed out of code order, scores on a 0.05 grid (ties,
     a document scored all below 0.5), a gold with a code outside the list and a document
     without a row, and a matrix row the gold lacks (dropped by ``--unknown-docs drop``)."""
     rng = np.random.default_rng(seed)
-    picked = rng.choice(len(icd9_leaves), N_CODES + 1, replace=False)
+    code_rng = np.random.default_rng(seed if codes_seed is None else codes_seed)
+    picked = code_rng.choice(len(icd9_leaves), N_CODES + 1, replace=False)
     codes = [icd9_leaves[i] for i in picked[:N_CODES]]
     outside_code = icd9_leaves[picked[-1]]
     docs = [f"{prefix}{int(i):03d}" for i in rng.permutation(N_DOCS)]  # rows not in document order
@@ -161,7 +170,9 @@ def test_stages_reading_the_long_scores_give_the_same_outputs(
     gold, matrix = _matrix_case(tmp_path, icd9_leaves)
     if stage.startswith("tuned"):
         (tmp_path / "dev").mkdir()
-        dev_gold, dev_matrix = _matrix_case(tmp_path / "dev", icd9_leaves, seed=5, prefix="v")
+        dev_gold, dev_matrix = _matrix_case(
+            tmp_path / "dev", icd9_leaves, seed=5, prefix="v", codes_seed=3
+        )  # the test matrix's codes, so that per-code thresholds decide its cells
         extra = ("--threshold", "tune", "--dev-gold", str(dev_gold), "--dev-pred",
                  f"m={dev_matrix}")  # fmt: skip
         if stage == "tuned per code":
