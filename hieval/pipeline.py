@@ -49,6 +49,7 @@ from hieval.hierarchy.table import (
 )
 from hieval.hints import setting
 from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
+from hieval.inputs.dense_scores import read_reference, read_scores
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
@@ -345,7 +346,12 @@ def _coverage(
 
 
 def _doc_ids(path: str | os.PathLike) -> pl.DataFrame:
-    """The distinct documents of a normalised label file (one column, ``doc_id``)."""
+    """The distinct documents of a normalised label file (one column, ``doc_id``); of a dense
+    scores reference, its kept rows' documents."""
+    dense = read_reference(path)
+    if dense is not None:
+        kept = [d for d in dense.docs if d is not None]
+        return pl.DataFrame({"doc_id": kept}, schema={"doc_id": pl.String}).unique()
     return paths.scan_parquet(path).select("doc_id").unique().collect()
 
 
@@ -420,7 +426,7 @@ def tune_threshold(job: TuningJob) -> float:
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = paths.read_parquet(job.dev_scores)
+    scores = read_scores(job.dev_scores)
     if scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
@@ -479,13 +485,12 @@ def _dev_test_overlap(
 
 
 def _score_ancestors(
-    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame,
-    score_frame: pl.DataFrame,
-) -> pl.DataFrame:  # fmt: skip
+    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame, *, scored: bool
+) -> pl.DataFrame:
     """The ancestor table the ranking rows pool through: scored codes the hierarchy lacks
     are placed by syntax where that is possible, else left out of the levels."""
     try:
-        placed = _placed(gold, scores, table) if score_frame.height else None
+        placed = _placed(gold, scores, table) if scored else None
     except CodeError:
         placed = None  # left out of the levels (counted in the notes)
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
@@ -525,10 +530,24 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
-    score_frame = paths.read_parquet(scores)
+    dense = read_reference(scores)
+    if dense is not None and train_gold is None:  # by blocks of the matrix, never made long
+        from hieval.metrics.blocked_rows import dense_score_rows
+
+        tidy, notes = dense_score_rows(
+            paths.read_parquet(gold), dense, model=model, ks=ks, levels=levels,
+            ancestors=_score_ancestors(
+                gold, scores, table, paths.read_parquet(ancestors), scored=True
+            ),
+            threshold=tuned.get("threshold"),
+        )  # fmt: skip
+        write_parquet(tidy, metrics_out)
+        write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
+        return tidy
+    score_frame = read_scores(scores)
     if score_frame.height:
         gold_frame = paths.read_parquet(gold)
-        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
+        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), scored=True)
     else:  # hard predictions: nothing is ranked, so the gold (at 1000x, 0.4 GB) is not read
         gold_frame, anc = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String}), None
     tidy, notes = score_rows(
@@ -581,6 +600,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
     for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
+    dense = read_reference(predictions)
+    if dense is not None:  # a dense matrix's scores: its columns' codes
+        listed = pl.Series([c for c in dense.codes if c is not None], dtype=pl.String)
+        codes = pl.concat([label_codes(gold), listed])
+        return codesystem.placed_codes(codes, table, counted=frozenset(dense.counted))
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
     return codesystem.placed_codes(codes, table, counted=counted_codes(predictions))
 
@@ -1149,7 +1173,20 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
-        score_frame = paths.read_parquet(job.scores[model])
+        dense = read_reference(job.scores[model]) if propensities is None else None
+        if dense is not None:  # by blocks of its matrix, unless AUC replicates need it long
+            from hieval.metrics.blocked_rows import dense_ranking_units
+
+            units = dense_ranking_units(
+                gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
+                ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
+                model=model,
+            )  # fmt: skip
+            if units is not None:
+                scored[model] = units
+                tidy[model] = pl.concat([tidy[model], _with_units(job, model, units)])
+                continue
+        score_frame = read_scores(job.scores[model])
         if not score_frame.height:
             continue
         scored[model] = ranking_units(
@@ -1157,17 +1194,21 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             score_frame,
             doc_ids=layout.doc_ids,
             ks=job.ks,
-            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
+            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
             levels=layout.levels,
             model=model,
             propensities=propensities,
         )
-        rows = paths.read_parquet(job.ranking[model])
-        wanted = set(scored[model].keys)
-        keys = rows.select("family", "level", "average", "metric").iter_rows()
-        rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
-        tidy[model] = pl.concat([tidy[model], rows])
+        tidy[model] = pl.concat([tidy[model], _with_units(job, model, scored[model])])
     return scored
+
+
+def _with_units(job: UncertaintyJob, model: str, units) -> pl.DataFrame:
+    """The model's ranking rows that have units (so replicates)."""
+    rows = paths.read_parquet(job.ranking[model])
+    wanted = set(units.keys)
+    keys = rows.select("family", "level", "average", "metric").iter_rows()
+    return rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
 
 
 def zoo_units(  # noqa: PLR0913 (the bootstrap's per-document tables from the count stage's files, one keyword each)

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.arithmetic import divide, exact_weighted_sums
-from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS
+from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
 from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import (
     DEFAULT_KS,
@@ -100,7 +100,12 @@ def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.nda
     and the denominators, one column per document set the declarations average over and, for
     a metric with a declared ``best``, its best values (``best|psp@5``), zero where the
     document does not count. A statistic the arrays cannot give (no gains) has no column."""
-    docs = ranked_documents(arrays)
+    return document_columns(ranked_documents(arrays), ks)
+
+
+def document_columns(docs: RankedDocuments, ks: Sequence[int]) -> dict[str, np.ndarray]:
+    """:func:`_document_values` from the gold pairs' ranks themselves (a dense matrix's come
+    from :mod:`hieval.metrics.blocked`, not from score arrays)."""
     out = {over: docs.counted(over).astype(np.float64) for over in DOCUMENT_SETS}
     for metric in DOCUMENT_MEANS:
         mean = metric.per_document
