@@ -48,6 +48,7 @@ def main(smk):
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
             confidence=smk.params.confidence,
+            replicates=smk.input.get("replicates"),
             summary_md=smk.output.summary_md,
             paper_table=smk.params.paper_table,
             conventions=smk.input.conventions,
