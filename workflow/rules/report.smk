@@ -27,7 +27,7 @@ rule report:
         # not read: named so the job knows every file of this run in results/report, and
         # removes what an earlier configuration left there (hieval.reports.leftovers)
         nodes_csv=expand(results("report/nodes/{model}.csv"), model=MODEL_NAMES),
-        errors=rules.error_distance.output,
+        errors=rules.error_analysis.output.errors,
         confusions=expand(
             results("report/confusions/{model}.parquet"), model=MODEL_NAMES
         ),
