@@ -1,26 +1,23 @@
 """Hierarchical error analysis (results/report/): each model's error distance rows, near-miss
-confusions and per-code table and the error distance of all models (errors.parquet), in one
-job over the zoo (a job per model cost a process start each, more than the analysis of a
-demo-sized model); and with config doc_groups the metrics per group of documents."""
+confusions and per-code table (a job per model, so that a changed model reruns alone; the
+report job gathers the error distance of all models, errors.parquet), and with config
+doc_groups the metrics per group of documents."""
 
 
-rule error_analysis:
+rule model_errors:
     input:
         unpack(train_gold_input),
         gold=results("inputs/gold.parquet"),
-        labels=expand(results("inputs/predictions/{model}.parquet"), model=MODEL_NAMES),
-        nodes=expand(results("counts/{model}/nodes.parquet"), model=MODEL_NAMES),
+        labels=results("inputs/predictions/{model}.parquet"),
+        nodes=results("counts/{model}/nodes.parquet"),
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
-        distance=expand(results("errors/{model}.parquet"), model=MODEL_NAMES),
-        errors=results("report/errors.parquet"),
-        confusions=expand(
-            results("report/confusions/{model}.parquet"), model=MODEL_NAMES
-        ),
-        codes=expand(results("report/codes/{model}.parquet"), model=MODEL_NAMES),
+        distance=results("errors/{model}.parquet"),
+        confusions=results("report/confusions/{model}.parquet"),
+        codes=results("report/codes/{model}.parquet"),
     log:
-        logs("report/errors.log"),
+        logs("errors/{model}.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -28,12 +25,11 @@ rule error_analysis:
         runtime=runtime,
     params:
         hieval=HIEVAL_CODE,
-        models=MODEL_NAMES,
         max_level=config["max_level"],
         # A JSON string: Snakemake records it, so a new seed or count reruns the job.
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
-        "../../scripts/error_analysis.py"
+        "../../scripts/model_errors.py"
 
 
 rule group_analysis:
