@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
+import pytest
 from helpers import small_demo_config, snakemake
 
 from hieval.reports import changes, history
@@ -20,6 +22,13 @@ def test_a_changed_model_gets_the_paired_interval_of_its_change(tmp_path):
     kept = pl.read_parquet(tmp_path / "results/report/replicates.parquet")
     assert set(kept["model"]) == {"cautious_coder", "sibling_confuser"}
     assert set(kept["replicates"].list.len()) == {200}
+    # the kept replicates are each row's own: their percentiles are the row's interval
+    intervals = pl.read_parquet(tmp_path / "results/report/intervals.parquet")
+    for row in kept.iter_rows(named=True):
+        key = ("model", "family", "level", "average", "metric")
+        [own] = intervals.filter(pl.all_horizontal(pl.col(k) == row[k] for k in key)).to_dicts()
+        low, high = np.nanquantile(np.array(row["replicates"]), [0.025, 0.975])
+        assert (low, high) == pytest.approx((own["low"], own["high"]), abs=1e-12), row["metric"]
     first = history.read_history(tmp_path / "results/history/evaluations.parquet")
     assert first["replicates"].null_count() == 0 and first["bootstrap_seed"].n_unique() == 1
 
