@@ -68,7 +68,7 @@ from hieval.metrics.uncertainty.settings import Settings
 from hieval.reports import changes, html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
-from hieval.reports.history import append_history, history_rows
+from hieval.reports.history import append_history, history_rows, replicate_table
 from hieval.reports.paper_layouts import layout_tables
 from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
@@ -967,6 +967,7 @@ class ReportJob:
     notes: list[str | Path] = ()
     analysis_dir: str | Path | None = None
     confidence: float | None = None  # of the intervals, kept with them in the history
+    replicates: str | Path | None = None  # the headline rows' replicates, kept in the history
     summary_md: str | Path | None = None  # opens with the changes since the last evaluation
     #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
     #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
@@ -1003,7 +1004,7 @@ def publish_reports(job: ReportJob) -> None:
             version=__version__,
             code_system=system.name,
             hierarchy_sha256=sha256_file(job.levels_file),
-            bootstrap=(intervals, job.confidence) if intervals is not None else None,
+            bootstrap=_bootstrap(intervals, job),
         )
         past = append_history(job.history, current)
         if job.summary_md is not None:
@@ -1076,6 +1077,16 @@ def _paper_tables(
     )
 
 
+def _bootstrap(intervals: pl.DataFrame | None, job: ReportJob) -> tuple | None:
+    """What the history keeps of the bootstrap: the intervals, their confidence and, when
+    the uncertainty stage wrote them, the headline rows' replicates."""
+    if intervals is None:
+        return None
+    if job.replicates is None:
+        return (intervals, job.confidence)
+    return (intervals, job.confidence, paths.read_parquet(job.replicates))
+
+
 def leaf_count(table: LevelTable) -> int:
     """The number of leaves: nodes that are no other node's ancestor."""
     anc = table.ancestors()
@@ -1110,6 +1121,9 @@ class UncertaintyJob:
     ranking: dict[str, str | Path] | None = None
     ks: tuple[int, ...] = DEFAULT_KS
     train_gold: str | Path | None = None
+    #: The headline rows' replicates (:func:`hieval.reports.history.replicate_table`), which
+    #: the history keeps for the paired interval of the next evaluation's changes.
+    replicates_out: str | Path | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1142,6 +1156,7 @@ def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     tidy = {model: paths.read_parquet(job.metrics[model]) for model in job.predictions}
     scored = _scored_units(job, layout, tidy) if job.scores and job.ranking else {}
+    replicates: dict = {}
     intervals, comparisons = uncertainty_tables(
         tidy,
         units,
@@ -1150,9 +1165,13 @@ def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
         levels=layout.levels,
         threads=resources.threads,
         ranking=scored,
+        replicates_out=replicates,
     )
     write_parquet(intervals, job.intervals_out)
     write_parquet(comparisons, job.comparisons_out)
+    if job.replicates_out is not None:
+        table = replicate_table(replicates, tidy, seed=settings.seed)
+        write_parquet(table, job.replicates_out)
     log.info(
         "%d intervals (%d replicates), %d comparisons (%d permutations)",
         intervals.height,

@@ -149,11 +149,15 @@ def auc(truth: np.ndarray, scores: np.ndarray) -> float:
     negatives = truth.size - positives
     if positives == 0 or negatives == 0:
         return float("nan")
-    order = np.argsort(scores, kind="stable")
-    ordered = scores[order]
-    # doubled average ranks (1-based) of each run of tied scores: integers, summed exactly
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], ordered.size]
-    doubled = np.repeat(starts + ends + 1, ends - starts)
-    rank_sum = int(doubled[truth[order]].sum())
+    # A positive's doubled average rank (1-based) is (scores below it) + (scores at most it)
+    # + 1: integers, summed exactly. The matrix is mostly unscored zeros, so only the other
+    # scores are sorted, and the zeros are counted in where they rank (the flattened matrix
+    # of the micro AUC would otherwise be a sort of documents x labels).
+    nonzero = scores[scores != 0]
+    zeros = scores.size - nonzero.size
+    ordered = np.sort(nonzero)
+    value = scores[truth]
+    below = np.searchsorted(ordered, value, side="left") + zeros * (value > 0)
+    at_most = np.searchsorted(ordered, value, side="right") + zeros * (value >= 0)
+    rank_sum = int((below + at_most + 1).sum(dtype=np.int64))
     return (rank_sum - positives * (positives + 1)) / (2 * positives * negatives)

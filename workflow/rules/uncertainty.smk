@@ -30,6 +30,8 @@ rule uncertainty:
     output:
         intervals=results("report/intervals.parquet"),
         comparisons=results("report/comparisons.parquet"),
+        # the headline rows' replicates: the history keeps them (paired change intervals)
+        replicates=results("report/replicates.parquet"),
     log:
         logs("report/uncertainty.log"),
     conda:

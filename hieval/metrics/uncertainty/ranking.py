@@ -188,7 +188,8 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     if calibration is not None:
         for name, column in calibration.items():
             add(f"calibration|{name}", column)
-        keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
+        averages = ("micro", "scored") if len(arrays.key) else ("micro",)
+        keys += [("calibration", LEAF, avg, m) for avg in averages for m in ("brier", "ece")]
     n_docs = doc_ids.len()
     matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
     plans = {level: auc_plan([pairs]) for level, pairs in auc.items()}
@@ -273,7 +274,7 @@ def ranking_replicates(
                 prefix = "calibration|"
                 sums = {k[len(prefix) :]: v for k, v in col.items() if k.startswith(prefix)}
                 calibration = calibration_formula(sums, bins, empty=empty)
-            out[key] = calibration[metric]
+            out[key] = calibration[average, metric]
         else:
             raise KeyError(f"no replicate formula for {key}")
     return out
