@@ -153,7 +153,10 @@ def dense_score_rows(
     if calibration is None:
         notes["calibration"] = "scores outside [0, 1]: no calibration rows"
     else:
-        rows += [("calibration", LEAF, "micro", m, v) for m, v in calibration.items()]
+        for average in ("micro", "scored"):  # the long path's row order
+            rows += [
+                ("calibration", LEAF, a, m, v) for (a, m), v in calibration.items() if a == average
+            ]
     if threshold is not None:
         rows.append(("selection", LEAF, "global", "threshold", threshold))
     tidy = pl.DataFrame([(model, *row) for row in rows], schema=TIDY_SCHEMA, orient="row")
@@ -197,25 +200,33 @@ def calibration_sums(
         )  # fmt: skip
         if not inside_range:
             return None
+    scored_true = true_sum.copy()
     true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
     out = {"brier": brier + missed, "pairs": np.full(n_docs, float(len(dense.labels)))}
     for b in range(bins):
         out[f"score|{b}"] = score_sum[:, b]
         out[f"true|{b}"] = true_sum[:, b]
+    out["scored|brier"] = brier  # the scored cells alone: every cell of a row is scored
+    out["scored|pairs"] = np.where(np.arange(n_docs) < scored_rows, float(width), 0.0)
+    for b in range(bins):
+        out[f"scored|true|{b}"] = scored_true[:, b]
     return out
 
 
 def calibration_values(
     dense: DenseModel, *, block_docs: int, bins: int = ECE_BINS
-) -> dict[str, float] | None:
-    """Brier score and ECE as :func:`hieval.metrics.ranking.calibration_values` gives them."""
+) -> dict[tuple[str, str], float] | None:
+    """Brier score and ECE by (average, metric) as
+    :func:`hieval.metrics.ranking.calibration_values` gives them: over the label space
+    (``micro``) and over the scored pairs (``scored``, left out without a scored pair)."""
     sums = calibration_sums(dense, block_docs=block_docs, bins=bins)
     if sums is None:
         return None
     names = list(sums)
     totals = exact_weighted_sums(np.ones((1, dense.n_docs)), np.column_stack(list(sums.values())))
     values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
-    return {name: float(value[0]) for name, value in values.items()}
+    averages = ("micro", "scored") if dense.scored else ("micro",)
+    return {key: float(value[0]) for key, value in values.items() if key[0] in averages}
 
 
 def dense_ranking_units(
@@ -278,7 +289,8 @@ def dense_ranking_units(
             ordered[place] = column
             names[f"calibration|{name}"] = len(columns)
             columns.append(ordered)
-        keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
+        averages = ("micro", "scored") if dense.scored else ("micro",)
+        keys += [("calibration", LEAF, avg, m) for avg in averages for m in ("brier", "ece")]
     matrix = np.column_stack(columns) if columns else np.zeros((dense.n_docs, 0))
     return RankingUnits(matrix, names, tuple(keys), {}, {})
 
