@@ -12,7 +12,8 @@ capped at the last), so every per-document float is today's to the last bit.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hieval.compiled import compiled
 
 
 def _block_sums_py(block, by_code, gold_rows, gold_places, bins, brier, score_sum, true_sum):
@@ -43,12 +44,4 @@ def _block_sums_py(block, by_code, gold_rows, gold_places, bins, brier, score_su
     return True
 
 
-def _compiled(function):
-    """Compiled without the GIL, cached on disk where numba can (else once per process)."""
-    try:
-        return njit(cache=True, nogil=True)(function)
-    except RuntimeError:
-        return njit(nogil=True)(function)
-
-
-block_sums = _compiled(_block_sums_py)
+block_sums = compiled(_block_sums_py)

@@ -11,7 +11,8 @@ per cell and per positive.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hieval.compiled import compiled
 
 
 def _merge_py(ordered, indptr, values, below, at_or_below) -> None:
@@ -42,15 +43,7 @@ def _merge_py(ordered, indptr, values, below, at_or_below) -> None:
             at_or_below[q] += rows
 
 
-def _compiled(function):
-    """Compiled without the GIL, cached on disk where numba can (else once per process)."""
-    try:
-        return njit(cache=True, nogil=True)(function)
-    except RuntimeError:
-        return njit(nogil=True)(function)
-
-
-_merge = _compiled(_merge_py)
+_merge = compiled(_merge_py)
 
 
 class ColumnCounts:

@@ -11,7 +11,8 @@ same floats whichever way they are taken.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hieval.compiled import compiled
 
 
 def _pool_py(block, node_at, out) -> None:  # pragma: no cover - compiled
@@ -28,16 +29,7 @@ def _pool_py(block, node_at, out) -> None:  # pragma: no cover - compiled
                 pooled[node] = max(pooled[node], value)
 
 
-def _compiled(function):
-    """Compiled without the GIL, its machine code cached on disk where numba can (else
-    compiled once per process), as :mod:`hieval.metrics.uncertainty.state_sums` does."""
-    try:
-        return njit(cache=True, nogil=True)(function)
-    except RuntimeError:
-        return njit(nogil=True)(function)
-
-
-_pool = _compiled(_pool_py)
+_pool = compiled(_pool_py)
 
 
 class CompiledPooling:
