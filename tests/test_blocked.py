@@ -402,7 +402,8 @@ def _todays_calibration(scores, full_gold, codes, columns) -> dict[str, float]:
         schema={"doc_id": pl.String, "code": pl.String},
     )  # fmt: skip
     tidy, _notes = score_rows(gold_frame, score_frame, model="m")
-    rows = tidy.filter(pl.col("family") == "calibration").select("metric", "value").rows()
+    over_all_pairs = (pl.col("family") == "calibration") & (pl.col("average") == "micro")
+    rows = tidy.filter(over_all_pairs).select("metric", "value").rows()
     return dict(rows)
 
 

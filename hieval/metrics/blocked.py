@@ -42,8 +42,7 @@ from hieval.metrics.column_counts import ColumnCounts
 from hieval.metrics.count_measures import F1
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
 from hieval.metrics.max_pool import CompiledPooling
-from hieval.metrics.ranking import document_mean
-from hieval.metrics.registry import DOCUMENT_MEANS, at_ks
+from hieval.metrics.ranking import document_means
 
 #: Documents per block: 1,024 x 7,900 float32 is 32 MB, sorted twice.
 DEFAULT_BLOCK_DOCS = BLOCK_DOCS
@@ -309,14 +308,7 @@ def document_values(ranks: DocumentRanks, n_docs: int, ks: Sequence[int]) -> dic
     """The ranking ``mean`` rows from document ranks, by today's one function
     (:func:`hieval.metrics.ranking.document_mean`: exact means over the counted documents);
     without gains, so the propensity-scored rows are left out (None)."""
-    values: dict[tuple[str, str], float] = {}
-    docs = RankedDocuments(ranks, n_docs)
-    for metric in DOCUMENT_MEANS:
-        for name, k in at_ks(metric.metric, ks):
-            value = document_mean(metric, docs, k)
-            if value is not None:
-                values[metric.average, name] = value
-    return values
+    return document_means(RankedDocuments(ranks, n_docs), ks)
 
 
 class SharedPooling:

@@ -349,7 +349,15 @@ def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[st
         values["macro", "auc"] = float(macro_mean(per_label)[0])
     if arrays.n_docs == 0:
         return values
-    docs = ranked_documents(arrays)
+    return values | document_means(ranked_documents(arrays), ks)
+
+
+def document_means(docs: RankedDocuments, ks: Sequence[int]) -> dict[tuple[str, str], float]:
+    """Every ``mean`` ranking row (P@K, R@K, R-precision, MAP, nDCG@K, ...) by (average,
+    metric) from ranked documents, each :func:`document_mean` of its registry declaration
+    (:data:`~hieval.metrics.registry.DOCUMENT_MEANS`); a metric without a counted document (or
+    without the gains it needs) is left out. Shared by the long path and the dense blocks."""
+    values: dict[tuple[str, str], float] = {}
     for metric in DOCUMENT_MEANS:
         for name, k in at_ks(metric.metric, ks):
             value = document_mean(metric, docs, k)
