@@ -133,11 +133,7 @@ def dense_score_rows(
         if left_out:
             notes.setdefault("codes_without_node", {})[level] = left_out
     size = block_docs()
-    results = blocked.blocked_levels(
-        dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
-        code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size,
-    )  # fmt: skip
+    results = _levels(dense, node_of, size)
     rows: list[tuple[str, str, str, str, float]] = []
     for level in [LEAF, *levels]:
         aucs, ranks = results["leaf" if level == LEAF else level]
@@ -263,11 +259,7 @@ def dense_ranking_units(
             model, f"{scored[level]:,}", level, f"{AUC_MAX_SCORED_PAIRS:,}",
         )  # fmt: skip
     size = block_docs()
-    results = blocked.blocked_levels(
-        dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
-        code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size,
-    )  # fmt: skip
+    results = _levels(dense, node_of, size)
     place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
     names: dict[str, int] = {}
     columns: list[np.ndarray] = []
@@ -301,3 +293,13 @@ def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
     doc = place[ranks.doc]
     order = np.argsort(doc, kind="stable")
     return DocumentRanks(doc[order], ranks.position[order], ranks.precision[order])
+
+
+def _levels(dense: DenseModel, node_of: dict[str, np.ndarray], size: int) -> dict:
+    """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
+    document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
+    return blocked.blocked_levels(
+        dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
+        code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
+        block_docs=size,
+    )  # fmt: skip
