@@ -18,7 +18,6 @@ import numpy as np
 import polars as pl
 
 from hieval.inputs.dense_scores import DenseScores
-from hieval.metrics.blocked import blocked_aucs
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,8 @@ class Matrices:
         # The exact Mann-Whitney counts of hieval.metrics.blocked (integers, then :func:`auc`'s
         # one division), a block of documents at a time: the same floats as :func:`auc` per
         # column and flattened, without an argsort per label.
+        from hieval.metrics.blocked import blocked_aucs  # compiled (numba): loaded when used
+
         found = blocked_aucs(self.raw, *np.nonzero(self.y))
         per_label = found.per_label[np.flatnonzero(self.y.any(0))]
         defined = [float(value) for value in per_label if not np.isnan(value)]
