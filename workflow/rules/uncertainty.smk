@@ -36,7 +36,7 @@ rule uncertainty:
         logs("report/uncertainty.log"),
     conda:
         "../envs/hieval.yaml"
-    threads: 2
+    threads: uncertainty_threads
     resources:
         mem_mb=mem_mb,
         runtime=lambda wildcards, input, attempt: runtime(wildcards, input, attempt)
