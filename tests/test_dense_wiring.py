@@ -323,3 +323,23 @@ def test_refusals_are_the_long_paths(
         err = capsys.readouterr().err
         messages.append(err[err.index("hieval: error") :])  # the refusal, every line
     assert messages[0] and messages[0] == messages[1]
+
+
+def test_a_matrix_without_a_kept_cell_is_hard_predictions_on_both_paths(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """Every column dropped (codes the hierarchy lacks, ``--unknown-codes drop``): the long
+    path has no scores, so no ranking or calibration rows ("hard predictions"); the blocked
+    path must not score the all-unscored pairs instead (it did: AUC and Brier rows)."""
+    gold, matrix = _matrix_case(tmp_path, icd9_leaves)
+    n = len((tmp_path / "m.codes.txt").read_text().split())
+    (tmp_path / "m.codes.txt").write_text("".join(f"000.{j:02d}\n" for j in range(n)))
+    extra = ("--unknown-codes", "drop")
+    long = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=True))
+    blocked = _outputs(_evaluate(monkeypatch, tmp_path, gold, matrix, *extra, long=False))
+    assert set(blocked) == set(long)
+    assert blocked.pop("record") == long.pop("record")
+    for name, frame in long.items():
+        _same_bits(blocked[name], frame, name)
+    metrics = long["metrics.parquet"]
+    assert metrics.filter(pl.col("family").is_in(["ranking", "calibration"])).height == 0

@@ -85,11 +85,15 @@ def _sha256(path: Path) -> str:
 
 def write_reference(out: str | Path, scores: DenseScores) -> None:
     """Write ``scores``' reference at ``out`` (an empty scores table with the reference in
-    its metadata)."""
+    its metadata). A matrix without a kept cell (no row on a gold document, or every column
+    dropped) is written as what the long path writes for it, an empty scores table without a
+    reference: no stage may then score its all-unscored pairs (the model has hard
+    predictions only, on every path)."""
     import pyarrow.parquet as pq
 
     table = pl.DataFrame(schema=SCHEMA).to_arrow()
-    table = table.replace_schema_metadata({DENSE_KEY: scores.to_json()})
+    if scores.scored_pairs:
+        table = table.replace_schema_metadata({DENSE_KEY: scores.to_json()})
     with atomic_path(out) as tmp:
         pq.write_table(table, tmp)
 
