@@ -162,6 +162,14 @@ def _value(metric: str, value: float | None, *, signed: bool = False) -> str:
     return f"{100 * value:{sign}.1f}"
 
 
+def _range(metric: str, low: float | None, high: float | None) -> str:
+    """The interval of a change as its two ends: a paired percentile interval need not be
+    symmetric about the change, so a "± half-width" could contradict the verdict."""
+    if low is None or high is None:
+        return "–"
+    return f"[{_value(metric, low, signed=True)}, {_value(metric, high, signed=True)}]"
+
+
 def _verdict(beyond: bool | None) -> str:
     return {True: "yes", False: "no", None: "no interval"}[beyond]
 
@@ -198,7 +206,7 @@ def changes_markdown(changes: pl.DataFrame) -> str:
     lines = ["## Changes since the last evaluation", "", _NOTE, ""]
     if moved.height:
         lines += [
-            "| Model | Metric | Last evaluated | Before | Now | Change | ± interval | Beyond "
+            "| Model | Metric | Last evaluated | Before | Now | Change | Its interval | Beyond "
             "| Interval |",
             "|---|---|---|---:|---:|---:|---:|---|---|",
         ]
@@ -208,7 +216,7 @@ def changes_markdown(changes: pl.DataFrame) -> str:
                 f"| {md(r['model'])} | {metric} | {r['before_timestamp']} "
                 f"| {_value(metric, r['before'])} | {_value(metric, r['now'])} "
                 f"| {_value(metric, r['change'], signed=True)} "
-                f"| {_value(metric, r['half_width'])} | {_verdict(r['beyond'])} "
+                f"| {_range(metric, r['low'], r['high'])} | {_verdict(r['beyond'])} "
                 f"| {_how(r['method'])} |"
             )
         lines.append("")
@@ -243,13 +251,13 @@ def changes_html(history: pl.DataFrame | None, current: pl.DataFrame | None) -> 
         f"<td>{esc(r['before_timestamp'])}</td>"
         f"<td>{_value(r['metric'], r['before'])}</td><td>{_value(r['metric'], r['now'])}</td>"
         f"<td><b>{_value(r['metric'], r['change'], signed=True)}</b></td>"
-        f"<td>{_value(r['metric'], r['half_width'])}</td><td>{_verdict(r['beyond'])}</td>"
+        f"<td>{_range(r['metric'], r['low'], r['high'])}</td><td>{_verdict(r['beyond'])}</td>"
         f"<td>{_how(r['method'])}</td></tr>"
         for r in moved.iter_rows(named=True)
     )
     table = (
         '<div class="scroll"><table><thead><tr><th>Model</th><th>Metric</th>'
-        "<th>Last evaluated</th><th>Before</th><th>Now</th><th>Change</th><th>± interval</th>"
+        "<th>Last evaluated</th><th>Before</th><th>Now</th><th>Change</th><th>Its interval</th>"
         f"<th>Beyond</th><th>Interval</th></tr></thead><tbody>{rows}</tbody></table></div>"
         if moved.height
         else ""
