@@ -409,11 +409,20 @@ def evaluate_into(
     """
     run = _prepare(args, out)
     tuned = _read_inputs(run, progress)
-    _count_models(run, progress)
-    # The error analysis reads only the inputs and the counts, and the intervals, conventions
-    # and tables never read its outputs: it runs beside them (the reports wait for it).
+    # The error analysis reads the inputs, and each model's node counts only at its end (its
+    # per-code table): it starts beside the counting, reading the nodes as a PendingFile that
+    # waits for them. The intervals, conventions and tables never read its outputs: it runs
+    # beside them too (the reports wait for it).
+    counted: dict[str, Future] = {name: Future() for name in run.names}
     with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
-        errors = beside.submit(_error_analysis, run)
+        errors = beside.submit(_error_analysis, run, counted)
+        try:
+            _count_models(run, progress, counted)
+        except BaseException as error:
+            for written in counted.values():  # the analysis stops at the nodes it waits for
+                if not written.done():
+                    written.set_exception(error)
+            raise
         uncertain = _intervals(run, progress)
         _conventions(run)
         _reports(run, tuned=tuned, uncertain=uncertain, errors=errors)
@@ -517,9 +526,10 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
     return tuned
 
 
-def _count_models(run: _Run, progress: Progress) -> None:
+def _count_models(run: _Run, progress: Progress, counted: dict[str, Future]) -> None:
     """Count and score each model in turn: node counts, per-document rows, ICM sums, tidy
-    metrics, ranking and calibration."""
+    metrics, ranking and calibration; each model's ``counted`` future is set once its files
+    are written."""
     names, work, config = run.names, run.work, run.config
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
@@ -548,6 +558,7 @@ def _count_models(run: _Run, progress: Progress) -> None:
             resources=run.resources,
             train_gold=run.train_gold,
         )
+        counted[name].set_result(None)
 
 
 def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
@@ -585,13 +596,17 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
     }
 
 
-def _error_analysis(run: _Run) -> None:
-    """Each model's error distance rows, near-miss confusions and per-code table."""
+def _error_analysis(run: _Run, counted: dict[str, Future]) -> None:
+    """Each model's error distance rows, near-miss confusions and per-code table (its node
+    counts read once ``counted``, the count's future, is done)."""
     names, work, out = run.names, run.work, run.out
     error_analysis(
         gold=run.gold,
         labels=run.labels,
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        nodes={
+            name: PendingFile(work / "counts" / name / "nodes.parquet", counted[name])
+            for name in names
+        },
         levels_file=run.levels,
         ancestors=run.ancestors,
         max_level=run.config["max_level"],
