@@ -471,7 +471,10 @@ def measure_e2e(gold: Path, pred: Path, options: dict) -> dict:
     warm = [sys.executable, "-m", "hieval.cli", "hierarchy", "--out", str(hierarchy)]
     subprocess.run([*warm, "--cache", str(cache)], env=env, cwd=root, check=True,
                    capture_output=True)  # fmt: skip
-    kernel = "from hieval.engine.lca_compiled import warm; warm()"  # compiled once per checkout
+    kernel = (  # compiled once per checkout
+        "from hieval.engine.lca_compiled import warm; warm(); "
+        "from hieval.analysis.errors_compiled import warm; warm()"
+    )
     subprocess.run([sys.executable, "-c", kernel], env=env, cwd=root, check=True)
     shutil.rmtree(out, ignore_errors=True)
     command = e2e_command(gold, pred, out, cache, options.get("threads"))

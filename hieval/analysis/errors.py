@@ -28,6 +28,9 @@ COLUMNS = ("model", "kind", "lca_level", "code_status", "count", "share")
 INTERVAL_COLUMNS = ("low", "high")
 #: Replicate x document cells weighed at once (8 MB of float64), whatever the zoo's size.
 _BLOCK_CELLS = 1 << 20
+#: Labels from which the pairing is compiled (:mod:`hieval.analysis.errors_compiled`); fewer
+#: are paired here, vectorised (importing numba would cost more than their whole pairing).
+COMPILED_FROM_LABELS = 100_000
 
 
 def _tables():
@@ -56,14 +59,31 @@ class ModelErrors:
     space: CodeSpace
     doc_ids: pl.Series
     tree: Tree
+    compiled: bool = False  # paired by the compiled kernels (many labels: see model_errors)
     _nearest: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def nearest(self, kind: str) -> np.ndarray:
         """:func:`nearest_ranks` of ``kind``, computed once (error rows and confusions both
-        read them)."""
+        read them; compiled, both kinds at once)."""
         if kind not in self._nearest:
-            self._nearest[kind] = nearest_ranks(self, kind)
+            if self.compiled:
+                from hieval.analysis import errors_compiled
+
+                ranks = errors_compiled.nearest(self.fn, self.fp, self.level_nodes())
+                self._nearest.update(zip(KINDS, ranks, strict=True))
+            else:
+                self._nearest[kind] = nearest_ranks(self, kind)
         return self._nearest[kind]
+
+    def level_nodes(self) -> np.ndarray:
+        """Each code's node at each of ``tree.levels`` (rows, deepest first; -1: none, and at
+        the root, where no error is said to meet another) as one int64 array."""
+        codes = self.space.codes.len()
+        node = np.full((len(self.tree.levels), codes), -1, dtype=np.int64)
+        for at, level in enumerate(self.tree.levels):
+            if level != ROOT:
+                node[at] = self.space.node_of[level][:codes]
+        return node
 
     def side(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """``(doc, code)`` of the errors of ``kind``."""
@@ -100,6 +120,18 @@ def model_errors(
 
     labels = encode(gold, predicted, space_for)
     keys = labels.keys
+    if keys.size >= COMPILED_FROM_LABELS:
+        from hieval.analysis import errors_compiled
+
+        fn, fp = errors_compiled.unmatched(keys)
+        return ModelErrors(
+            fn=split_keys(fn)[:2],
+            fp=split_keys(fp)[:2],
+            space=labels.space,
+            doc_ids=labels.doc_ids,
+            tree=trees[0],
+            compiled=True,
+        )
     # Neighbouring keys (sorted) that differ in the flag bit alone are a document's code in
     # the gold and in the predictions (a match); equal ones repeat a label (dropped first).
     step = keys[1:] ^ keys[:-1]
@@ -168,6 +200,13 @@ def near_pairs(errors: ModelErrors, deepest: int) -> pl.DataFrame:
     """``doc, gold_code, predicted_code, lca_rank`` (integers) of each missed and wrong code
     of one document that meet at ``tree.levels[deepest]`` or deeper: per level, each missed
     code's run of wrong codes under the same node of the same document (sorted searches)."""
+    if errors.compiled:
+        from hieval.analysis import errors_compiled
+
+        pairs = errors_compiled.near_pairs(errors.fn, errors.fp, errors.level_nodes(), deepest)
+        return pl.DataFrame(
+            dict(zip(("doc", "gold_code", "predicted_code", "lca_rank"), pairs, strict=True))
+        )
     parts = [dict.fromkeys(("doc", "gold_code", "predicted_code", "lca_rank"), np.zeros(0, int))]
     for at, level in enumerate(errors.tree.levels[: deepest + 1]):
         if level == ROOT:
