@@ -168,9 +168,10 @@ class NormalizeJob:
     prediction file (for ranking and tuning); ``tuned`` is the JSON of :func:`tune_threshold`,
     whose thresholds then decide. A ``default_threshold`` of ``tune`` with nothing tuned is an
     error for a scored file that has no threshold or top-k of its own: no threshold is silently
-    assumed. ``on_fast_path``: see :func:`hieval.inputs.normalize.normalize_labels` (one file
-    only). ``shown_as`` is how the record (and so the reports) name one file the user never
-    saw: an in-memory input of the Python API, written to a private file gone after the run.
+    assumed. ``on_fast_path`` (one file only) and ``wait_turn``: see
+    :func:`hieval.inputs.normalize.normalize_labels`. ``shown_as`` is how the record (and so
+    the reports) name one file the user never saw: an in-memory input of the Python API,
+    written to a private file gone after the run.
     """
 
     path: str | Path | Sequence[str | Path]
@@ -190,6 +191,7 @@ class NormalizeJob:
     tuned: str | Path | None = None
     on_fast_path: Callable[[], None] | None = None
     shown_as: str | None = None
+    wait_turn: Callable[[], None] | None = None
 
 
 def normalize_file(job: NormalizeJob) -> InputRecord:
@@ -271,6 +273,7 @@ def _normalize_one(
             tuned=thresholds,
             memory_budget=resources.memory_budget()[0],
             on_fast_path=fast_path,
+            wait_turn=job.wait_turn,
         )
     except (duckdb.OutOfMemoryException, HievalError) as exc:
         if not _out_of_memory(exc):

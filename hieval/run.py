@@ -493,10 +493,12 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
         **run.common,
     )
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
-        written = None
+        written, wait_turn = None, None
         if _gold_beside_predictions(args, resources):
-            # The predictions start once the gold is known to take the in-memory path (a gold
-            # DuckDB reads is read alone, as the memory plan assumes); see hieval.pending_file.
+            # The predictions are read beside the gold, and sorted once the gold is known to
+            # take the in-memory path (a gold DuckDB reads is read beside no sort, as the
+            # memory plan assumes; only the predictions' read indices are held meanwhile);
+            # see hieval.pending_file.
             started = threading.Event()
 
             def gold_in_background():
@@ -506,7 +508,7 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
                     started.set()
 
             written = background.submit(gold_in_background)
-            started.wait()
+            wait_turn = started.wait
         else:
             normalize_file(gold_job())
         try:
@@ -514,6 +516,7 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
                 run,
                 gold=run.gold if written is None else PendingFile(run.gold, written),
                 progress=progress,
+                wait_turn=wait_turn,
             )
         except BaseException:
             if written is not None:
@@ -740,10 +743,15 @@ def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> boo
 
 
 def _normalize_predictions(
-    run: _Run, *, gold: Path | PendingFile, progress: Progress
+    run: _Run,
+    *,
+    gold: Path | PendingFile,
+    progress: Progress,
+    wait_turn: Callable[[], object] | None = None,
 ) -> dict[str, Path]:
-    """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
-    ``scores`` (records beside the labels); returns the tuned JSON per model."""
+    """Tune thresholds where asked (tuning waits for the whole gold), then normalise each
+    model's predictions to ``labels`` and ``scores`` (records beside the labels; ``wait_turn``:
+    see :func:`hieval.inputs.normalize.normalize_labels`); returns the tuned JSON per model."""
     args, config, common = run.args, run.config, run.common
     labels, scores = run.labels, run.scores
     tuned = _tune_thresholds(run, gold=gold, progress=progress)
@@ -763,6 +771,7 @@ def _normalize_predictions(
                 scores_out=scores[name],
                 tuned=tuned.get(name),
                 shown_as=args.shown.get(str(path)),
+                wait_turn=wait_turn,
                 **common,
             )
         )

@@ -166,9 +166,9 @@ def test_files_of_other_kinds_are_normalised_one_after_the_other(tmp_path, overl
 
 
 class Timeline:
-    """When each file's normalisation ran, and when DuckDB started reading each file; with the
-    test gold's write slowed (not the dev gold's), so that whatever waits for it visibly
-    waits."""
+    """When each file's normalisation ran, when DuckDB started reading each file, and when each
+    thread's fast path began its sort; with the test gold's write (or DuckDB read) slowed (not
+    the dev gold's), so that whatever waits for it visibly waits."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, gold_delay: float = 0.0):
         from hieval.inputs import normalize as inputs
@@ -176,10 +176,12 @@ class Timeline:
 
         self.spans: dict[str, tuple[float, float]] = {}
         self.duckdb: dict[str, float] = {}
-        real_labels, real_write, real_open = (
+        self.sorts: dict[str, float] = {}
+        real_labels, real_write, real_open, real_sort = (
             inputs.normalize_labels,
             parquet_fast._write,
             inputs.open_source,
+            parquet_fast._sorted_keys,
         )
 
         def normalize_labels(path, **kwargs):
@@ -196,23 +198,34 @@ class Timeline:
 
         def open_source(con, path, name, *args, **kwargs):
             self.duckdb[name] = time.monotonic()
+            if name == "gold":
+                time.sleep(gold_delay)
             return real_open(con, path, name, *args, **kwargs)
+
+        def sorted_keys(*args):
+            self.sorts[threading.current_thread().name] = time.monotonic()
+            return real_sort(*args)
 
         monkeypatch.setattr(inputs, "normalize_labels", normalize_labels)
         monkeypatch.setattr(parquet_fast, "_write", write)
         monkeypatch.setattr(inputs, "open_source", open_source)
+        monkeypatch.setattr(parquet_fast, "_sorted_keys", sorted_keys)
 
 
-def test_a_gold_the_fast_path_declines_is_read_before_the_predictions(
+def test_a_gold_the_fast_path_declines_is_read_beside_no_sort(
     tmp_path, overlap, cache, monkeypatch
 ):
-    timeline = Timeline(monkeypatch)
+    """The predictions are read beside the gold, but a gold DuckDB reads (slowed here) is
+    read beside no sort: the predictions' sort, their memory-heavy work, waits until the gold
+    is written (only their read indices are held meanwhile)."""
+    timeline = Timeline(monkeypatch, gold_delay=0.4)
     gold = labels(tmp_path / "gold.parquet", [(" a", "364.11"), *GOLD])  # trimmed by DuckDB
     pred = labels(tmp_path / "pred.parquet", PRED)
     assert evaluate(tmp_path, cache, gold, pred, "out", "--threads", "2") == 0
-    assert overlap == [True]  # planned beside, but the gold went to DuckDB: read alone
-    assert "gold" in timeline.duckdb
-    assert timeline.spans["m"][0] >= timeline.spans["gold"][1]
+    assert overlap == [True]  # planned beside, but the gold went to DuckDB
+    assert "gold" in timeline.duckdb and "m" not in timeline.duckdb
+    assert timeline.spans["m"][0] < timeline.spans["gold"][1]  # read beside the gold
+    assert timeline.sorts["MainThread"] >= timeline.spans["gold"][1]  # sorted after it
 
 
 def test_predictions_the_fast_path_declines_wait_for_the_gold(

@@ -22,7 +22,9 @@ class LabelJob:
     (``options``), the resolved ``unknown_codes`` policy, the normalised gold to check documents
     against (``gold_docs``, maybe still being written) and the ``unknown_docs`` policy, the
     score selection's ``default_threshold`` and ``tuned`` thresholds, the DuckDB bounds
-    (``duckdb_config``) and the fast path's ``memory_budget`` and ``on_fast_path`` callback."""
+    (``duckdb_config``) and the fast path's ``memory_budget`` and ``on_fast_path`` callback;
+    ``wait_turn``, when given, is called before the file's memory-heavy work (the fast path's
+    sort, or any other reader) and returns once it may start."""
 
     role: str
     out: str | Path
@@ -40,6 +42,7 @@ class LabelJob:
     on_fast_path: Callable[[], None] | None
     #: ``error`` or ``count`` (predictions only; always ``error`` for the gold).
     malformed_codes: str = "error"
+    wait_turn: Callable[[], None] | None = None
 
     @property
     def is_gold(self) -> bool:

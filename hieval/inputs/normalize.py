@@ -297,6 +297,7 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
     tuned: TunedThresholds | None = None,
     memory_budget: int | None = None,
     on_fast_path: Callable[[], None] | None = None,
+    wait_turn: Callable[[], None] | None = None,
 ) -> InputRecord:
     """Normalise one label file to ``out`` and return what was done.
 
@@ -317,6 +318,10 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
     ``on_fast_path`` is called when the file is found to be that case (what runs beside this
     one may then start: :mod:`hieval.pending_file`); a ``gold_docs`` still being written is
     waited for before a file is read in DuckDB, so DuckDB never works beside another file.
+    ``wait_turn``, when given, is called once the file has been read and checked on the fast
+    path (before its sort), or before any other way of reading it: this file's reading may
+    then overlap another's, and its memory-heavy work waits (:func:`hieval.run` passes the
+    predictions the gold's decision).
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
     ``unknown_codes`` None is that system's default. ``unknown_codes: count`` and
@@ -346,13 +351,15 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
         malformed_codes=DEFAULT_MALFORMED_CODES if role == GOLD else malformed_codes,
         unknown_docs=unknown_docs, default_threshold=default_threshold, tuned=tuned,
         scores_out=scores_out, duckdb_config=duckdb_config, memory_budget=memory_budget,
-        on_fast_path=on_fast_path,
+        on_fast_path=on_fast_path, wait_turn=wait_turn,
     )  # fmt: skip
     check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
     source = LabelFile(path, name, options.format, system)
     common = parquet_fast.normalize(source, job)
     if common is not None:  # the usual clean file: normalised over integer ranks
         return common
+    if wait_turn is not None:
+        wait_turn()
     from hieval.inputs import dense_normalize  # here: it takes its steps from this module
 
     matrix = dense_normalize.blocked_matrix(source, job)

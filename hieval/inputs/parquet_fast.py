@@ -59,7 +59,7 @@ def normalize(source: LabelFile, job: LabelJob) -> InputRecord | None:
     is the resolved policy. Policy errors (unknown codes or documents refused) are raised as the
     general path raises them. ``job.on_fast_path`` is called once the file is known to be the
     common case (read and checked, before the sort and the write): what runs beside this one
-    may then start.
+    may then start; ``job.wait_turn`` (when given) is called there too, before the sort.
 
     The file's indices and keys are held in memory (:func:`planned_bytes`): with a
     ``job.memory_budget`` (a user's ``engine.memory_limit``) that the plan exceeds, the file is
@@ -90,6 +90,8 @@ def normalize(source: LabelFile, job: LabelJob) -> InputRecord | None:
     drop_code = _unknown_codes(coded, record, source, job)
     if job.on_fast_path is not None:
         job.on_fast_path()
+    if job.wait_turn is not None:  # read and checked; the sort and the write wait their turn
+        job.wait_turn()
     docs, doc_rank = _ranks(doc_values)
     keys = _sorted_keys(doc_index, doc_rank, coded.index, coded.rank)
     del doc_index, code_index
