@@ -473,6 +473,7 @@ def measure_e2e(gold: Path, pred: Path, options: dict) -> dict:
                    capture_output=True)  # fmt: skip
     kernel = (  # compiled once per checkout
         "from hieval.engine.lca_compiled import warm; warm(); "
+        "from hieval.engine.counts_compiled import warm; warm(); "
         "from hieval.analysis.errors_compiled import warm; warm()"
     )
     subprocess.run([sys.executable, "-c", kernel], env=env, cwd=root, check=True)

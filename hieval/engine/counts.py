@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 FAMILIES = ("flat", "set", "cophe")
+#: Labels of a slice from which each level is counted by the compiled kernel
+#: (:mod:`hieval.engine.counts_compiled`), as LCA-F's are from as many.
+COMPILED_FROM_LABELS = 100_000
 COUNTS = ("tp", "fp", "fn")
 
 
@@ -88,7 +91,9 @@ def family_counts(g: Groups, level: str) -> dict[str, tuple[np.ndarray, np.ndarr
 
 
 def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
-    """Count one slice of labels (pure: slices can be counted in parallel)."""
+    """Count one slice of labels (pure: slices can be counted in parallel); a slice of
+    :data:`COMPILED_FROM_LABELS` labels or more by the compiled kernel (same sums, one pass per
+    level), a smaller one here, vectorised."""
     combos = doc_combos(levels)
     n_docs = part.n_docs
     # Per document and (family, level): TP, predicted, gold, and whether the document has a
@@ -96,10 +101,26 @@ def count_slice(part: Slice, levels: tuple[str, ...]) -> SliceCounts:
     per_doc = np.zeros((3, n_docs, len(combos)), dtype=np.int64)
     present = np.zeros((n_docs, len(combos)), dtype=bool)
     node_sums = {}
+    fused = part.code.size >= COMPILED_FROM_LABELS
     for level in (LEAF, *levels):
         g = part.groups(level)
         n = part.space.nodes[level].len()
         sums = np.zeros((len(NODE_SUMS), n), dtype=np.float64)
+        if fused:  # one compiled pass over the groups (hieval.engine.counts_compiled)
+            from hieval.engine.counts_compiled import level_counts
+
+            leaf = level == LEAF
+            level_counts(
+                g,
+                leaf=leaf,
+                sums=sums,
+                per_doc=per_doc,
+                present=present,
+                clipped=combos.index(("flat" if leaf else "set", level)),
+                cophe=0 if leaf else combos.index(("cophe", level)),
+            )
+            node_sums[level] = sums
+            continue
         families = family_counts(g, level)
         parts = {"set": families["flat"]} if level == LEAF else families
         for prefix, values in parts.items():

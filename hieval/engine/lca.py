@@ -84,9 +84,11 @@ def prefetch_compiled() -> threading.Thread:
     machine code take about half a second, spent while the labels are read and encoded."""
 
     def load() -> None:
+        from hieval.engine.counts_compiled import warm as warm_counts
         from hieval.engine.lca_compiled import warm
 
         warm()
+        warm_counts()  # the per-level counts' kernel, compiled from as many labels
 
     thread = threading.Thread(target=load, name="lca-kernel", daemon=True)
     thread.start()

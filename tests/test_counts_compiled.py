@@ -1,0 +1,51 @@
+"""The count engine's compiled per-level counts (:mod:`hieval.engine.counts_compiled`, issue
+36's speed-up) against the naive reference of ``test_counts_reference`` (plain Python over
+sets and the level table's rows) and against the vectorised version, to the last count."""
+
+from __future__ import annotations
+
+import pytest
+
+# The reference's module-scoped random dataset (a fixture: its tests take it by name).
+from test_counts_reference import (
+    LEVELS,
+    MODELS,
+    dataset,  # noqa: F401
+    doc_dict,
+    naive_counts,
+    node_dict,
+    to_frame,
+)
+
+from hieval.engine import counts
+from hieval.engine.driver import count
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """Every slice, however small, counted by the compiled kernel."""
+    monkeypatch.setattr(counts, "COMPILED_FROM_LABELS", 0)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_compiled_counts_match_the_naive_reference(compiled, model, dataset, icd9_ancestors):  # noqa: F811
+    nodes, docs = count(to_frame(dataset["gold"]), dataset["frames"][model], icd9_ancestors, LEVELS)
+    expected_nodes, expected_docs = naive_counts(
+        dataset["gold"], dataset["models"][model], dataset["anc"]
+    )
+    assert node_dict(nodes) == expected_nodes
+    assert nodes.height == len(expected_nodes)
+    assert doc_dict(docs) == expected_docs
+
+
+@pytest.mark.parametrize("model", ["sibling", "over", "drop"])
+def test_compiled_tables_equal_the_vectorised_ones(model, dataset, icd9_ancestors, monkeypatch):  # noqa: F811
+    """The same tables, row for row and type for type (several slices: the per-document rows
+    of each are placed by the slice's first document)."""
+    monkeypatch.setattr("hieval.engine.keys.LABELS_PER_CHUNK", 200)
+    args = (to_frame(dataset["gold"]), dataset["frames"][model], icd9_ancestors, LEVELS)
+    vectorised = count(*args)
+    monkeypatch.setattr(counts, "COMPILED_FROM_LABELS", 0)
+    fast = count(*args)
+    assert fast[0].equals(vectorised[0])
+    assert fast[1].equals(vectorised[1])
