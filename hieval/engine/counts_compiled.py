@@ -1,6 +1,7 @@
 """One level's counts of a slice compiled (numba): the same sums as the vectorised steps of
 :func:`hieval.engine.counts.count_slice` (which stay the reference and the path for small
-slices: importing numba costs a fifth of a second).
+slices: importing numba costs a fifth of a second); and likewise the per-document ICM, HF
+and PROP-F sums of :func:`hieval.engine.icm.slice_item_sums`.
 
 Why: per level, the vectorised version clips the groups' counts, takes six ``bincount`` passes
 for the node sums and six ``reduceat`` passes for the per-document sums, each over every
@@ -49,7 +50,46 @@ def _level_counts_py(doc, node, pred, gold, leaf, sums, per_doc, present, clippe
             present[d, cophe] = True
 
 
+def _tree_sums_py(doc, node, pred, gold, delta, counted, sums):
+    """ICM's and HF's per-document sums (rows 0-5 of ``sums``: Δ over A(P), A(G) and their
+    union, and the counted ancestors of each side and of both) of a part of a slice's tree
+    groups, as :func:`hieval.engine.icm.slice_item_sums` sums them."""
+    for i in range(doc.size):
+        d, n = doc[i], node[i]
+        x, y = pred[i] > 0, gold[i] > 0
+        w = delta[n]
+        if x:
+            sums[0, d] += w
+        if y:
+            sums[1, d] += w
+        sums[2, d] += w
+        if counted[n]:
+            if x:
+                sums[3, d] += 1
+            if y:
+                sums[4, d] += 1
+            if x and y:
+                sums[5, d] += 1
+
+
+def _leaf_sums_py(doc, node, pred, gold, propensity, sums):
+    """PROP-F's per-document sums (rows 6-8 of ``sums``: inverse propensity of the predicted,
+    the gold and the matched codes) of a slice's leaf groups."""
+    for i in range(doc.size):
+        d = doc[i]
+        x, y = pred[i] > 0, gold[i] > 0
+        w = propensity[node[i]]
+        if x:
+            sums[6, d] += w
+        if y:
+            sums[7, d] += w
+        if x and y:
+            sums[8, d] += w
+
+
 level_counts_kernel = compiled(_level_counts_py)
+tree_sums_kernel = compiled(_tree_sums_py)
+leaf_sums_kernel = compiled(_leaf_sums_py)
 
 
 def level_counts(
@@ -64,11 +104,26 @@ def level_counts(
 ) -> None:
     """:func:`_level_counts_py` over a level's :class:`hieval.engine.groups.Groups` (every
     array handed over as int64, so one compiled signature serves all)."""
-    doc, node, pred, gold = (
+    doc, node, pred, gold = _int64(groups)
+    level_counts_kernel(doc, node, pred, gold, leaf, sums, per_doc, present, clipped, cophe)
+
+
+def item_sums(groups, weights, sums: np.ndarray, *, leaf: bool) -> None:
+    """Add a part of a slice's tree groups (or, with ``leaf``, its leaf groups) to the
+    per-document item sums ``sums`` (rows of :data:`hieval.engine.icm.ALL_SUMS`), weighed by
+    ``weights`` (:class:`hieval.engine.icm.FixedWeights`)."""
+    doc, node, pred, gold = _int64(groups)
+    if leaf:
+        leaf_sums_kernel(doc, node, pred, gold, weights.propensity, sums)
+    else:
+        tree_sums_kernel(doc, node, pred, gold, weights.delta, weights.counted, sums)
+
+
+def _int64(groups) -> list[np.ndarray]:
+    return [
         np.ascontiguousarray(a, dtype=np.int64)
         for a in (groups.doc, groups.node, groups.pred, groups.gold)
-    )
-    level_counts_kernel(doc, node, pred, gold, leaf, sums, per_doc, present, clipped, cophe)
+    ]
 
 
 def warm() -> None:
@@ -77,3 +132,6 @@ def warm() -> None:
     level_counts_kernel(empty, empty, empty, empty, True, np.zeros((6, 0)),
                         np.zeros((3, 0, 1), dtype=np.int64), np.zeros((0, 1), dtype=np.bool_),
                         0, 0)  # fmt: skip
+    sums = np.zeros((9, 0), dtype=np.int64)
+    tree_sums_kernel(empty, empty, empty, empty, empty, np.zeros(0, dtype=np.bool_), sums)
+    leaf_sums_kernel(empty, empty, empty, empty, empty, sums)

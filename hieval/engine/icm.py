@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from hieval.engine import counts
 from hieval.engine.groups import Slice, sum_by_doc
 from hieval.engine.keys import DOC_SHIFT, LEAF, CodeSpace, Labels
 from hieval.engine.lca import LCA_SUMS, node_depths, slice_lca_sums
@@ -214,6 +215,14 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
     """ALL_SUMS (fixed point for the IC and w sums) per document of a slice, as the rows of
     a (12, documents) array."""
     sums = np.zeros((len(ALL_SUMS), part.n_docs), dtype=np.int64)
+    if part.code.size >= counts.COMPILED_FROM_LABELS:  # one compiled pass per part
+        from hieval.engine.counts_compiled import item_sums
+
+        for tree in part.tree_groups():
+            item_sums(tree, weights, sums, leaf=False)
+        item_sums(part.groups(LEAF), weights, sums, leaf=True)
+        sums[len(ITEM_SUMS) + len(PROP_SUMS) :] = slice_lca_sums(part, weights.depth)
+        return sums
     for tree in part.tree_groups():
         xs, ys = tree.pred > 0, tree.gold > 0
         delta, counted = weights.delta[tree.node], weights.counted[tree.node]
