@@ -529,10 +529,10 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
     return tuned
 
 
-def _count_models(run: _Run, progress: Progress, counted: dict[str, Future]) -> None:
+def _count_models(run: _Run, progress: Progress, counted: dict[str, Future] | None = None) -> None:
     """Count and score each model in turn: node counts, per-document rows, ICM sums, tidy
-    metrics, ranking and calibration; each model's ``counted`` future is set once its files
-    are written."""
+    metrics, ranking and calibration; each model's ``counted`` future (when given) is set once
+    its files are written."""
     names, work, config = run.names, run.work, run.config
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
@@ -561,7 +561,8 @@ def _count_models(run: _Run, progress: Progress, counted: dict[str, Future]) -> 
             resources=run.resources,
             train_gold=run.train_gold,
         )
-        counted[name].set_result(None)
+        if counted is not None:
+            counted[name].set_result(None)
 
 
 def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
@@ -599,17 +600,18 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
     }
 
 
-def _error_analysis(run: _Run, counted: dict[str, Future]) -> None:
+def _error_analysis(run: _Run, counted: dict[str, Future] | None = None) -> None:
     """Each model's error distance rows, near-miss confusions and per-code table (its node
-    counts read once ``counted``, the count's future, is done)."""
+    counts read once ``counted``, the count's future, is done; without it, they are written
+    already)."""
     names, work, out = run.names, run.work, run.out
+    nodes = {name: work / "counts" / name / "nodes.parquet" for name in names}
     error_analysis(
         gold=run.gold,
         labels=run.labels,
-        nodes={
-            name: PendingFile(work / "counts" / name / "nodes.parquet", counted[name])
-            for name in names
-        },
+        nodes=nodes
+        if counted is None
+        else {name: PendingFile(nodes[name], counted[name]) for name in names},
         levels_file=run.levels,
         ancestors=run.ancestors,
         max_level=run.config["max_level"],
