@@ -446,7 +446,9 @@ def input_shape(path: str | os.PathLike, *, role: str) -> InputShape | None:
             shape, dtype = _npz_header(path)
             blocked = False
         elif suffix in (".parquet", ".feather") and role != "gold":
-            shape, dtype, blocked = _wide_shape(path), np.dtype(np.float64), False
+            shape, floating = _wide_shape(path)
+            dtype = np.dtype(np.float64)  # copied as float64 (hieval.inputs.dense_wide)
+            blocked = floating and os.environ.get(LONG_PATH_VARIABLE) != "1"
         else:
             return None
     except Exception:
@@ -487,22 +489,24 @@ def _npz_header(path: Path):
             return _array_header(handle)
 
 
-def _wide_shape(path: Path) -> tuple[int, int] | None:
-    """Rows x score columns of a wide table (``_id``, ``target``, one column per code)."""
+def _wide_shape(path: Path) -> tuple[tuple[int, int] | None, bool]:
+    """Rows x score columns of a wide table (``_id``, ``target``, one column per code), and
+    whether every score column is floating (read by blocks, else as long rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if path.suffix.lower() == ".parquet":
         metadata = pq.read_metadata(path)
-        names, rows = metadata.schema.to_arrow_schema().names, metadata.num_rows
+        schema, rows = metadata.schema.to_arrow_schema(), metadata.num_rows
     else:
         with pa.memory_map(str(path)) as source:
             reader = pa.ipc.open_file(source)
-            names = reader.schema.names
+            schema = reader.schema
             rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    if not {"_id", "target"} <= set(names):
-        return None
-    return rows, len(names) - 2
+    scores = [f for f in schema if f.name not in ("_id", "target")]
+    if not {"_id", "target"} <= set(schema.names):
+        return None, False
+    return (rows, len(scores)), all(pa.types.is_floating(f.type) for f in scores)
 
 
 def _gigabytes(size: int) -> str:

@@ -57,7 +57,10 @@ def test_shapes_come_from_headers_and_footers(tmp_path, monkeypatch):
     assert (npz.docs, npz.codes, npz.blocked) == (30, 20, False)
     assert npz.bytes() == BYTES_PER_LONG_CELL * 30 * 20
     wide = input_shape(_wide(tmp_path, 30, 5), role="predictions")
-    assert (wide.docs, wide.codes, wide.blocked) == (30, 5, False)
+    assert (wide.docs, wide.codes, wide.itemsize, wide.blocked) == (30, 5, 8, True)
+    text = pl.DataFrame({"_id": [1], "target": [["C0"]], "C0": ["0.5"]})
+    text.write_parquet(tmp_path / "text.parquet")
+    assert not input_shape(tmp_path / "text.parquet", role="predictions").blocked
     assert input_shape(tmp_path / "wide.parquet", role="gold") is None  # its target lists
     assert input_shape(tmp_path / "gold.csv", role="gold") is None
     integers = tmp_path / "int"
@@ -105,9 +108,9 @@ def test_a_matrix_that_cannot_fit_is_refused_before_reading(tmp_path, monkeypatc
 
 
 def test_a_wide_table_is_planned_from_its_footer(tmp_path):
-    wide = _wide(tmp_path, 400, 300)  # 120,000 cells: 12 MB as long rows
+    wide = _wide(tmp_path, 1100, 300)  # 14.7 MB by blocks of 1,024 documents
     limit = f"{(FIXED_ONE_THREAD + 10 * 10**6) // 10**6}MB"
-    with pytest.raises(HievalError, match=r"400 x 300 \(120,000\) scores"):
+    with pytest.raises(HievalError, match=r"1,100 x 300 \(330,000\) scores"):
         Resources(threads=1, memory_limit=limit).check_inputs([("m", wide, "predictions")])
     Resources(threads=1, memory_limit="2GB").check_inputs([("m", wide, "predictions")])
 
