@@ -383,16 +383,20 @@ class Resources:
 #: that path; the low end is taken so that no plan that fits is refused.
 BYTES_PER_LONG_CELL = 100
 #: Bytes a cell of one block of documents takes when a floating ``.npy`` is read by blocks:
-#: the block and its copies (sorted columns, float64 views, pooled levels), about six float64s.
-#: Measured: 1.7 GB peak at 19,802 x 7,900 in blocks of 1,024 documents, 2 threads
-#: (benchmarks/RESULTS.md), where this and the fixed part plan 1.3 GB.
-BYTES_PER_BLOCK_CELL = 48
+#: the block and its copies (sorted columns, float64 views, pooled levels), about eight
+#: float64s. Measured: 1.3-1.7 GB peak at 2,475-19,802 x 7,900 in blocks of 1,024 documents,
+#: 2 threads (benchmarks/RESULTS.md), where this and the fixed part plan 1.5 GB.
+BYTES_PER_BLOCK_CELL = 64
+#: A dense dev matrix tuned by the exact sweep also holds its distinct scores (at most every
+#: cell, in its dtype) about this many times over (per-block sets, their union, its sort).
+DISTINCT_COPIES = 3
 
 
 @dataclass(frozen=True)
 class InputShape:
     """A matrix-like input's shape known before reading: ``docs`` x ``codes`` cells of
-    ``itemsize`` bytes, read by blocks (``blocked``) or expanded to long rows."""
+    ``itemsize`` bytes, read by blocks (``blocked``) or expanded to long rows, as the ``role``
+    (``gold``, ``predictions``, ``dev``: a dev matrix to tune on) is read."""
 
     role: str
     docs: int
@@ -406,7 +410,8 @@ class InputShape:
         if self.role == "gold":  # 0/1 decisions, loaded whole and tested cell by cell
             return self.docs * self.codes * (self.itemsize + 2)
         if self.blocked:
-            return self.blocked_bytes()
+            distinct = DISTINCT_COPIES * self.itemsize if self.role == "dev" else 0
+            return self.blocked_bytes() + self.docs * self.codes * distinct
         return self.docs * self.codes * BYTES_PER_LONG_CELL
 
     def blocked_bytes(self) -> int:

@@ -455,7 +455,7 @@ def _matrix_inputs(args: EvaluateOptions) -> list[tuple[str, Path, str]]:
     """Every input file as ``(who, path, role)``, for the plans made from headers."""
     files = [("gold", path, "gold") for path in args.gold]
     files += [(f"model {name!r}", path, "predictions") for name, path in args.pred]
-    files += [(f"model {name!r} (dev)", path, "predictions") for name, path in args.dev_pred]
+    files += [(f"model {name!r} (dev)", path, "dev") for name, path in args.dev_pred]
     return files
 
 

@@ -18,6 +18,7 @@ from hieval.resources import (
     BYTES_PER_BLOCK_CELL,
     BYTES_PER_LONG_CELL,
     BYTES_PER_THREAD,
+    DISTINCT_COPIES,
     Resources,
     input_shape,
 )
@@ -73,6 +74,8 @@ def test_shapes_come_from_headers_and_footers(tmp_path, monkeypatch):
 def test_a_block_plan_grows_with_the_block_not_the_documents(tmp_path):
     big = input_shape(_dense(tmp_path, 3000, 4), role="predictions")
     assert big.bytes() == BYTES_PER_BLOCK_CELL * 1024 * 4
+    dev = input_shape(tmp_path / "m.npy", role="dev")  # and its distinct scores
+    assert dev.bytes() == BYTES_PER_BLOCK_CELL * 1024 * 4 + DISTINCT_COPIES * 4 * 3000 * 4
 
 
 def _run(tmp_path, pred, limit: str):
@@ -86,7 +89,7 @@ def _run(tmp_path, pred, limit: str):
 @pytest.mark.parametrize("suffix", [".npy", ".npz"])
 def test_a_matrix_that_cannot_fit_is_refused_before_reading(tmp_path, monkeypatch, capsys, suffix):
     """800MB leaves about 14 MB beyond one thread's fixed part: 100 x 5,000 float32 scores
-    need 24 MB by blocks and 50 MB as long rows."""
+    need 32 MB by blocks and 50 MB as long rows."""
     monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
     pred = _dense(tmp_path, 100, 5000, suffix=suffix)
 
