@@ -201,3 +201,28 @@ def test_tables_the_blocks_do_not_take_go_the_long_way(
             _same_bits(blocked[name], frame, name)
         assert read_reference(blocked_out / "work/inputs/scores/m.parquet") is None
         assert not list(blocked_out.rglob("*.matrix.npy"))
+
+
+def test_the_workflow_reads_a_wide_table_by_blocks_as_the_cli_does(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """Snakemake's jobs pass the reference, whose copy sits beside it: the workflow's ranking
+    and calibration rows equal the CLI's long path's, bit for bit."""
+    from helpers import snakemake
+
+    table_path = _write(_table(icd9_leaves), tmp_path, ".parquet")
+    code, long_out = _evaluate(monkeypatch, tmp_path, table_path, long=True)
+    assert code == 0
+    (tmp_path / "models.tsv").write_text(f"model\tpredictions\nm\t{table_path}\n")
+    config = tmp_path / "my.yaml"
+    config.write_text(f"gold: {table_path}\nmodels: models.tsv\n")
+    monkeypatch.delenv(LONG_PATH_VARIABLE)  # the workflow's jobs take the blocked path
+    result = snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    reference = read_reference(tmp_path / "results/my/inputs/scores/m.parquet")
+    assert reference is not None and reference.path.endswith("m.matrix.npy")
+    ours = pl.read_parquet(tmp_path / "results/my/report/metrics.parquet")
+    theirs = pl.read_parquet(long_out / "metrics.parquet")
+    pick = pl.col("family").is_in(["ranking", "calibration"])
+    assert ours.filter(pick).height > 20
+    _same_bits(ours.filter(pick), theirs.filter(pick), "ranking rows")
