@@ -353,34 +353,48 @@ class Resources:
 
     def check_inputs(self, files: Iterable[tuple[str, str | os.PathLike, str]]) -> None:
         """Refuse, before anything is read, a score matrix or wide table (``(who, path,
-        role)``) whose normalisation cannot fit :meth:`memory_budget`, planned from its header
-        or footer (:func:`input_shape`), naming the limit that fits (issue 36: never an
-        out-of-memory error halfway). Other inputs are planned once read."""
-        budget, source = self.memory_budget()
+        role)``) whose normalisation cannot fit :meth:`memory_budget`, or, expanded to long
+        rows, DuckDB's limit, planned from its header or footer (:func:`input_shape`), naming
+        the limit that fits (issue 36: never an out-of-memory error halfway). Other inputs are
+        planned once read."""
         for who, path, role in files:
             shape = input_shape(path, role=role)
-            if shape is None:
-                continue
-            need = self._fixed_bytes() + shape.bytes()
-            if need <= budget:
-                continue
-            advice = f"raise {setting('memory_limit')} to {math.ceil(need / 1e9)}GB or more"
-            if not shape.blocked and shape.role != "gold":
-                blocked = _gigabytes(self._fixed_bytes() + shape.blocked_bytes())
-                advice += (
-                    " (a floating .npy with its code and document lists is read by blocks of "
-                    f"documents, in about {blocked})"
-                )
-            raise HievalError(
-                f"{who}: {path} holds {shape.docs:,} x {shape.codes:,} "
-                f"({shape.docs * shape.codes:,}) {shape.what()} and needs about "
-                f"{_gigabytes(need)} {shape.how()}, above {source}; {advice}"
+            if shape is not None:
+                self._check_input(shape, f"{who}: {path} holds {shape.describe()}")
+
+    def _check_input(self, shape: InputShape, holds: str) -> None:
+        budget, source = self.memory_budget()
+        need = self._fixed_bytes() + shape.bytes()
+        in_duckdb = shape.duckdb_bytes()
+        limit = self.memory_limit or default_duckdb_limit()
+        if need <= budget and in_duckdb <= parse_bytes(limit):
+            return
+        fits = max(need, in_duckdb)
+        advice = f"raise {setting('memory_limit')} to {math.ceil(fits / 1e9)}GB or more"
+        if not shape.blocked and shape.role != "gold":
+            blocked = _gigabytes(self._fixed_bytes() + shape.blocked_bytes())
+            advice += (
+                " (a floating .npy with its code and document lists is read by blocks of "
+                f"documents, in about {blocked})"
             )
+        if need > budget:
+            raise HievalError(
+                f"{holds} and needs about {_gigabytes(need)} {shape.how()}, above {source}; "
+                f"{advice}"
+            )
+        flag = setting("memory_limit")
+        bound = f"{flag} {limit}" if self.memory_limit else f"the default {limit} ({flag} unset)"
+        raise HievalError(
+            f"{holds}; DuckDB needs about {_gigabytes(in_duckdb)} to normalise them "
+            f"{shape.how()}, above its limit, {bound}; {advice}"
+        )
 
 
 #: Bytes a score cell takes expanded to long rows (DuckDB's text keys, then Polars' and NumPy's
 #: copies) at least: the issue measured 24 GB at MIMIC-IV's 157M cells (150 bytes a cell) on
-#: that path; the low end is taken so that no plan that fits is refused.
+#: that path; the low end is taken so that no plan that fits is refused. DuckDB's share alone
+#: is planned at as much: a wide table of 19.6M float32 scores ran out of its default 1.5 GiB
+#: (more than 80 bytes a cell).
 BYTES_PER_LONG_CELL = 100
 #: Bytes a cell of one block of documents takes when a floating ``.npy`` is read by blocks:
 #: the block and its copies (sorted columns, float64 views, pooled levels), about eight
@@ -413,6 +427,15 @@ class InputShape:
             distinct = DISTINCT_COPIES * self.itemsize if self.role == "dev" else 0
             return self.blocked_bytes() + self.docs * self.codes * distinct
         return self.docs * self.codes * BYTES_PER_LONG_CELL
+
+    def duckdb_bytes(self) -> int:
+        """The planned bytes of DuckDB's normalisation (the decided pairs only, by blocks)."""
+        if self.role == "gold" or self.blocked:
+            return 0
+        return self.docs * self.codes * BYTES_PER_LONG_CELL
+
+    def describe(self) -> str:
+        return f"{self.docs:,} x {self.codes:,} ({self.docs * self.codes:,}) {self.what()}"
 
     def blocked_bytes(self) -> int:
         return BYTES_PER_BLOCK_CELL * min(self.docs, self.block_docs) * self.codes

@@ -126,3 +126,32 @@ def test_a_plan_that_fits_is_read(tmp_path, monkeypatch, icd9_leaves):
     gold.write_csv(tmp_path / "gold.csv")
     code, out = _run(tmp_path, pred, "2GB")
     assert code == 0 and (out / "metrics.parquet").is_file()
+
+
+def test_long_rows_beyond_duckdbs_default_limit_are_refused_before_reading(
+    tmp_path, monkeypatch, capsys
+):
+    """The process may have room (a big machine) while DuckDB's default limit (1.5 GiB; 10 MiB
+    here) cannot hold the long rows: an ``.npz`` of 500,000 scores (50 MB as long rows) is
+    refused at once, where DuckDB would run out of memory halfway; the same ``.npy`` is read
+    by blocks and passes."""
+    from hieval import resources
+    from hieval.resources import MemorySource
+
+    big = MemorySource(100 * 10**9, 100 * 10**9, "a big machine, from a test")
+    monkeypatch.setattr(resources, "machine_memory", lambda *a, **k: big)
+    monkeypatch.setattr(resources, "DEFAULT_DUCKDB_BYTES", 10 * 2**20)
+    monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+    npy = _dense(tmp_path, 100, 5000)
+    Resources(threads=1).check_inputs([("model 'm'", npy, "predictions")])
+    npz = _dense(tmp_path, 100, 5000, suffix=".npz")
+    monkeypatch.setattr("hieval.run.normalize_file", lambda *a, **k: 1 / 0)
+    out = tmp_path / "out"
+    args = ["evaluate", "--gold", str(tmp_path / "gold.csv"), "--pred", f"m={npz}"]
+    args += ["--out", str(out), "--threads", "1", "--cache", str(tmp_path / "cache")]
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert "100 x 5,000 (500,000) scores; DuckDB needs about 0.1 GB" in err
+    assert "above its limit, the default 10MiB (--memory-limit unset)" in err
+    assert "raise --memory-limit to 1GB or more" in err
+    assert "Traceback" not in err and not out.exists()
