@@ -138,3 +138,47 @@ def test_a_tie_in_f1_goes_to_the_highest_threshold_hand_worked(tmp_path):
     assert (ours.threshold, ours.f1) == (0.9, 0.5)
     assert ours.per_code.rows() == [("A", 0.9, 3, 0.5)]
     assert ours.curve["f1"].to_list() == [0.5, 0.2, 0.5]
+
+
+def test_the_cli_tunes_a_dense_dev_matrix_by_grid_from_its_blocks(tmp_path, monkeypatch):
+    """``--tuning-method grid`` on a dense dev matrix: the tuned JSON, the dev curve and the
+    per-code thresholds the CLI writes are the long path's (``HIEVAL_DENSE_LONG=1``), and the
+    blocked run never built the long rows."""
+    from hieval import cli
+    from hieval.inputs import dense_scores
+    from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
+
+    rng = np.random.default_rng(11)
+    codes = ["401.9", "428.0", "427.31", "584.9", "250.00", "272.4", "414.01", "599.0"]
+    for name, prefix in (("test", "t"), ("dev", "v")):
+        matrix = np.round(rng.random((30, len(codes))) * 40) / 40
+        np.save(tmp_path / f"{name}.npy", matrix.astype(np.float32))
+        docs = [f"{prefix}{i}" for i in range(30)]
+        (tmp_path / f"{name}.codes.txt").write_text("\n".join(codes) + "\n")
+        (tmp_path / f"{name}.docs.txt").write_text("\n".join(docs) + "\n")
+        gold = [(d, c) for i, d in enumerate(docs) for j, c in enumerate(codes)
+                if rng.random() < matrix[i, j] * 0.6]  # fmt: skip
+        pl.DataFrame(gold, schema=["doc_id", "code"], orient="row").write_csv(
+            tmp_path / f"{name}.csv"
+        )
+    found = {}
+    for long in (True, False):
+        if long:
+            monkeypatch.setenv(LONG_PATH_VARIABLE, "1")
+        else:
+            monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+            monkeypatch.setattr(dense_scores, "long_frame", lambda *a: 1 / 0)
+        out = tmp_path / ("long" if long else "blocked")
+        argv = ["evaluate", "--gold", str(tmp_path / "test.csv"), "--pred",
+                f"m={tmp_path / 'test.npy'}", "--dev-gold", str(tmp_path / "dev.csv"),
+                "--dev-pred", f"m={tmp_path / 'dev.npy'}", "--threshold", "tune",
+                "--tuning-method", "grid", "--tuning-per-code", "--tuning-min-support", "2",
+                "--unknown-docs", "drop", "--out", str(out),
+                "--cache", str(tmp_path / "cache")]  # fmt: skip
+        assert cli.main(argv) == 0
+        found[long] = {p.name: pl.read_parquet(p) for p in (out / "work").rglob("*.parquet")
+                       if "tun" in str(p) or "threshold" in str(p)}  # fmt: skip
+        found[long]["metrics"] = pl.read_parquet(out / "metrics.parquet")
+    assert set(found[True]) == set(found[False]) and len(found[True]) >= 3
+    for name, frame in found[True].items():
+        assert frame.equals(found[False][name]), name
