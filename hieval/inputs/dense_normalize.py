@@ -30,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from hieval.errors import InputError, preview_value
-from hieval.inputs import dense_scores, dense_wide
+from hieval.inputs import dense_long, dense_scores, dense_wide
 from hieval.inputs.counted import INVALID, UNKNOWN
 from hieval.inputs.dense_decisions import Decided, NonFiniteCell, decided_pairs
 from hieval.inputs.dense_scores import DenseScores, write_reference
@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: The environment variable that forces today's general path (for the equality tests).
 LONG_PATH_VARIABLE = "HIEVAL_DENSE_LONG"
+#: Formats whose scores are copied into a ``.npy`` beside the reference, and which go the long
+#: way when the blocks refuse them (that path's messages and record are the ones to give).
+COPIED = ("wide", "long")
 
 
 def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
@@ -53,9 +56,12 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
     integer cells, or the long path forced."""
     if os.environ.get(LONG_PATH_VARIABLE) == "1" or job.is_gold or job.scores_out is None:
         return None
+    out = Path(job.scores_out)
+    copy = out.with_name(f"{out.stem}.matrix.npy")
     if file.format == "wide":  # its score columns, copied by blocks beside the reference
-        out = Path(job.scores_out)
-        return dense_wide.score_matrix(file.path, out=out.with_name(f"{out.stem}.matrix.npy"))
+        return dense_wide.score_matrix(file.path, out=copy)
+    if file.format == "long":  # every code scored for every document: pivoted by batches
+        return dense_long.score_matrix(file.path, out=copy)
     if file.format != "dense":
         return None
     extras = Extras(code_list=job.options.code_list, doc_list=job.options.doc_list)
@@ -68,7 +74,7 @@ def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -
     what the blocks would not: the messages and the record are the long path's)."""
     from hieval.inputs import normalize as steps  # its steps; it imports this module lazily
 
-    if file.format != "wide":
+    if file.format not in COPIED:
         return _normalize_blocked(file, job, scores)
     try:
         return _normalize_blocked(file, job, scores)
@@ -112,6 +118,8 @@ def _normalize_blocked(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix
     steps._write_labels(src, record, job, empty=empty, grouped=False)
     n_docs, width = scores.matrix.shape
     record.rows = n_docs * width + n_docs  # every cell and each document's own row
+    if file.format == "long":
+        record.rows = n_docs * width  # a row per cell, none of its own
     record.below_threshold, record.outside_top_k = decided.below_threshold, decided.outside_top_k
     reference = _reference(file, job, scores, column_codes, record)
     record.scored_pairs = reference.scored_pairs
@@ -229,7 +237,7 @@ def _reference(
         unplaced = {c for c in codes if c is not None} - known - (gold_codes or set())
         counted = dict.fromkeys(sorted(unplaced), UNKNOWN) | counted
     path, sha256 = file.path.resolve(), file.sha256
-    if file.format == "wide":  # the copy of its score columns beside the reference
+    if file.format in COPIED:  # the copy of its scores beside the reference
         path = Path(scores.matrix.filename)
         path, sha256 = Path(path.name), dense_scores._sha256(path)
     return DenseScores(

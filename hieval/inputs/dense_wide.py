@@ -94,7 +94,10 @@ def _doc_ids(path: Path, rows: int) -> list[str]:
         column = pq.read_table(path, columns=[ID]).column(ID)
     else:
         column = pa.ipc.open_file(pa.memory_map(str(path))).read_all().column(ID)
-    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
+    kind = column.type
+    if not (
+        pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    ):
         raise _NotTaken
     if column.null_count or len(column) != rows:
         raise _NotTaken
@@ -104,9 +107,17 @@ def _doc_ids(path: Path, rows: int) -> list[str]:
     return docs
 
 
+def cast_like_duckdb(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` as the long path reads them: DuckDB's ``CAST(CAST(v AS VARCHAR) AS
+    DOUBLE)`` (its text is not always the shortest: 0.126953125, not 0.12695312)."""
+    con = duckdb.connect(config={"threads": 1})
+    cells = pa.table({"v": np.ascontiguousarray(values).ravel()})  # noqa: F841 (by name)
+    cast = con.sql("SELECT CAST(CAST(v AS VARCHAR) AS DOUBLE) AS v FROM cells")
+    return cast.fetchnumpy()["v"].reshape(np.shape(values))
+
+
 def _write(batches, out: Path, *, shape: tuple[int, int], dtype, text: bool) -> None:
     """Copy the batches' score columns into ``out`` (a ``.npy``), block by block."""
-    con = duckdb.connect(config={"threads": 1}) if text else None
     with atomic_path(out) as tmp:
         copy = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
         start = 0
@@ -115,9 +126,7 @@ def _write(batches, out: Path, *, shape: tuple[int, int], dtype, text: bool) -> 
                 raise _NotTaken  # an empty score: the long path names it
             block = np.column_stack([c.to_numpy(zero_copy_only=False) for c in batch.columns])
             if text:
-                cells = pa.table({"v": block.ravel()})  # noqa: F841 (read by DuckDB by name)
-                block = con.sql("SELECT CAST(CAST(v AS VARCHAR) AS DOUBLE) AS v FROM cells")
-                block = block.fetchnumpy()["v"].reshape(-1, shape[1])
+                block = cast_like_duckdb(block)
             copy[start : start + len(block)] = block
             start += len(block)
         if start != shape[0]:
