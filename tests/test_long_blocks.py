@@ -144,3 +144,50 @@ def test_files_that_are_not_a_matrix_go_the_long_way(
         assert blocked.pop("record") == long.pop("record")
         for name, frame in long.items():
             _same_bits(blocked[name], frame, name)
+
+
+def _unknown_code(icd9) -> str:
+    known = set(icd9.frame["code"].to_list())
+    return next(
+        c for c in (f"{n}.{d}" for n in range(800, 999) for d in range(10)) if c not in known
+    )
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--unknown-codes", "place", "--malformed-codes", "count"),
+        ("--unknown-codes", "drop", "--malformed-codes", "count"),
+        ("--unknown-codes", "count", "--malformed-codes", "count"),
+        ("--unknown-codes", "error", "--malformed-codes", "count"),
+        (),  # the defaults: the malformed code refused
+    ],
+)
+def test_odd_codes_as_on_the_long_path(tmp_path, monkeypatch, capsys, icd9, icd9_leaves, flags):
+    """A scored code the release lacks and one that is no code at all, under each policy:
+    the same outputs, or the same refusal, on both paths (a refusal is the long path's own)."""
+    pred = _files(tmp_path, icd9_leaves)
+    docs = pred["doc_id"].unique(maintain_order=True)
+    odd = pl.DataFrame(
+        {
+            "doc_id": pl.concat([docs, docs]),
+            "code": [_unknown_code(icd9)] * len(docs) + ["hypertension"] * len(docs),
+            "score": np.linspace(0, 1, 2 * len(docs)),
+        }
+    ).with_columns(pl.col("score").cast(pl.Float32))
+    path = tmp_path / "pred.parquet"
+    pl.concat([pred, odd]).sort("doc_id", "code").write_parquet(path)
+    results = []
+    for long in (True, False):
+        capsys.readouterr()
+        code, _out = _evaluate(monkeypatch, tmp_path, path, *flags, long=long)
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        results.append((code, errors))
+    assert results[0] == results[1]
+    assert (results[0][0] != 0) == (flags == ())
+    if results[0][0] == 0:
+        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
+        assert read_reference(tmp_path / "blocked/work/inputs/scores/m.parquet") is not None
+        assert blocked.pop("record") == long.pop("record")
+        for name, frame in long.items():
+            _same_bits(blocked[name], frame, name)
