@@ -402,8 +402,9 @@ BYTES_PER_LONG_CELL = 100
 #: 2 threads (benchmarks/RESULTS.md), where this and the fixed part plan 1.5 GB.
 BYTES_PER_BLOCK_CELL = 64
 #: A dense dev matrix tuned by the exact sweep also holds its distinct scores (at most every
-#: cell, in its dtype) about this many times over (per-block sets, their union, its sort).
-DISTINCT_COPIES = 3
+#: cell, in its dtype) this many times over (every block's, merged in place; the result),
+#: with a byte a cell besides (the mask of the first of equal scores).
+DISTINCT_COPIES = 2
 
 
 @dataclass(frozen=True)
@@ -424,7 +425,7 @@ class InputShape:
         if self.role == "gold":  # 0/1 decisions, loaded whole and tested cell by cell
             return self.docs * self.codes * (self.itemsize + 2)
         if self.blocked:
-            distinct = DISTINCT_COPIES * self.itemsize if self.role == "dev" else 0
+            distinct = DISTINCT_COPIES * self.itemsize + 1 if self.role == "dev" else 0
             return self.blocked_bytes() + self.docs * self.codes * distinct
         return self.docs * self.codes * BYTES_PER_LONG_CELL
 

@@ -108,7 +108,7 @@ def dense_tune(
 def _global_threshold(dev: _DevMatrix) -> tuple[float, float, pl.DataFrame]:
     """:func:`hieval.metrics.tuning.global_threshold`: the best among the gold scores, the
     curve at every distinct score (up to :data:`CURVE_POINTS` of them, evenly sampled)."""
-    distinct = np.unique(np.concatenate([np.unique(cells) for _, cells in dev.blocks()]))
+    distinct = _distinct(dev)
     sampled = np.arange(len(distinct))
     if len(sampled) > CURVE_POINTS:
         sampled = np.unique(np.linspace(0, len(sampled) - 1, CURVE_POINTS).astype(int))
@@ -142,6 +142,23 @@ def _global_threshold(dev: _DevMatrix) -> tuple[float, float, pl.DataFrame]:
         }
     )
     return float(distinct[best]), float(f1[keep == best][0]), curve
+
+
+def _distinct(dev: _DevMatrix) -> np.ndarray:
+    """Every distinct score, ascending (``np.unique`` of the matrix): each block's own
+    written into one array of the matrix's size and dtype, then sorted in place."""
+    merged = np.empty(dev.view.size, dtype=dev.view.dtype)
+    filled = 0
+    for _, cells in dev.blocks():
+        own = np.unique(cells)
+        merged[filled : filled + len(own)] = own
+        filled += len(own)
+    merged = merged[:filled]
+    merged.sort()
+    first = np.empty(len(merged), dtype=bool)
+    first[:1] = True
+    np.not_equal(merged[1:], merged[:-1], out=first[1:])
+    return merged[first]
 
 
 def _grid_threshold(dev: _DevMatrix) -> tuple[float, float, pl.DataFrame]:
