@@ -60,6 +60,7 @@ from hieval.inputs.options import (
 )
 from hieval.inputs.policies import coverage_warning
 from hieval.inputs.record import UNSCORED_SELECTION
+from hieval.metrics.blocked_tuning import dense_tune
 from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
@@ -429,15 +430,18 @@ def tune_threshold(job: TuningJob) -> float:
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = read_scores(job.dev_scores)
-    if scores.height == 0:
+    per_code, min_support, method = job.per_code, job.min_support, job.method
+    dense = read_reference(job.dev_scores)  # a dense dev matrix is tuned from its blocks
+    scores = read_scores(job.dev_scores) if dense is None else None
+    if scores is not None and scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
-    per_code, min_support, method = job.per_code, job.min_support, job.method
-    result = tune(
-        encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
+    result = (
+        tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method)
+        if dense is None
+        else dense_tune(dev_frame, dense, per_code=per_code, min_support=min_support, method=method)
     )
     if result.f1 == 0:
         warnings.append(

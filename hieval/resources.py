@@ -351,6 +351,192 @@ class Resources:
             f"{what} {labels:,} labels and needs about {_gigabytes(need)}, above {source}; {advice}"
         )
 
+    def check_inputs(self, files: Iterable[tuple[str, str | os.PathLike, str]]) -> None:
+        """Refuse, before anything is read, a score matrix or wide table (``(who, path,
+        role)``) whose normalisation cannot fit :meth:`memory_budget`, or, expanded to long
+        rows, DuckDB's limit, planned from its header or footer (:func:`input_shape`), naming
+        the limit that fits (issue 36: never an out-of-memory error halfway). Other inputs are
+        planned once read."""
+        for who, path, role in files:
+            shape = input_shape(path, role=role)
+            if shape is not None:
+                self._check_input(shape, f"{who}: {path} holds {shape.describe()}")
+
+    def _check_input(self, shape: InputShape, holds: str) -> None:
+        budget, source = self.memory_budget()
+        need = self._fixed_bytes() + shape.bytes()
+        in_duckdb = shape.duckdb_bytes()
+        limit = self.memory_limit or default_duckdb_limit()
+        if need <= budget and in_duckdb <= parse_bytes(limit):
+            return
+        fits = max(need, in_duckdb)
+        advice = f"raise {setting('memory_limit')} to {math.ceil(fits / 1e9)}GB or more"
+        if not shape.blocked and shape.role != "gold":
+            blocked = _gigabytes(self._fixed_bytes() + shape.blocked_bytes())
+            advice += (
+                " (a floating .npy with its code and document lists is read by blocks of "
+                f"documents, in about {blocked})"
+            )
+        if need > budget:
+            raise HievalError(
+                f"{holds} and needs about {_gigabytes(need)} {shape.how()}, above {source}; "
+                f"{advice}"
+            )
+        flag = setting("memory_limit")
+        bound = f"{flag} {limit}" if self.memory_limit else f"the default {limit} ({flag} unset)"
+        raise HievalError(
+            f"{holds}; DuckDB needs about {_gigabytes(in_duckdb)} to normalise them "
+            f"{shape.how()}, above its limit, {bound}; {advice}"
+        )
+
+
+#: Bytes a score cell takes expanded to long rows (DuckDB's text keys, then Polars' and NumPy's
+#: copies) at least: the issue measured 24 GB at MIMIC-IV's 157M cells (150 bytes a cell) on
+#: that path; the low end is taken so that no plan that fits is refused. DuckDB's share alone
+#: is planned at as much: a wide table of 19.6M float32 scores ran out of its default 1.5 GiB
+#: (more than 80 bytes a cell).
+BYTES_PER_LONG_CELL = 100
+#: Bytes a cell of one block of documents takes when a floating ``.npy`` is read by blocks:
+#: the block and its copies (sorted columns, float64 views, pooled levels), about eight
+#: float64s. Measured: 1.3-1.7 GB peak at 2,475-19,802 x 7,900 in blocks of 1,024 documents,
+#: 2 threads (benchmarks/RESULTS.md), where this and the fixed part plan 1.5 GB.
+BYTES_PER_BLOCK_CELL = 64
+#: A dense dev matrix tuned by the exact sweep also holds its distinct scores (at most every
+#: cell, in its dtype) this many times over (every block's, merged in place; the result),
+#: with a byte a cell besides (the mask of the first of equal scores).
+DISTINCT_COPIES = 2
+
+
+@dataclass(frozen=True)
+class InputShape:
+    """A matrix-like input's shape known before reading: ``docs`` x ``codes`` cells of
+    ``itemsize`` bytes, read by blocks (``blocked``) or expanded to long rows, as the ``role``
+    (``gold``, ``predictions``, ``dev``: a dev matrix to tune on) is read."""
+
+    role: str
+    docs: int
+    codes: int
+    itemsize: int
+    blocked: bool
+    block_docs: int
+
+    def bytes(self) -> int:
+        """The planned bytes beyond a job's fixed part."""
+        if self.role == "gold":  # 0/1 decisions, loaded whole and tested cell by cell
+            return self.docs * self.codes * (self.itemsize + 2)
+        if self.blocked:
+            distinct = DISTINCT_COPIES * self.itemsize + 1 if self.role == "dev" else 0
+            return self.blocked_bytes() + self.docs * self.codes * distinct
+        return self.docs * self.codes * BYTES_PER_LONG_CELL
+
+    def duckdb_bytes(self) -> int:
+        """The planned bytes of DuckDB's normalisation (the decided pairs only, by blocks)."""
+        if self.role == "gold" or self.blocked:
+            return 0
+        return self.docs * self.codes * BYTES_PER_LONG_CELL
+
+    def describe(self) -> str:
+        return f"{self.docs:,} x {self.codes:,} ({self.docs * self.codes:,}) {self.what()}"
+
+    def blocked_bytes(self) -> int:
+        return BYTES_PER_BLOCK_CELL * min(self.docs, self.block_docs) * self.codes
+
+    def what(self) -> str:
+        return "0/1 cells" if self.role == "gold" else "scores"
+
+    def how(self) -> str:
+        if self.role == "gold":
+            return "loaded whole"
+        if self.blocked:
+            return f"read by blocks of {self.block_docs:,} documents"
+        return "expanded to long rows"
+
+
+def input_shape(path: str | os.PathLike, *, role: str) -> InputShape | None:
+    """The shape of a dense matrix (``.npy`` header; ``.npz`` members' headers) or of a wide
+    table's score columns (Parquet footer, Feather schema), read without reading a cell; None
+    for other inputs or an unreadable header (the readers then say what is wrong)."""
+    import numpy as np  # here: Snakemake imports this module at every start
+
+    from hieval.inputs.dense_decisions import BLOCK_DOCS
+    from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
+    from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    block = int(os.environ.get(BLOCK_DOCS_VARIABLE, BLOCK_DOCS))
+    try:
+        if suffix == ".npy":
+            shape, dtype = _npy_header(path)
+            blocked = (
+                np.issubdtype(dtype, np.floating) and os.environ.get(LONG_PATH_VARIABLE) != "1"
+            )
+        elif suffix == ".npz":
+            shape, dtype = _npz_header(path)
+            blocked = False
+        elif suffix in (".parquet", ".feather") and role != "gold":
+            shape, floating = _wide_shape(path)
+            dtype = np.dtype(np.float64)  # copied as float64 (hieval.inputs.dense_wide)
+            blocked = floating and os.environ.get(LONG_PATH_VARIABLE) != "1"
+        else:
+            return None
+    except Exception:
+        return None
+    if shape is None or len(shape) != 2:
+        return None
+    return InputShape(role, int(shape[0]), int(shape[1]), dtype.itemsize, blocked, block)
+
+
+def _npy_header(path: Path):
+
+    with path.open("rb") as handle:
+        return _array_header(handle)
+
+
+def _array_header(handle):
+    """The shape and dtype of the ``.npy`` whose bytes ``handle`` reads (its header only)."""
+    import numpy as np
+
+    major, _minor = np.lib.format.read_magic(handle)
+    read = (
+        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    )
+    shape, _order, dtype = read(handle)
+    return shape, dtype
+
+
+def _npz_header(path: Path):
+    """The shape of the matrix an ``.npz`` holds (``scores``, or its only array)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        names = [n for n in archive.namelist() if n.endswith(".npy")]
+        name = "scores.npy" if "scores.npy" in names else (names[0] if len(names) == 1 else None)
+        if name is None:
+            return None, None
+        with archive.open(name) as handle:
+            return _array_header(handle)
+
+
+def _wide_shape(path: Path) -> tuple[tuple[int, int] | None, bool]:
+    """Rows x score columns of a wide table (``_id``, ``target``, one column per code), and
+    whether every score column is floating (read by blocks, else as long rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if path.suffix.lower() == ".parquet":
+        metadata = pq.read_metadata(path)
+        schema, rows = metadata.schema.to_arrow_schema(), metadata.num_rows
+    else:
+        with pa.memory_map(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            schema = reader.schema
+            rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    scores = [f for f in schema if f.name not in ("_id", "target")]
+    if not {"_id", "target"} <= set(schema.names):
+        return None, False
+    return (rows, len(scores)), all(pa.types.is_floating(f.type) for f in scores)
+
 
 def _gigabytes(size: int) -> str:
     return f"{size / 1e9:,.1f} GB"

@@ -443,6 +443,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
+    resources.check_inputs(_matrix_inputs(args))
     if _check_count_plans(args, resources) >= COMPILED_FROM_LABELS:
         prefetch_compiled()  # LCA-F's kernel loads while the inputs are read
     levels, ancestors, hierarchy = build_tables(
@@ -457,6 +458,14 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     return _Run(
         args, out, names, config, params, resources, levels, ancestors, hierarchy, common, spaces
     )
+
+
+def _matrix_inputs(args: EvaluateOptions) -> list[tuple[str, Path, str]]:
+    """Every input file as ``(who, path, role)``, for the plans made from headers."""
+    files = [("gold", path, "gold") for path in args.gold]
+    files += [(f"model {name!r}", path, "predictions") for name, path in args.pred]
+    files += [(f"model {name!r} (dev)", path, "dev") for name, path in args.dev_pred]
+    return files
 
 
 def _check_count_plans(args: EvaluateOptions, resources: Resources) -> int:

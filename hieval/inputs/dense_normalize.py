@@ -30,6 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from hieval.errors import InputError, preview_value
+from hieval.inputs import dense_long, dense_scores, dense_wide
 from hieval.inputs.counted import INVALID, UNKNOWN
 from hieval.inputs.dense_decisions import Decided, NonFiniteCell, decided_pairs
 from hieval.inputs.dense_scores import DenseScores, write_reference
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: The environment variable that forces today's general path (for the equality tests).
 LONG_PATH_VARIABLE = "HIEVAL_DENSE_LONG"
+#: Formats whose scores are copied into a ``.npy`` beside the reference, and which go the long
+#: way when the blocks refuse them (that path's messages and record are the ones to give).
+COPIED = ("wide", "long")
 
 
 def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
@@ -52,6 +56,12 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
     integer cells, or the long path forced."""
     if os.environ.get(LONG_PATH_VARIABLE) == "1" or job.is_gold or job.scores_out is None:
         return None
+    out = Path(job.scores_out)
+    copy = out.with_name(f"{out.stem}.matrix.npy")
+    if file.format == "wide":  # its score columns, copied by blocks beside the reference
+        return dense_wide.score_matrix(file.path, out=copy)
+    if file.format == "long":  # every code scored for every document: pivoted by batches
+        return dense_long.score_matrix(file.path, out=copy)
     if file.format != "dense":
         return None
     extras = Extras(code_list=job.options.code_list, doc_list=job.options.doc_list)
@@ -59,13 +69,27 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
 
 
 def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -> InputRecord:
-    """Normalise the score matrix ``scores`` of ``file`` as ``job`` says (see the module)."""
+    """Normalise the score matrix ``scores`` of ``file`` as ``job`` says (see the module). A
+    wide table refused here goes the long way, which refuses it in its own words (or reads
+    what the blocks would not: the messages and the record are the long path's)."""
     from hieval.inputs import normalize as steps  # its steps; it imports this module lazily
+
+    if file.format not in COPIED:
+        return _normalize_blocked(file, job, scores)
+    try:
+        return _normalize_blocked(file, job, scores)
+    except InputError:
+        Path(scores.matrix.filename).unlink(missing_ok=True)
+        return steps._normalize_in_duckdb(file, job)
+
+
+def _normalize_blocked(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -> InputRecord:
+    from hieval.inputs import normalize as steps
 
     if job.gold_docs is not None:  # a gold still being written: wait for it
         job = replace(job, gold_docs=Path(job.gold_docs))
     record = InputRecord(
-        name=file.name, path=str(file.path), sha256=file.sha256, format="dense",
+        name=file.name, path=str(file.path), sha256=file.sha256, format=file.format,
         unknown_code_policy=job.unknown_codes, code_system=job.system.name,
         malformed_code_policy=job.malformed_codes,
     )  # fmt: skip
@@ -75,12 +99,12 @@ def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -
     canonical = dict(zip(mapping["raw"], mapping["code"], strict=True))
     column_codes = [canonical[c] for c in scores.codes]
     decided = _decide(file, job, scores, column_codes)
-    src = steps._Source(con, file, "dense", ["doc_id", "code", "score"], True, False)
+    src = steps._Source(con, file, file.format, ["doc_id", "code", "score"], True, False)
     _register_decided(con, scores, decided)
     empty = steps._read_labels(src, record, is_gold=False)
     steps._apply_mapping(con, mapping, has_type=False)
     check_cell_repeats(
-        con, mapping, FORMATS["dense"], role=job.role, has_score=True, path=file.path,
+        con, mapping, FORMATS[file.format], role=job.role, has_score=True, path=file.path,
         name=file.name,
     )  # fmt: skip
     steps._select_by_score(con, record, job.options, job.default_threshold, job.tuned)
@@ -94,6 +118,8 @@ def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -
     steps._write_labels(src, record, job, empty=empty, grouped=False)
     n_docs, width = scores.matrix.shape
     record.rows = n_docs * width + n_docs  # every cell and each document's own row
+    if file.format == "long":
+        record.rows = n_docs * width  # a row per cell, none of its own
     record.below_threshold, record.outside_top_k = decided.below_threshold, decided.outside_top_k
     reference = _reference(file, job, scores, column_codes, record)
     record.scored_pairs = reference.scored_pairs
@@ -132,7 +158,7 @@ def _code_mapping(
     invalid = mapping.filter(pl.col("kind") == steps.INVALID_KIND)["code"].unique().sort()
     record.invalid_codes = dict.fromkeys(invalid.to_list(), 0)
     check_cell_repeats(
-        con, mapping, FORMATS["dense"], role=job.role, has_score=False, path=file.path,
+        con, mapping, FORMATS[file.format], role=job.role, has_score=False, path=file.path,
         name=file.name,
     )  # fmt: skip
     return mapping
@@ -210,7 +236,10 @@ def _reference(
     if record.unknown_code_policy == COUNT:
         unplaced = {c for c in codes if c is not None} - known - (gold_codes or set())
         counted = dict.fromkeys(sorted(unplaced), UNKNOWN) | counted
+    path, sha256 = file.path.resolve(), file.sha256
+    if file.format in COPIED:  # the copy of its scores beside the reference
+        path = Path(scores.matrix.filename)
+        path, sha256 = Path(path.name), dense_scores._sha256(path)
     return DenseScores(
-        path=str(file.path.resolve()), sha256=file.sha256, docs=docs, codes=codes,
-        counted=counted,
+        path=str(path), sha256=sha256, docs=docs, codes=codes, counted=counted
     )  # fmt: skip

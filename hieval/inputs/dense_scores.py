@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +101,13 @@ def write_reference(out: str | Path, scores: DenseScores) -> None:
 def read_reference(path: str | Path) -> DenseScores | None:
     """The dense reference written at ``path``, or None for a long scores file."""
     found = paths.read_parquet_metadata(path).get(DENSE_KEY)
-    return None if found is None else DenseScores(**json.loads(found))
+    if found is None:
+        return None
+    scores = DenseScores(**json.loads(found))
+    if not Path(scores.path).is_absolute():  # a copy hieval made beside the reference (a
+        # wide table's score columns): found there, wherever the out folder has moved
+        scores = replace(scores, path=str(Path(path).resolve().parent / scores.path))
+    return scores
 
 
 def read_scores(path: str | Path) -> pl.DataFrame:
