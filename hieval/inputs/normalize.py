@@ -14,6 +14,7 @@ ranking metrics and threshold tuning: a threshold or top-k decides, it never des
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -199,7 +200,7 @@ def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> bool:
     """
     if not has_type and mapping["raw"].equals(mapping["code"]):
         return False
-    con.register("mapping", mapping)
+    _register(con, "mapping", mapping)
     join = """FROM labels l LEFT JOIN mapping m
               ON l.code = m.raw AND l.code_type IS NOT DISTINCT FROM m.raw_type"""
     if not has_type and mapping["code"].n_unique() == mapping.height:
@@ -435,6 +436,16 @@ class _Source:
 
     def legacy_rows(self) -> None:
         _legacy_rows(self.con, self.columns, has_score=self.has_score, has_type=self.has_type)
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, frame: object) -> None:
+    """Register ``frame`` as ``name``, first finishing the connection's open result: DuckDB 2
+    refuses to register while one is open, and the single-row queries here read it with
+    ``fetchone()``, which leaves it open (a wide table's scores under ``unknown_codes: drop``
+    crashed so)."""
+    with contextlib.suppress(duckdb.InvalidInputException):  # no open result
+        con.fetchall()
+    con.register(name, frame)
 
 
 def _normalize_in_duckdb(file: LabelFile, job: LabelJob) -> InputRecord:
@@ -885,7 +896,7 @@ def _select_by_score(
             schema={"code": pl.String, "threshold": pl.Float64},
             orient="row",
         )
-        con.register("code_thresholds", per_code)
+        _register(con, "code_thresholds", per_code)
         below = """code IS NOT NULL AND score < coalesce(
             (SELECT t.threshold FROM code_thresholds t WHERE t.code = labels.code), ?)"""
         record.below_threshold = con.execute(
@@ -938,7 +949,7 @@ def _write_scores(
             con.execute(f"DELETE FROM scored WHERE {outside}", [duckdb_path(gold_docs)])
             log.info("%s: scores of %d document(s) not in %s dropped", name, extra, gold_of(name))
     if has_score and record.unknown_code_policy == "drop":
-        con.register("known_codes", known.frame.select("code"))
+        _register(con, "known_codes", known.frame.select("code"))
         con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")
     record.scored_pairs = con.execute("SELECT count(*) FROM scored").fetchone()[0]
     counted = _counted_scores(con, record, known, gold_docs) if has_score else {}
