@@ -640,20 +640,36 @@ def gather_counts(
     docs_out: str | Path,
     item_sums_out: str | Path,
 ) -> None:
-    """Reduce shard count tables exactly: node counts are summed, document and item rows
-    (disjoint across shards) concatenated, all sorted as an unsharded run sorts them."""
-    node_table = (
-        pl.concat([paths.read_parquet(p) for p in nodes])
-        .group_by("family", "level", "node")
-        .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
-        .sort("family", "level", "node")
+    """Reduce shard count tables exactly (:func:`reduce_counts`), as an unsharded run
+    writes them."""
+    node_table, doc_table, item_table = reduce_counts(
+        [paths.read_parquet(p) for p in nodes],
+        [paths.read_parquet(p) for p in docs],
+        [paths.read_parquet(p) for p in item_sums],
     )
-    doc_table = pl.concat([paths.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
-    item_table = pl.concat([paths.read_parquet(p) for p in item_sums]).sort("doc_id")
     write_parquet(node_table, nodes_out)
     write_parquet(doc_table, docs_out)
     write_parquet(item_table, item_sums_out)
     log.info("gathered %d shards", len(nodes))
+
+
+def reduce_counts(
+    nodes: list[pl.DataFrame], docs: list[pl.DataFrame], item_sums: list[pl.DataFrame]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The count tables of disjoint sets of documents (shards, or the Evaluator's batches)
+    as one: node counts summed, document and item rows concatenated, all sorted as an
+    unsharded run sorts them."""
+    node_table = (
+        pl.concat(nodes)
+        .group_by("family", "level", "node")
+        .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
+        .sort("family", "level", "node")
+    )
+    return (
+        node_table,
+        pl.concat(docs).sort("doc_id", "family", "level"),
+        pl.concat(item_sums).sort("doc_id"),
+    )
 
 
 def model_metrics(

@@ -394,7 +394,6 @@ def evaluate_into(
             raise
         if written is not None:
             written.result()
-    model_options = {name: _model_options(args, name) for name in names}
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
         counts = work / "counts" / name
@@ -421,6 +420,45 @@ def evaluate_into(
             ),
             resources=resources,
         )
+    report_into(
+        args,
+        config,
+        names=names,
+        out=out,
+        tables=(levels, ancestors, hierarchy),
+        records=records,
+        resources=resources,
+        common=common,
+        tuned=tuned,
+        progress=progress,
+    )
+    return names
+
+
+def report_into(
+    args: EvaluateOptions,
+    config: dict,
+    *,
+    names: list[str],
+    out: Path,
+    tables: tuple[Path, Path, str],
+    records: list[Path],
+    resources: Resources,
+    common: dict,
+    tuned: dict[str, Path],
+    progress: Progress = _log_progress,
+) -> None:
+    """The stages after each model's metric rows (in ``out/work/metrics``, ``ranking``,
+    ``counts``): uncertainty, the tables and the reports. :func:`evaluate_into` and
+    :meth:`hieval.Evaluator.compute` (whose counts are its batches' reduced) both end here.
+    ``tables``: the level and ancestor files and the hierarchy's name."""
+    levels, ancestors, hierarchy = tables
+    params = icm_params(config)
+    work = out / "work"
+    gold = work / "inputs" / "gold.parquet"
+    labels = {name: work / "inputs" / "predictions" / f"{name}.parquet" for name in names}
+    scores = {name: work / "inputs" / "scores" / f"{name}.parquet" for name in names}
+    model_options = {name: _model_options(args, name) for name in names}
     settings = uncertainty_settings(config)
     uncertain = {}
     if settings.bootstrap:
@@ -481,7 +519,6 @@ def evaluate_into(
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         **uncertain,
     )
-    return names
 
 
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:
