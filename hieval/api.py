@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -337,6 +337,64 @@ def _code_types(code_type: str | Mapping[str, str] | None) -> list[tuple[str | N
     return [_checked("code_type", f"{n}={k}", keyword="code_type") for n, k in code_type.items()]
 
 
+def _run_options(
+    gold: object,
+    predictions: object,
+    *,
+    file_of: Callable[[object, str, str], Path],
+    formats: dict[str, str],
+    **kw: object,
+) -> run.EvaluateOptions:
+    """The options of :func:`evaluate`'s keywords ``kw``, each checked as the CLI checks its
+    option; ``file_of(value, name, role)`` gives the file of an input (staging one held in
+    memory). :class:`hieval.Evaluator` builds each batch's options here too."""
+    models = _named(predictions)
+    for name in models:
+        _checked("pred", f"{name}=x", keyword="predictions")
+    golds = list(gold) if isinstance(gold, list | tuple) else [gold]
+    dev = {} if kw["dev_predictions"] is None else _named(kw["dev_predictions"])
+    return run.EvaluateOptions(
+        gold=[file_of(g, "gold", "gold") for g in golds],
+        pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],
+        train_gold=None
+        if kw["train_gold"] is None
+        else file_of(kw["train_gold"], "train_gold", "gold"),
+        hierarchy=_source_text(kw["hierarchy"]),
+        hierarchy_sha256=kw["hierarchy_sha256"],
+        cache=Path(kw["cache"]),
+        max_level=kw["max_level"],
+        unknown_codes=_checked("unknown_codes", kw["unknown_codes"]),
+        unknown_docs=_checked("unknown_docs", kw["unknown_docs"]),
+        threshold=_checked("threshold", kw["threshold"]),
+        dev_gold=None if kw["dev_gold"] is None else file_of(kw["dev_gold"], "dev_gold", "gold"),
+        dev_pred=[(n, file_of(v, f"{n} (dev)", "predictions")) for n, v in dev.items()],
+        k=[_checked("k", value) for value in kw["k"]],
+        tuning_per_code=bool(kw["tuning_per_code"]),
+        tuning_min_support=_checked("tuning_min_support", kw["tuning_min_support"]),
+        allow_dev_test_overlap=bool(kw["allow_dev_test_overlap"]),
+        top_k=_checked("top_k", kw["top_k"]),
+        code_format=_checked("code_format", kw["code_format"]),
+        code_type=_code_types(kw["code_type"]),
+        icm_empty_gold=_checked("icm_empty_gold", kw["icm_empty_gold"]),
+        icm_alpha1=_checked("icm_alpha1", kw["icm_alpha1"]),
+        icm_alpha2=_checked("icm_alpha2", kw["icm_alpha2"]),
+        icm_beta=_checked("icm_beta", kw["icm_beta"]),
+        propensity_a=_checked("propensity_a", kw["propensity_a"]),
+        propensity_b=_checked("propensity_b", kw["propensity_b"]),
+        label_set=_checked("label_set", kw["label_set"]),
+        format=[_checked("format", f"{n}={f}", keyword="format") for n, f in formats.items()],
+        code_list=[(n, Path(p)) for n, p in _pairs(kw["code_list"], "code_list")],
+        doc_list=[(n, Path(p)) for n, p in _pairs(kw["doc_list"], "doc_list")],
+        bootstrap=_checked("bootstrap", kw["bootstrap"]),
+        confidence=_checked("confidence", kw["confidence"]),
+        seed=_checked("seed", kw["seed"]),
+        permutations=_checked("permutations", kw["permutations"]),
+        memory_limit=_checked("memory_limit", kw["memory_limit"]),
+        temp_directory=None if kw["temp_directory"] is None else Path(kw["temp_directory"]),
+        threads=_checked("threads", kw["threads"]),
+    )
+
+
 def evaluate(
     gold: object,
     predictions: object,
@@ -434,50 +492,9 @@ def evaluate(
         return item
 
     formats = dict(_pairs(format, "format"))
+    keywords = {k: v for k, v in locals().items() if k in evaluate.__kwdefaults__}
     with _api_errors(staged):
-        models = _named(predictions)
-        for name in models:
-            _checked("pred", f"{name}=x", keyword="predictions")
-        golds = list(gold) if isinstance(gold, list | tuple) else [gold]
-        dev = {} if dev_predictions is None else _named(dev_predictions)
-        options = run.EvaluateOptions(
-            gold=[file_of(g, "gold", "gold") for g in golds],
-            pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],
-            train_gold=None if train_gold is None else file_of(train_gold, "train_gold", "gold"),
-            hierarchy=_source_text(hierarchy),
-            hierarchy_sha256=hierarchy_sha256,
-            cache=Path(cache),
-            max_level=max_level,
-            unknown_codes=_checked("unknown_codes", unknown_codes),
-            unknown_docs=_checked("unknown_docs", unknown_docs),
-            threshold=_checked("threshold", threshold),
-            dev_gold=None if dev_gold is None else file_of(dev_gold, "dev_gold", "gold"),
-            dev_pred=[(n, file_of(v, f"{n} (dev)", "predictions")) for n, v in dev.items()],
-            k=[_checked("k", value) for value in k],
-            tuning_per_code=bool(tuning_per_code),
-            tuning_min_support=_checked("tuning_min_support", tuning_min_support),
-            allow_dev_test_overlap=bool(allow_dev_test_overlap),
-            top_k=_checked("top_k", top_k),
-            code_format=_checked("code_format", code_format),
-            code_type=_code_types(code_type),
-            icm_empty_gold=_checked("icm_empty_gold", icm_empty_gold),
-            icm_alpha1=_checked("icm_alpha1", icm_alpha1),
-            icm_alpha2=_checked("icm_alpha2", icm_alpha2),
-            icm_beta=_checked("icm_beta", icm_beta),
-            propensity_a=_checked("propensity_a", propensity_a),
-            propensity_b=_checked("propensity_b", propensity_b),
-            label_set=_checked("label_set", label_set),
-            format=[_checked("format", f"{n}={f}", keyword="format") for n, f in formats.items()],
-            code_list=[(n, Path(p)) for n, p in _pairs(code_list, "code_list")],
-            doc_list=[(n, Path(p)) for n, p in _pairs(doc_list, "doc_list")],
-            bootstrap=_checked("bootstrap", bootstrap),
-            confidence=_checked("confidence", confidence),
-            seed=_checked("seed", seed),
-            permutations=_checked("permutations", permutations),
-            memory_limit=_checked("memory_limit", memory_limit),
-            temp_directory=None if temp_directory is None else Path(temp_directory),
-            threads=_checked("threads", threads),
-        )
+        options = _run_options(gold, predictions, file_of=file_of, formats=formats, **keywords)
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"
         out.mkdir()

@@ -2,90 +2,103 @@
 with :meth:`~Evaluator.update` and gives one :class:`~hieval.api.Evaluation` with
 :meth:`~Evaluator.compute`, equal to one :func:`~hieval.api.evaluate` over every batch.
 
-Why batches are kept (in memory, as given), not reduced to counts as they come: the
-counts of a document are additive, but ICM's node weights, the ranking metrics and the
-bootstrap read the whole gold, exactly as the sharded workflow computes node weights once from
-the whole gold before counting its shards. So :meth:`~Evaluator.compute` pools the batches
-and runs the one composition of the stages once; what is checked at :meth:`~Evaluator.update`
-is what a batch can settle alone: its kind of input, and that no document comes twice.
+Each batch is reduced as it comes, the way the sharded workflow reduces shards of documents:
+:meth:`~Evaluator.update` validates and normalises the batch exactly as a file (the same
+stage, :func:`hieval.pipeline.normalize_file`, the same messages) and counts it with the engine
+(:mod:`hieval.engine.driver`), keeping only what adds up over documents. :meth:`~Evaluator.compute`
+sums the node counts, concatenates the per-document tables
+(:func:`hieval.pipeline.reduce_counts`) and runs the metric, score, uncertainty and report
+stages once (:func:`hieval.run.report_into`, the tail of every evaluation).
+
+What needs more than one batch, and how it is handled (exactly, never approximated):
+
+- **ICM's node weights** come from the whole gold's frequencies. The frequencies add up per
+  node (:class:`hieval.engine.icm.GoldCounts`), so each batch keeps its own and the weights are
+  computed once, at :meth:`~Evaluator.compute`. The per-item ICM, HF and PROP-F sums depend on
+  those weights, so each batch keeps its labels *encoded* (the engine's int64 keys, 8 bytes a
+  label, :mod:`hieval.engine.keys`), and the item pass runs over them with the final weights.
+- **Scores** (ranking, ROC-AUC, calibration) and the **bootstrap** read the normalised score
+  and label tables: exact ROC-AUC ranks every scored pair of all documents together. Each
+  batch's normalised tables (the stage's own Parquet output, not the rows given) stay in the
+  Evaluator's private folder on disk, and are pooled in document order at
+  :meth:`~Evaluator.compute`: the gold and, for a scored model, its scores always; a model's
+  decided labels only with ``bootstrap``. Nothing of a batch's rows stays in memory.
+- **Tuning** (``threshold="tune"``, ``dev_gold``, ``dev_predictions``) chooses one threshold
+  from a dev set before any test document is decided, and ``train_gold`` and ``doc_list`` name
+  whole inputs: they are refused here (use :func:`hieval.evaluate`).
+- **Settings that look across documents** act within a batch, which holds each document's
+  gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
+  the batch's gold (a prediction for a document of another batch is unknown in this one);
+  ``label_set="observed"`` is computed from the reduced node counts, over all batches. A
+  document given in two batches is refused, naming it, and a refused batch leaves the earlier
+  ones as they were.
+- **Records**: each input's record sums its batches' (rows, labels, duplicates, unknown
+  codes, ...); the coverage warning is judged over all batches, as one evaluation judges it.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
+import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from hieval import api, memory
+from hieval import api, codesystem, memory, paths, pipeline, run
+from hieval.atomic import write_parquet, write_text
+from hieval.config import gold_options, icm_params, ranking_ks
+from hieval.engine.counts import evaluated_levels
+from hieval.engine.driver import (
+    encode_labels,
+    evaluate_labels,
+    labels_gold_counts,
+    labels_item_sums,
+)
+from hieval.engine.icm import GoldCounts, node_weights
+from hieval.engine.keys import Labels
 from hieval.errors import InputError, preview_value
+from hieval.formats import GOLD, PREDICTIONS
+from hieval.hierarchy.table import LevelTable, read_level_table
+from hieval.input_policies import coverage_warning
+from hieval.label_options import TUNE
+from hieval.resources import Resources
+
+#: Options that need a whole input at once (see the module doc), refused by the Evaluator.
+WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list")
 
 
-class _Batches:
-    """One input's batches (the gold, or one model's predictions), as given: frames, or dense
-    matrices with their codes (the same for every batch)."""
+@dataclass
+class _Model:
+    """One model's reduced batches: what adds up over documents, and its encoded labels."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.parts: list[pl.DataFrame | np.ndarray] = []
-        self.codes: tuple[str, ...] | None = None
-        self.doc_ids: list[str] = []
+    nodes: list[pl.DataFrame] = field(default_factory=list)
+    docs: list[pl.DataFrame] = field(default_factory=list)
+    gold: list[GoldCounts] = field(default_factory=list)
+    labels: list[Labels] = field(default_factory=list)
+    missing: int = 0  # gold documents without a row of this model
+    codes: tuple[str, ...] | None = None  # a dense model's columns
 
-    def add(self, value: object, *, role: str) -> pl.Series:
-        """Keep one batch; return its documents (for the check that none comes twice)."""
-        batch = len(self.parts) + 1
-        if isinstance(value, memory.Dense):
-            if self.parts and self.codes is None:
-                raise InputError(
-                    f"{self.name}: batch {batch} is a dense matrix, the earlier batches tables; "
-                    "give every batch of an input in one kind"
-                )
-            if self.codes not in (None, value.codes):
-                raise InputError(
-                    f"{self.name}: batch {batch} is a dense matrix whose codes differ from the "
-                    "earlier batches'; give every batch the same codes, in the same order"
-                )
-            self.codes = value.codes
-            self.doc_ids += value.doc_ids
-            self.parts.append(np.array(value.matrix, copy=True))  # a loop may reuse its buffer
-            return pl.Series("doc_id", value.doc_ids)
-        if self.codes is not None:
-            raise InputError(
-                f"{self.name}: batch {batch} is a table, the earlier batches dense matrices; "
-                "give every batch of an input in one kind"
-            )
-        if isinstance(value, str | os.PathLike):
-            raise InputError(
-                f"{self.name}: batch {batch} is a path ({value}); the Evaluator takes batches "
-                "in memory (DataFrames, mappings, hieval.dense): for files, use hieval.evaluate"
-            )
-        frame = memory._frame(value, name=self.name, role=role)
-        if self.parts and frame.schema != self.parts[0].schema:
-            raise InputError(
-                f"{self.name}: batch {batch} has columns {dict(frame.schema)}, the first "
-                f"batch {dict(self.parts[0].schema)}; give every batch the same columns and "
-                "types"
-            )
-        self.parts.append(frame)
-        return frame["doc_id"] if "doc_id" in frame.columns else pl.Series("doc_id", [])
 
-    def mark(self) -> tuple[int, int]:
-        """Where the batches stand now, for :meth:`restore`."""
-        return len(self.parts), len(self.doc_ids)
+@dataclass(frozen=True)
+class _Setup:
+    """What every batch shares: the hierarchy's tables (built once), the run's settings."""
 
-    def restore(self, mark: tuple[int, int]) -> None:
-        """Forget the batches added since ``mark`` (a batch refused part way)."""
-        del self.parts[mark[0] :], self.doc_ids[mark[1] :]
-        if not self.parts:
-            self.codes = None
-
-    def pooled(self) -> object:
-        """Every batch as one input of :func:`hieval.evaluate`, in the order given."""
-        if self.codes is not None:
-            return memory.Dense(np.vstack(self.parts), self.codes, tuple(self.doc_ids))
-        return pl.concat(self.parts, how="vertical", rechunk=True)
+    args: run.EvaluateOptions
+    config: dict
+    names: list[str]
+    levels_file: Path
+    ancestors_file: Path
+    hierarchy: str
+    table: LevelTable
+    ancestors: pl.DataFrame
+    evaluated: tuple[str, ...]
+    resources: Resources
 
 
 class Evaluator:
@@ -98,7 +111,9 @@ class Evaluator:
         As :func:`hieval.evaluate`'s ``hierarchy`` (a :class:`hieval.Hierarchy` is built once
         for all batches).
     **options
-        Every other keyword of :func:`hieval.evaluate` (``max_level``, ``threshold``, ...).
+        Every other keyword of :func:`hieval.evaluate` (``max_level``, ``threshold``, ...),
+        except those tuning a threshold or naming a whole input (``threshold="tune"``,
+        ``dev_gold``, ``dev_predictions``, ``train_gold``, ``doc_list``).
 
     Examples
     --------
@@ -118,52 +133,369 @@ class Evaluator:
         unknown = set(options) - set(api.evaluate.__kwdefaults__)
         if unknown:
             raise TypeError(f"Evaluator got unknown option(s): {', '.join(sorted(unknown))}")
-        self._options: dict[str, Any] = {"hierarchy": hierarchy, **options}
-        self._gold = _Batches("gold")
-        self._models: dict[str, _Batches] = {}
+        whole = [name for name in WHOLE_INPUT_OPTIONS if options.get(name) is not None]
+        if options.get("threshold") == TUNE:
+            whole.insert(0, f"threshold={TUNE!r}")
+        if whole:
+            raise InputError(
+                f"Evaluator: {', '.join(whole)} needs whole inputs at once (a threshold is "
+                "tuned on a dev set before any document is decided); use hieval.evaluate"
+            )
+        self._keywords: dict[str, Any] = {
+            **api.evaluate.__kwdefaults__,
+            **options,
+            "hierarchy": hierarchy,
+        }
+        self._folder = api._Private(self, "hieval-evaluator-").path
+        self._setup: _Setup | None = None
+        self._models: dict[str, _Model] = {}
+        self._batches: list[Path] = []
         self._seen: set[str] = set()
 
     def update(self, gold_batch: object, predictions_batch: object) -> None:
         """Add a batch of documents: their gold and each model's predictions, in any input
-        kind :func:`hieval.evaluate` takes in memory. A document of an earlier batch is
-        refused, naming it (its labels would be counted twice)."""
+        kind :func:`hieval.evaluate` takes in memory, validated and normalised as a file is
+        and counted at once. A document of an earlier batch is refused, naming it (its labels
+        would be counted twice); a refused batch leaves the earlier ones as they were."""
         models = api._named(predictions_batch)
+        number = len(self._batches) + 1
         if self._models and set(models) != set(self._models):
             raise InputError(
-                f"batch {len(self._gold.parts) + 1}: models {sorted(models)}, the earlier "
-                f"batches {sorted(self._models)}; give every batch every model"
+                f"batch {number}: models {sorted(models)}, the earlier batches "
+                f"{sorted(self._models)}; give every batch every model"
             )
-        kept = {name: batches.mark() for name, batches in self._all().items()}
+        for name, value in {"gold": gold_batch, **models}.items():
+            self._check_kind(name, value, number)
+        folder = self._folder / f"batch-{number}"
         try:
-            docs = self._gold.add(gold_batch, role="gold")
-            batch = set(docs.cast(pl.String, strict=False).drop_nulls().to_list())
-            again = sorted(batch & self._seen)
-            if again:
-                raise InputError(
-                    f"gold: batch {len(self._gold.parts)}: document {preview_value(again[0])} "
-                    f"came in an earlier batch ({len(again)} such document(s)); each document "
-                    "belongs to one batch"
-                )
-            for name, value in models.items():
-                if name not in self._models:
-                    self._models[name] = _Batches(name)
-                self._models[name].add(value, role="predictions")
-        except BaseException:  # a refused batch leaves no trace: the earlier ones stand
-            for name, batches in self._all().items():
-                batches.restore(kept.get(name, (0, 0)))
-            self._models = {n: b for n, b in self._models.items() if b.parts}
+            docs, counted = self._reduce(gold_batch, models, folder=folder, number=number)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-        self._seen |= batch
+        for name, (nodes, doc_rows, gold, labels, missing) in counted.items():
+            model = self._models.setdefault(name, _Model())
+            model.nodes.append(nodes)
+            model.docs.append(doc_rows)
+            model.gold.append(gold)
+            model.labels.append(labels)
+            model.missing += missing
+            if isinstance(models[name], memory.Dense):
+                model.codes = models[name].codes
+        self._batches.append(folder)
+        self._seen |= docs
 
-    def _all(self) -> dict[str | None, _Batches]:
-        return {None: self._gold, **self._models}
+    def _check_kind(self, name: str, value: object, number: int) -> None:
+        """Batches are held in memory; a dense model keeps its columns from batch to batch."""
+        if isinstance(value, str | os.PathLike):
+            raise InputError(
+                f"{name}: batch {number} is a path ({value}); the Evaluator takes batches "
+                "in memory (DataFrames, mappings, hieval.dense): for files, use hieval.evaluate"
+            )
+        earlier = self._models[name].codes if name in self._models else None
+        if isinstance(value, memory.Dense) and earlier not in (None, value.codes):
+            raise InputError(
+                f"{name}: batch {number} is a dense matrix whose codes differ from the "
+                "earlier batches'; give every batch the same codes, in the same order"
+            )
+
+    def _reduce(
+        self, gold_batch: object, models: dict[str, object], *, folder: Path, number: int
+    ) -> tuple[set[str], dict[str, tuple]]:
+        """Normalise one batch into ``folder`` (as :func:`hieval.evaluate` normalises its
+        inputs) and count each model; returns the batch's documents and each model's counts."""
+        inputs = folder / "inputs"
+        inputs.mkdir(parents=True)
+        staged: list[memory.Staged] = []
+        formats = dict(api._pairs(self._keywords["format"], "format"))
+
+        def file_of(value: object, name: str, role: str) -> Path:
+            item = memory.stage(value, name=name, role=role, folder=inputs)
+            staged.append(item)
+            if item.format is not None:
+                formats.setdefault(name, item.format)
+            return item.path
+
+        with api._api_errors(staged):
+            args = api._run_options(
+                gold_batch, models, file_of=file_of, formats=formats, **self._keywords
+            )
+            args.shown = {str(item.path): item.what for item in staged}
+            docs = self._new_documents(staged[0], number)
+            setup = self._setup or self._first(args)
+            args.per_file = run._per_file_options(args, setup.names)
+            config = run.config_from_args(args)
+            common = {
+                "levels_file": setup.levels_file,
+                "unknown_codes": config["unknown_codes"],
+                "resources": setup.resources,
+            }
+            gold = folder / "gold.parquet"
+            pipeline.normalize_file(
+                args.gold,
+                name="gold",
+                role=GOLD,
+                out=gold,
+                record_out=gold.with_suffix(".json"),
+                options=gold_options(config),
+                shown_as=args.shown[str(args.gold[0])],
+                **common,
+            )
+            counted = {
+                name: self._count(name, path, args, config, common=common, gold=gold, folder=folder)
+                for name, path in args.pred
+            }
+        shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
+        return docs, counted
+
+    def _new_documents(self, gold: memory.Staged, number: int) -> set[str]:
+        """The documents of a batch's gold, none of which may have come before."""
+        docs = gold.doc_of_row if gold.doc_of_row is not None else pl.Series([], dtype=pl.String)
+        batch = set(docs.cast(pl.String, strict=False).drop_nulls().to_list())
+        again = sorted(batch & self._seen)
+        if again:
+            raise InputError(
+                f"gold: batch {number}: document {preview_value(again[0])} came in an earlier "
+                f"batch ({len(again)} such document(s)); each document belongs to one batch"
+            )
+        return batch
+
+    def _first(self, args: run.EvaluateOptions) -> _Setup:
+        """The hierarchy's tables and the settings, from the first batch (once)."""
+        names = run.model_names(args)
+        args.per_file = run._per_file_options(args, names)
+        config = run.config_from_args(args)
+        resources = Resources(threads=args.threads, **config["engine"])
+        resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
+        levels, ancestors, hierarchy = run.build_tables(
+            args, self._folder / "hierarchy", config["max_level"]
+        )
+        table = read_level_table(levels)
+        system_max = codesystem.of_table(table).resolve_max_level(table.levels, config["max_level"])
+        self._setup = _Setup(
+            args=args,
+            config=config,
+            names=names,
+            levels_file=levels,
+            ancestors_file=ancestors,
+            hierarchy=hierarchy,
+            table=table,
+            ancestors=paths.read_parquet(ancestors),
+            evaluated=evaluated_levels(table.levels, system_max),
+            resources=resources,
+        )
+        return self._setup
+
+    def _count(
+        self,
+        name: str,
+        path: Path,
+        args: run.EvaluateOptions,
+        config: dict,
+        *,
+        common: dict,
+        gold: Path,
+        folder: Path,
+    ) -> tuple:
+        """Normalise one model's batch against the batch's gold and count it: node counts,
+        per-document rows, ICM's gold counts and the encoded labels."""
+        setup = self._setup
+        labels_file = folder / "predictions" / f"{name}.parquet"
+        scores_file = folder / "scores" / f"{name}.parquet"
+        pipeline.normalize_file(
+            path,
+            name=name,
+            role=PREDICTIONS,
+            out=labels_file,
+            record_out=labels_file.with_suffix(".json"),
+            options=run._model_options(args, name),
+            gold=gold,
+            unknown_docs=config["unknown_docs"],
+            default_threshold=config["threshold"],
+            scores_out=scores_file,
+            shown_as=args.shown.get(str(path)),
+            **common,
+        )
+        threads = setup.resources.threads
+        labels = encode_labels(
+            gold,
+            labels_file,
+            setup.ancestors,
+            levels=setup.table.levels,
+            placed=functools.partial(pipeline._placed_codes, table=setup.table),
+        )
+        counts = evaluate_labels(
+            labels,
+            levels=setup.table.levels,
+            evaluated=setup.evaluated,
+            threads=threads,
+            items=False,
+        )
+        params = icm_params(config)
+        gold_counts = labels_gold_counts(labels, params=params, threads=threads)
+        gold_docs = pipeline._doc_ids(gold)
+        covered = [pipeline._doc_ids(labels_file), pipeline._doc_ids(scores_file)]
+        missing = (
+            gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
+        )
+        record = json.loads(labels_file.with_suffix(".json").read_text("utf-8"))
+        batch_warning = coverage_warning(name, missing=missing, gold=gold_docs.height)
+        record["warnings"] = [w for w in record["warnings"] if w not in batch_warning]
+        write_text(labels_file.with_suffix(".json"), json.dumps(record))
+        if not config["uncertainty"]["bootstrap"]:
+            labels_file.unlink()  # counted; the bootstrap alone reads the decided labels again
+        if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():
+            scores_file.unlink()  # hard predictions: nothing is ranked
+        return counts.nodes, counts.docs, gold_counts, labels, missing
 
     def compute(self) -> api.Evaluation:
         """One :class:`~hieval.api.Evaluation` of every batch so far: equal to
         :func:`hieval.evaluate` over all of them at once."""
-        if not self._gold.parts:
+        if self._setup is None:
             raise InputError("Evaluator.compute: no batch yet; call update(gold, predictions)")
-        predictions: Mapping[str, object] = {
-            name: batches.pooled() for name, batches in self._models.items()
-        }
-        return api.evaluate(self._gold.pooled(), predictions, **self._options)
+        setup = self._setup
+        evaluation = api.Evaluation.__new__(api.Evaluation)
+        out = api._Private(evaluation, "hieval-evaluate-").path / "out"
+        work = out / "work"
+        hierarchy = work / "hierarchy"
+        hierarchy.mkdir(parents=True)
+        levels = Path(shutil.copy2(setup.levels_file, hierarchy / "levels.parquet"))
+        ancestors = Path(shutil.copy2(setup.ancestors_file, hierarchy / "ancestors.parquet"))
+        inputs = work / "inputs"
+        gold = inputs / "gold.parquet"
+        records = [gold.with_suffix(".json")]
+        self._pool("gold.parquet", gold, ["doc_id", "code"])
+        write_text(records[0], _pooled_record(self._records("gold.json"), "gold"))
+        params = icm_params(setup.config)
+        for name in setup.names:
+            labels = inputs / "predictions" / f"{name}.parquet"
+            scores = inputs / "scores" / f"{name}.parquet"
+            self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
+            self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
+            records.append(labels.with_suffix(".json"))
+            record = _pooled_record(
+                self._records(f"predictions/{name}.json"),
+                name,
+                coverage=(self._models[name].missing, len(self._seen)),
+            )
+            write_text(records[-1], record)
+            counts = work / "counts" / name
+            files = pipeline.ModelFiles(
+                nodes=counts / "nodes.parquet",
+                docs=counts / "docs.parquet",
+                item_sums=counts / "item_sums.parquet",
+                metrics=work / "metrics" / f"{name}.parquet",
+                nodes_report=out / "nodes" / f"{name}.csv",
+                ranking=work / "ranking" / f"{name}.parquet",
+                notes=work / "ranking" / f"{name}.json",
+            )
+            self._reduced(name, params=params, out=files)
+            pipeline.model_metrics(
+                model=name,
+                nodes=files.nodes,
+                docs=files.docs,
+                item_sums=files.item_sums,
+                levels_file=levels,
+                params=params,
+                label_set=setup.config["comparison"]["label_set"],
+                metrics_out=files.metrics,
+                nodes_report_out=files.nodes_report,
+            )
+            pipeline.score_metrics(
+                model=name,
+                gold=gold,
+                scores=scores,
+                record=records[-1],
+                levels_file=levels,
+                ancestors=ancestors,
+                max_level=setup.config["max_level"],
+                ks=ranking_ks(setup.config),
+                metrics_out=files.ranking,
+                notes_out=files.notes,
+            )
+        with api._api_errors():
+            run.report_into(
+                setup.args,
+                setup.config,
+                names=setup.names,
+                out=out,
+                tables=(levels, ancestors, setup.hierarchy),
+                records=records,
+                resources=setup.resources,
+                common={},
+                tuned={},
+            )
+        evaluation.__init__(out, setup.names, [])
+        return evaluation
+
+    def _reduced(self, name: str, *, params: Any, out: pipeline.ModelFiles) -> None:
+        """One model's count tables over every batch: node counts summed, document rows
+        concatenated, and the item sums of each batch's encoded labels over the node weights
+        of the whole gold (its batches' gold counts added)."""
+        model, setup = self._models[name], self._setup
+        gold = GoldCounts.add(model.gold)
+        weights = node_weights(
+            gold.ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
+        )
+        items = [
+            labels_item_sums(labels, weights, params=params, threads=setup.resources.threads)
+            for labels in model.labels
+        ]
+        nodes, docs, item_sums = pipeline.reduce_counts(model.nodes, model.docs, items)
+        write_parquet(nodes, out.nodes)
+        write_parquet(docs, out.docs)
+        write_parquet(item_sums, out.item_sums)
+
+    def _records(self, name: str) -> list[dict]:
+        return [json.loads((batch / name).read_text("utf-8")) for batch in self._batches]
+
+    def _pool(self, name: str, out: Path, order: list[str], schema: Mapping | None = None) -> None:
+        """The batches' normalised tables ``name`` as one, sorted as normalisation sorts a
+        whole input (documents are disjoint across batches, so nothing else changes)."""
+        parts = [batch / name for batch in self._batches if (batch / name).exists()]
+        frames = [paths.read_parquet(p) for p in parts]
+        if not frames:
+            if schema is None:
+                return
+            frames = [pl.DataFrame(schema=schema)]
+        pooled = pl.concat(frames, how="vertical").sort(order, nulls_last=False)
+        write_parquet(pooled, out)
+
+
+_SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
+
+#: Record fields that add up over batches (their documents are disjoint).
+_SUMMED = (
+    "rows",
+    "documents",
+    "labels",
+    "duplicates_removed",
+    "below_threshold",
+    "outside_top_k",
+    "unknown_documents_dropped",
+    "other_version_rows",
+    "scored_pairs",
+)
+
+
+def _pooled_record(
+    records: list[dict], name: str, *, coverage: tuple[int, int] | None = None
+) -> str:
+    """One input's record over its batches: counts summed, unknown codes added up, the
+    batches' sha256 listed into one; ``coverage`` (documents without a row, gold documents)
+    gives the coverage warning over all batches."""
+    pooled = dict(records[0])
+    for key in _SUMMED:
+        pooled[key] = sum(r[key] for r in records)
+    unknown: dict[str, int] = {}
+    for record in records:
+        for code, n in record["unknown_codes"].items():
+            unknown[code] = unknown.get(code, 0) + n
+    pooled["unknown_codes"] = dict(sorted(unknown.items()))
+    pooled["path"] = f"{name} (in memory, {len(records)} batch{'es' if len(records) > 1 else ''})"
+    listing = "".join(f"{r['sha256']}  {r['path']}\n" for r in records)
+    pooled["sha256"] = hashlib.sha256(listing.encode()).hexdigest()
+    warnings = dict.fromkeys(w for r in records for w in r["warnings"])
+    if coverage is not None:
+        warnings |= dict.fromkeys(coverage_warning(name, missing=coverage[0], gold=coverage[1]))
+    pooled["warnings"] = list(warnings)
+    return json.dumps(pooled, indent=2, sort_keys=True) + "\n"
