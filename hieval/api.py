@@ -343,12 +343,14 @@ def _run_options(
     *,
     file_of: Callable[[object, str, str], Path],
     formats: dict[str, str],
+    named: bool = False,
     **kw: object,
 ) -> run.EvaluateOptions:
     """The options of :func:`evaluate`'s keywords ``kw``, each checked as the CLI checks its
     option; ``file_of(value, name, role)`` gives the file of an input (staging one held in
-    memory). :class:`hieval.Evaluator` builds each batch's options here too."""
-    models = _named(predictions)
+    memory; ``named``: ``predictions`` is ``name -> labels`` already). :class:`hieval.Evaluator`
+    builds each batch's options here too."""
+    models = dict(predictions) if named else _named(predictions)
     for name in models:
         _checked("pred", f"{name}=x", keyword="predictions")
     golds = list(gold) if isinstance(gold, list | tuple) else [gold]

@@ -158,6 +158,8 @@ class Evaluator:
         and counted at once. A document of an earlier batch is refused, naming it (its labels
         would be counted twice); a refused batch leaves the earlier ones as they were."""
         models = api._named(predictions_batch)
+        if isinstance(predictions_batch, Mapping) and set(predictions_batch) == set(self._models):
+            models = dict(predictions_batch)  # {"m": {}}: a batch model m predicts nothing in
         number = len(self._batches) + 1
         if self._models and set(models) != set(self._models):
             raise InputError(
@@ -217,7 +219,7 @@ class Evaluator:
 
         with api._api_errors(staged):
             args = api._run_options(
-                gold_batch, models, file_of=file_of, formats=formats, **self._keywords
+                gold_batch, models, file_of=file_of, formats=formats, named=True, **self._keywords
             )
             args.shown = {str(item.path): item.what for item in staged}
             docs = self._new_documents(staged[0], number)

@@ -147,6 +147,8 @@ def _long(labels: Mapping, *, name: str, role: str) -> pl.DataFrame:
             codes.append(code)
             scores.append(score)
     columns = {"doc_id": docs, "code": codes}
+    if not docs:  # no document: text columns still (a batch a model predicts nothing in)
+        return pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
     if scored:
         columns["score"] = scores
     try:
