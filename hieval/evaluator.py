@@ -4,7 +4,7 @@ with :meth:`~Evaluator.update` and gives one :class:`~hieval.api.Evaluation` wit
 
 Each batch is reduced as it comes, the way the sharded workflow reduces shards of documents:
 :meth:`~Evaluator.update` validates and normalises the batch exactly as a file (the same
-stage, :func:`hieval.pipeline.normalize_file`, the same messages) and counts it with the engine
+calls, :func:`hieval.run.normalize_batch`, the same messages) and counts it with the engine
 (:mod:`hieval.engine.driver`), keeping only what adds up over documents. :meth:`~Evaluator.compute`
 sums the node counts, concatenates the per-document tables
 (:func:`hieval.pipeline.reduce_counts`) and runs the metric, score, uncertainty and report
@@ -52,7 +52,7 @@ import polars as pl
 
 from hieval import api, codesystem, memory, paths, pipeline, run
 from hieval.atomic import write_parquet, write_text
-from hieval.config import gold_options, icm_params, ranking_ks
+from hieval.config import icm_params, ranking_ks
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import (
     encode_labels,
@@ -63,7 +63,6 @@ from hieval.engine.driver import (
 from hieval.engine.icm import GoldCounts, node_weights
 from hieval.engine.keys import Labels
 from hieval.errors import InputError, preview_value
-from hieval.formats import GOLD, PREDICTIONS
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.input_policies import coverage_warning
 from hieval.label_options import TUNE
@@ -158,7 +157,11 @@ class Evaluator:
         and counted at once. A document of an earlier batch is refused, naming it (its labels
         would be counted twice); a refused batch leaves the earlier ones as they were."""
         models = api._named(predictions_batch)
-        if isinstance(predictions_batch, Mapping) and set(predictions_batch) == set(self._models):
+        if (
+            self._models
+            and isinstance(predictions_batch, Mapping)
+            and set(predictions_batch) == set(self._models)
+        ):
             models = dict(predictions_batch)  # {"m": {}}: a batch model m predicts nothing in
         number = len(self._batches) + 1
         if self._models and set(models) != set(self._models):
@@ -173,6 +176,8 @@ class Evaluator:
             docs, counted = self._reduce(gold_batch, models, folder=folder, number=number)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
+            if not self._batches:  # the settings come again with the next first batch
+                self._setup = None
             raise
         for name, (nodes, doc_rows, gold, labels, missing) in counted.items():
             model = self._models.setdefault(name, _Model())
@@ -231,21 +236,8 @@ class Evaluator:
                 "unknown_codes": config["unknown_codes"],
                 "resources": setup.resources,
             }
-            gold = folder / "gold.parquet"
-            pipeline.normalize_file(
-                args.gold,
-                name="gold",
-                role=GOLD,
-                out=gold,
-                record_out=gold.with_suffix(".json"),
-                options=gold_options(config),
-                shown_as=args.shown[str(args.gold[0])],
-                **common,
-            )
-            counted = {
-                name: self._count(name, path, args, config, common=common, gold=gold, folder=folder)
-                for name, path in args.pred
-            }
+            run.normalize_batch(args, config, names=setup.names, out=folder, common=common)
+            counted = {name: self._count(name, config, folder=folder) for name in setup.names}
         shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
         return docs, counted
 
@@ -287,36 +279,13 @@ class Evaluator:
         )
         return self._setup
 
-    def _count(
-        self,
-        name: str,
-        path: Path,
-        args: run.EvaluateOptions,
-        config: dict,
-        *,
-        common: dict,
-        gold: Path,
-        folder: Path,
-    ) -> tuple:
-        """Normalise one model's batch against the batch's gold and count it: node counts,
-        per-document rows, ICM's gold counts and the encoded labels."""
+    def _count(self, name: str, config: dict, *, folder: Path) -> tuple:
+        """Count one model's normalised batch: node counts, per-document rows, ICM's gold
+        counts and the encoded labels; then drop what no later stage reads."""
         setup = self._setup
+        gold = folder / "gold.parquet"
         labels_file = folder / "predictions" / f"{name}.parquet"
         scores_file = folder / "scores" / f"{name}.parquet"
-        pipeline.normalize_file(
-            path,
-            name=name,
-            role=PREDICTIONS,
-            out=labels_file,
-            record_out=labels_file.with_suffix(".json"),
-            options=run._model_options(args, name),
-            gold=gold,
-            unknown_docs=config["unknown_docs"],
-            default_threshold=config["threshold"],
-            scores_out=scores_file,
-            shown_as=args.shown.get(str(path)),
-            **common,
-        )
         threads = setup.resources.threads
         labels = encode_labels(
             gold,
@@ -391,18 +360,7 @@ class Evaluator:
                 notes=work / "ranking" / f"{name}.json",
             )
             self._reduced(name, params=params, out=files)
-            pipeline.model_metrics(
-                model=name,
-                nodes=files.nodes,
-                docs=files.docs,
-                item_sums=files.item_sums,
-                levels_file=levels,
-                params=params,
-                label_set=setup.config["comparison"]["label_set"],
-                metrics_out=files.metrics,
-                nodes_report_out=files.nodes_report,
-            )
-            pipeline.score_metrics(
+            pipeline.model_rows_and_scores(
                 model=name,
                 gold=gold,
                 scores=scores,
@@ -410,9 +368,10 @@ class Evaluator:
                 levels_file=levels,
                 ancestors=ancestors,
                 max_level=setup.config["max_level"],
+                params=params,
+                label_set=setup.config["comparison"]["label_set"],
                 ks=ranking_ks(setup.config),
-                metrics_out=files.ranking,
-                notes_out=files.notes,
+                out=files,
             )
         with api._api_errors():
             run.report_into(

@@ -762,6 +762,38 @@ def count_and_score(
         params=params,
         resources=resources,
     )
+    model_rows_and_scores(
+        model=model,
+        gold=gold,
+        scores=scores,
+        record=record,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        params=params,
+        label_set=label_set,
+        ks=ks,
+        out=out,
+    )
+
+
+def model_rows_and_scores(
+    *,
+    model: str,
+    gold: str | Path,
+    scores: str | Path,
+    record: str | Path,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    params: IcmParams,
+    label_set: str,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    out: ModelFiles,
+) -> None:
+    """One model's metric rows (:func:`model_metrics`, from its count tables in ``out``) and
+    score rows (:func:`score_metrics`): what :func:`count_and_score` does once counted, and
+    :meth:`hieval.Evaluator.compute` once its batches' counts are reduced."""
     model_metrics(
         model=model,
         nodes=out.nodes,

@@ -344,17 +344,7 @@ def evaluate_into(
     }
     gold = work / "inputs" / "gold.parquet"
     records = [work / "inputs" / "gold.json"]
-    gold_job = functools.partial(
-        normalize_file,
-        args.gold,
-        name="gold",
-        role=GOLD,
-        out=gold,
-        record_out=records[0],
-        options=gold_options(config),
-        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
-        **common,
-    )
+    gold_job = _gold_job(args, config, out=gold, common=common)
     inputs = work / "inputs"
     labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
     scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
@@ -518,6 +508,42 @@ def report_into(
         train_gold=train_gold,
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
         **uncertain,
+    )
+
+
+def _gold_job(args: EvaluateOptions, config: dict, *, out: Path, common: dict) -> Callable:
+    """The gold's normalisation to ``out`` (its record beside it), ready to run."""
+    return functools.partial(
+        normalize_file,
+        args.gold,
+        name="gold",
+        role=GOLD,
+        out=out,
+        record_out=out.with_suffix(".json"),
+        options=gold_options(config),
+        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
+        **common,
+    )
+
+
+def normalize_batch(
+    args: EvaluateOptions, config: dict, *, names: list[str], out: Path, common: dict
+) -> None:
+    """One batch of documents of :class:`hieval.Evaluator` normalised into ``out`` as
+    :func:`evaluate_into` normalises whole inputs (the same calls): ``gold.parquet``, and each
+    model's ``predictions/NAME.parquet`` and ``scores/NAME.parquet``, records beside."""
+    gold = out / "gold.parquet"
+    _gold_job(args, config, out=gold, common=common)()
+    _normalize_predictions(
+        args,
+        names,
+        config,
+        gold=gold,
+        out=out,
+        common=common,
+        labels={name: out / "predictions" / f"{name}.parquet" for name in names},
+        scores={name: out / "scores" / f"{name}.parquet" for name in names},
+        progress=lambda subject, stage: None,
     )
 
 

@@ -211,3 +211,12 @@ def test_no_rows_of_a_batch_are_kept(icd9, cache):
 def test_options_needing_whole_inputs_are_refused(cache, options):
     with pytest.raises(hieval.InputError, match=r"use hieval\.evaluate"):
         hieval.Evaluator(cache=cache, **options)
+
+
+def test_a_refused_first_batch_leaves_nothing_behind(cache):
+    evaluator = hieval.Evaluator(cache=cache)
+    with pytest.raises(hieval.HievalError, match="bogus"):
+        evaluator.update({"a": ["bogus"]}, {"x": {"a": ["401.9"]}})
+    evaluator.update({"a": ["401.9"]}, {"m": {"a": ["401.9"]}})
+    assert evaluator.compute().models == ["m"]
+    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["batch-1", "hierarchy"]
