@@ -38,6 +38,7 @@ What needs more than one batch, and how it is handled (exactly, never approximat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -108,6 +109,7 @@ class _Setup:
     hierarchy: str
     table: LevelTable
     ancestors: pl.DataFrame
+    codes: pl.Series  # the tree's codes (those of its ancestor rows)
     evaluated: tuple[str, ...]
     resources: Resources
 
@@ -276,6 +278,7 @@ class Evaluator:
             args, self._folder / "hierarchy", config["max_level"]
         )
         table = read_level_table(levels)
+        tree = paths.read_parquet(ancestors)
         system_max = codesystem.of_table(table).resolve_max_level(table.levels, config["max_level"])
         self._setup = _Setup(
             args=args,
@@ -285,7 +288,8 @@ class Evaluator:
             ancestors_file=ancestors,
             hierarchy=hierarchy,
             table=table,
-            ancestors=paths.read_parquet(ancestors),
+            ancestors=tree,
+            codes=tree["code"].unique(),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
         )
@@ -315,6 +319,10 @@ class Evaluator:
         )
         params = icm_params(config)
         gold_counts = labels_gold_counts(labels, params=params, threads=threads)
+        # Of the ancestor rows, only the placed codes' are the batch's own (the tree's rows
+        # are added once at compute; a union of every batch's rows took seconds).
+        placed = gold_counts.ancestors.filter(~pl.col("code").is_in(setup.codes.implode()))
+        gold_counts = dataclasses.replace(gold_counts, ancestors=placed)
         gold_docs = pipeline._doc_ids(gold)
         covered = [pipeline._doc_ids(labels_file), pipeline._doc_ids(scores_file)]
         missing = (
@@ -406,8 +414,11 @@ class Evaluator:
         of the whole gold (its batches' gold counts added)."""
         model, setup = self._models[name], self._setup
         gold = GoldCounts.add(model.gold)
+        # The whole tree's rows and the placed codes': each node's parent is found the same
+        # as among the rows of the codes a batch reaches (they hold every row of those codes).
+        ancestors = pl.concat([setup.ancestors.select(gold.ancestors.columns), gold.ancestors])
         weights = node_weights(
-            gold.ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
+            ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
         )
         items = [
             labels_item_sums(labels, weights, params=params, threads=setup.resources.threads)

@@ -147,14 +147,21 @@ def _long(labels: Mapping, *, name: str, role: str) -> pl.DataFrame:
             codes.append(code)
             scores.append(score)
     columns = {"doc_id": docs, "code": codes}
-    if not docs:  # no document: text columns still (a batch a model predicts nothing in)
-        return pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String})
     if scored:
         columns["score"] = scores
     try:
-        return pl.DataFrame(columns, strict=True)
+        frame = pl.DataFrame(columns, strict=True)
     except (TypeError, pl.exceptions.PolarsError):
         return _mixed_types(columns, name=name)
+    # No value to infer a type from (no document, or only documents without codes): the
+    # columns are still text (and scores numbers), as in a file that holds such rows.
+    return frame.cast(
+        {
+            c: pl.Float64 if c == "score" else pl.String
+            for c, t in frame.schema.items()
+            if t == pl.Null
+        }
+    )
 
 
 def _pairs(value: object, *, name: str, doc: object, scored: bool) -> list[tuple]:

@@ -220,3 +220,18 @@ def test_a_refused_first_batch_leaves_nothing_behind(cache):
     evaluator.update({"a": ["401.9"]}, {"m": {"a": ["401.9"]}})
     assert evaluator.compute().models == ["m"]
     assert sorted(p.name for p in evaluator._folder.iterdir()) == ["batch-1", "hierarchy"]
+
+
+def test_codes_placed_by_their_syntax_in_some_batches(cache):
+    """Codes the hierarchy lacks (428.09, 999.99) are placed by syntax batch by batch; ICM's
+    node weights and the item sums still equal one evaluation's."""
+    gold = {"a": ["401.9", "428.09"], "b": ["250.00"], "c": ["428.09", "V10.3"], "d": []}
+    pred = {"a": ["401.9", "428.09", "999.99"], "b": ["250.0"], "c": ["428.0"], "d": ["038.9"]}
+    evaluator = hieval.Evaluator(cache=cache, **BOOTSTRAP)
+    for part in (["a"], ["b"], ["c", "d"]):
+        evaluator.update({d: gold[d] for d in part}, {"m": {d: pred[d] for d in part}})
+    ours = evaluator.compute()
+    whole = hieval.evaluate(gold, {"m": pred}, cache=cache, **BOOTSTRAP)
+    same(ours, whole)
+    assert ours.records["m"]["unknown_codes"] == {"428.09": 1, "999.99": 1}
+    assert ours.nodes.filter(node="428.09", family="flat")["tp"].item() == 1
