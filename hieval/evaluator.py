@@ -28,7 +28,8 @@ What needs more than one batch, and how it is handled (exactly, never approximat
   whole inputs: they are refused here (use :func:`hieval.evaluate`).
 - **Settings that look across documents** act within a batch, which holds each document's
   gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
-  the batch's gold (a prediction for a document of another batch is unknown in this one);
+  the batch's gold (a prediction for a document of another batch is unknown in this one), and
+  a batch whose gold holds no code at all is refused as a gold file is;
   ``label_set="observed"`` is computed from the reduced node counts, over all batches. A
   document given in two batches is refused, naming it, and a refused batch leaves the earlier
   ones as they were.
