@@ -57,13 +57,13 @@ from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import (
-    encode_labels,
     evaluate_labels,
     labels_gold_counts,
     labels_item_sums,
+    relevant_ancestors,
 )
 from hieval.engine.icm import GoldCounts, node_weights
-from hieval.engine.keys import Labels
+from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.input_policies import coverage_warning
@@ -111,6 +111,8 @@ class _Setup:
     table: LevelTable
     ancestors: pl.DataFrame
     codes: pl.Series  # the tree's codes (those of its ancestor rows)
+    known: frozenset[str]  # the level table's codes (any other is placed by syntax, or not)
+    space: CodeSpace  # the whole tree's code space, for every batch without placed codes
     evaluated: tuple[str, ...]
     resources: Resources
 
@@ -247,7 +249,7 @@ class Evaluator:
             args.per_file = run._per_file_options(args, setup.names)
             config = run.config_from_args(args)
             common = {
-                "levels_file": setup.levels_file,
+                "levels_file": setup.table,
                 "unknown_codes": config["unknown_codes"],
                 "resources": setup.resources,
             }
@@ -291,6 +293,8 @@ class Evaluator:
             table=table,
             ancestors=tree,
             codes=tree["code"].unique(),
+            known=frozenset(table.frame["code"].to_list()),
+            space=CodeSpace.build(tree, tuple(table.levels)),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
         )
@@ -304,13 +308,7 @@ class Evaluator:
         labels_file = folder / "predictions" / f"{name}.parquet"
         scores_file = folder / "scores" / f"{name}.parquet"
         threads = setup.resources.threads
-        labels = encode_labels(
-            gold,
-            labels_file,
-            setup.ancestors,
-            levels=setup.table.levels,
-            placed=functools.partial(pipeline._placed_codes, table=setup.table),
-        )
+        labels = encode(gold, labels_file, self._space_for)
         counts = evaluate_labels(
             labels,
             levels=setup.table.levels,
@@ -338,6 +336,22 @@ class Evaluator:
         if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():
             scores_file.unlink()  # hard predictions: nothing is ranked
         return counts.nodes, counts.docs, gold_counts, labels, missing
+
+    def _space_for(self, codes: pl.Series) -> CodeSpace:
+        """The code space a batch's labels are encoded in: the whole tree's, built once, when
+        the batch has no code placed by its syntax (node counts list only the nodes a label
+        reaches, and ICM's weights of those nodes do not depend on the others); otherwise
+        the part of the tree its codes reach, with the placed codes' rows, as one evaluation
+        builds it (:func:`hieval.engine.driver.encode_labels`)."""
+        setup = self._setup
+        unknown = {code for code in codes.to_list() if code not in setup.known}
+        if not unknown:
+            return setup.space
+        rows = codesystem.of_table(setup.table).placed_ancestors(unknown, setup.table)
+        if rows is None or not rows.height:
+            return setup.space
+        tree = relevant_ancestors(setup.ancestors, placed=rows, codes=codes)
+        return CodeSpace.build(tree, tuple(setup.table.levels), rows)
 
     def compute(self) -> api.Evaluation:
         """One :class:`~hieval.api.Evaluation` of every batch so far: equal to

@@ -18,6 +18,7 @@ same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -104,9 +105,7 @@ def normalize(
     if fmt == "auto":
         fmt = "dotted" if any("." in code for code in raw) else "undotted"
     try:
-        canonical = [
-            system.normalize(code, None, fmt, default_type=options.code_type)[0] for code in raw
-        ]
+        canonical = [_canonical(system, code, fmt, options.code_type) for code in raw]
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))
@@ -184,6 +183,16 @@ def normalize(
             pass
     log.info("%s", record.summary())
     return record
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical(
+    system: codesystem.CodeSystem, code: str, code_format: str, code_type: str | None
+) -> str:
+    """A raw code's canonical form, parsed once per process: the Evaluator's batches, and
+    a notebook's repeated evaluations, read the same few thousand codes again and again (a
+    refused code raises every time; errors are not cached)."""
+    return system.normalize(code, None, code_format, default_type=code_type)[0]
 
 
 def planned_bytes(path: Path) -> int:

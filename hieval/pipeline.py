@@ -152,7 +152,7 @@ def normalize_file(
     role: str,
     out: str | Path,
     record_out: str | Path,
-    levels_file: str | Path,
+    levels_file: str | Path | LevelTable,
     options: LabelOptions,
     unknown_codes: str | None,
     gold: str | Path | None = None,
@@ -188,7 +188,10 @@ def normalize_file(
     from hieval.inputs import normalize_labels, pool_labels
 
     resources = resources or Resources()
-    hierarchy = read_level_table(levels_file)
+    # A table already read (the Evaluator's batches share one) is not read again.
+    hierarchy = (
+        levels_file if isinstance(levels_file, LevelTable) else read_level_table(levels_file)
+    )
     files = [path] if isinstance(path, str | Path) else list(path)
     if not files:
         raise HievalError(f"{name}: no file given")
