@@ -252,6 +252,7 @@ class Evaluator:
                 "levels_file": setup.table,
                 "unknown_codes": config["unknown_codes"],
                 "resources": setup.resources,
+                "coverage": False,  # judged over all batches, at compute
             }
             run.normalize_batch(args, config, names=setup.names, out=folder, common=common)
             counted = {name: self._count(name, config, folder=folder) for name in setup.names}
@@ -293,7 +294,7 @@ class Evaluator:
             table=table,
             ancestors=tree,
             codes=tree["code"].unique(),
-            known=frozenset(table.frame["code"].to_list()),
+            known=table.known_codes,
             space=CodeSpace.build(tree, tuple(table.levels)),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
@@ -322,15 +323,12 @@ class Evaluator:
         # are added once at compute; a union of every batch's rows took seconds).
         placed = gold_counts.ancestors.filter(~pl.col("code").is_in(setup.codes.implode()))
         gold_counts = dataclasses.replace(gold_counts, ancestors=placed)
-        gold_docs = pipeline._doc_ids(gold)
+        # The gold's documents are the encoded ones it lists (an empty-code row lists one too).
+        gold_docs = labels.doc_ids.filter(pl.Series(labels.in_gold)).to_frame("doc_id")
         covered = [pipeline._doc_ids(labels_file), pipeline._doc_ids(scores_file)]
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        record = json.loads(labels_file.with_suffix(".json").read_text("utf-8"))
-        batch_warning = coverage_warning(name, missing=missing, gold=gold_docs.height)
-        record["warnings"] = [w for w in record["warnings"] if w not in batch_warning]
-        write_text(labels_file.with_suffix(".json"), json.dumps(record))
         if not config["uncertainty"]["bootstrap"]:
             labels_file.unlink()  # counted; the bootstrap alone reads the decided labels again
         if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():

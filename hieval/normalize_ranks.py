@@ -126,7 +126,7 @@ def normalize(
         code_system=system.name,
         selection="" if is_gold else SELECTION,
     )
-    known = set(hierarchy.frame["code"].to_list())
+    known = hierarchy.known_codes
     unknown: dict[str, int] = {}
     for code, n in zip(canonical, code_rows[used].tolist(), strict=True):
         if code not in known:

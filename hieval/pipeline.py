@@ -163,6 +163,7 @@ def normalize_file(
     tuned: str | Path | None = None,
     on_fast_path: Callable[[], None] | None = None,
     shown_as: str | None = None,
+    coverage: bool = True,
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
@@ -180,6 +181,9 @@ def normalize_file(
 
     ``shown_as`` is how the record (and so the reports) name one file the user never saw: an
     in-memory input of the Python API, written to a private file that is gone after the run.
+
+    ``coverage=False`` leaves the coverage warning to the caller: the Evaluator's batches are
+    judged over all of them at once, not one by one.
     """
     # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
     # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
@@ -252,7 +256,7 @@ def normalize_file(
     if gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
-            *_coverage(record, gold=gold, out=out, scores_out=scores_out),
+            *(_coverage(record, gold=gold, out=out, scores_out=scores_out) if coverage else ()),
         ]
         for warning in found:
             log.warning("warning: %s", warning)
@@ -508,7 +512,7 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
 
 def _placed_codes(codes: pl.Series, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax)."""
-    known = set(table.frame["code"].to_list())
+    known = table.known_codes
     unknown = {c for c in codes.to_list() if c not in known}
     return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
 
