@@ -50,19 +50,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from hieval import api, codesystem, memory, paths, pipeline, run
 from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
-from hieval.engine.counts import evaluated_levels
+from hieval.engine.counts import evaluated_levels, node_frame
 from hieval.engine.driver import (
-    evaluate_labels,
+    count_labels,
     labels_gold_counts,
     labels_item_sums,
     relevant_ancestors,
 )
-from hieval.engine.icm import GoldCounts, node_weights
+from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
@@ -76,8 +77,11 @@ WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list")
 
 @dataclass
 class _Model:
-    """One model's reduced batches: what adds up over documents, and its encoded labels."""
+    """One model's reduced batches: what adds up over documents, and its encoded labels.
+    The node sums of batches encoded in the whole tree's space add up as arrays (``sums``);
+    a batch with codes of its own keeps its node table (``nodes``)."""
 
+    sums: dict[str, np.ndarray] | None = None
     nodes: list[pl.DataFrame] = field(default_factory=list)
     docs: list[pl.DataFrame] = field(default_factory=list)
     gold: list[GoldCounts] = field(default_factory=list)
@@ -196,9 +200,15 @@ class Evaluator:
             if not self._batches:  # the settings come again with the next first batch
                 self._setup = None
             raise
-        for name, (nodes, doc_rows, gold, labels, missing) in counted.items():
+        for name, (sums, doc_rows, gold, labels, missing) in counted.items():
             model = self._models.setdefault(name, _Model())
-            model.nodes.append(nodes)
+            if labels.space is not self._setup.space:
+                model.nodes.append(node_frame(sums, labels.space))
+            elif model.sums is None:
+                model.sums = sums
+            else:
+                for level, level_sums in sums.items():
+                    model.sums[level] += level_sums
             model.docs.append(doc_rows)
             model.gold.append(gold)
             model.labels.append(labels)
@@ -310,13 +320,9 @@ class Evaluator:
         scores_file = folder / "scores" / f"{name}.parquet"
         threads = setup.resources.threads
         labels = encode(gold, labels_file, self._space_for)
-        counts = evaluate_labels(
-            labels,
-            levels=setup.table.levels,
-            evaluated=setup.evaluated,
-            threads=threads,
-            items=False,
-        )
+        sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
+        # Counts (node_frame reads them as integers): kept as such, summed exactly.
+        sums = {level: level_sums.astype(np.int64) for level, level_sums in sums.items()}
         params = icm_params(config)
         gold_counts = labels_gold_counts(labels, params=params, threads=threads)
         # Of the ancestor rows, only the placed codes' are the batch's own (the tree's rows
@@ -333,7 +339,7 @@ class Evaluator:
             labels_file.unlink()  # counted; the bootstrap alone reads the decided labels again
         if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():
             scores_file.unlink()  # hard predictions: nothing is ranked
-        return counts.nodes, counts.docs, gold_counts, labels, missing
+        return sums, doc_rows, gold_counts, labels, missing
 
     def _space_for(self, codes: pl.Series) -> CodeSpace:
         """The code space a batch's labels are encoded in: the whole tree's, built once, when
@@ -433,11 +439,21 @@ class Evaluator:
         weights = node_weights(
             ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
         )
+        fixed = FixedWeights.of(weights, setup.space)  # once for the batches sharing the space
         items = [
-            labels_item_sums(labels, weights, params=params, threads=setup.resources.threads)
+            labels_item_sums(
+                labels,
+                weights,
+                params=params,
+                threads=setup.resources.threads,
+                fixed=fixed if labels.space is setup.space else None,
+            )
             for labels in model.labels
         ]
-        nodes, docs, item_sums = pipeline.reduce_counts(model.nodes, model.docs, items)
+        nodes = model.nodes
+        if model.sums is not None:
+            nodes = [*nodes, node_frame(model.sums, setup.space)]
+        nodes, docs, item_sums = pipeline.reduce_counts(nodes, model.docs, items)
         write_parquet(nodes, out.nodes)
         write_parquet(docs, out.docs)
         write_parquet(item_sums, out.item_sums)

@@ -23,10 +23,17 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
+from hieval.engine.counts import (
+    DocSink,
+    add_node_sums,
+    count_slice,
+    empty_sums,
+    node_frame,
+)
 from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import Groups, Slice, default_threads, parallel_map, slices
 from hieval.engine.icm import (
+    FixedWeights,
     GoldCounts,
     IcmParams,
     ItemSums,
@@ -160,12 +167,19 @@ def labels_gold_counts(
 
 
 def labels_item_sums(
-    labels: Labels, weights: pl.DataFrame, *, params: IcmParams, threads: int | None = None
+    labels: Labels,
+    weights: pl.DataFrame,
+    *,
+    params: IcmParams,
+    threads: int | None = None,
+    fixed: FixedWeights | None = None,
 ) -> pl.DataFrame:
     """The per-item ICM, HF and PROP-F sums of encoded labels over given node ``weights``:
     the item pass of :func:`evaluate_labels` alone, for documents counted earlier whose
-    weights were known only once the whole gold was (:class:`hieval.Evaluator`)."""
-    sums = ItemSums(labels, weights, params)
+    weights were known only once the whole gold was (:class:`hieval.Evaluator`). ``fixed``:
+    the weights already aligned to the labels' code space (:meth:`FixedWeights.of`), for
+    batches sharing one space."""
+    sums = ItemSums(labels, weights, params, fixed)
 
     def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
         return part.first, part.end, slice_item_sums(part, sums.weights)
@@ -230,6 +244,23 @@ def evaluate(
         docs_out=docs_out,
         items=items,
     )
+
+
+def count_labels(
+    labels: Labels, *, evaluated: tuple[str, ...], threads: int | None = None
+) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
+    """The node sums (per level, arrays over the labels' code space) and the per-document
+    rows of encoded labels: :func:`evaluate_labels` without the item pass and before the node
+    table is made, so that batches of documents encoded in one code space add their sums as
+    arrays and make one node table (:class:`hieval.Evaluator`)."""
+    totals: dict[str, np.ndarray] = {}
+    with DocSink(evaluated, labels.doc_ids, None) as docs:
+        for counts in parallel_map(
+            lambda part: count_slice(part, evaluated), slices(labels), threads
+        ):
+            add_node_sums(totals, counts)
+            docs.add(counts.doc_rows)
+    return totals or empty_sums(labels.space, evaluated), docs.frame()
 
 
 def evaluate_labels(

@@ -263,9 +263,16 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
 class ItemSums:
     """Accumulates per-document ICM, HF and PROP-F sums over slices."""
 
-    def __init__(self, labels: Labels, weights: pl.DataFrame, params: IcmParams) -> None:
+    def __init__(
+        self,
+        labels: Labels,
+        weights: pl.DataFrame,
+        params: IcmParams,
+        fixed: FixedWeights | None = None,
+    ) -> None:
         self.labels = labels
-        self.weights = FixedWeights.of(weights, labels.space)
+        # ``fixed``: ``weights`` already aligned to the labels' space (batches sharing one).
+        self.weights = fixed if fixed is not None else FixedWeights.of(weights, labels.space)
         self.params = params
         self.sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), labels.doc_ids.len()), np.int64)
 
