@@ -18,7 +18,6 @@ same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -105,7 +104,7 @@ def normalize(
     if fmt == "auto":
         fmt = "dotted" if any("." in code for code in raw) else "undotted"
     try:
-        canonical = [_canonical(system, code, fmt, options.code_type) for code in raw]
+        canonical = _canonical(system, raw, fmt, options.code_type)
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))
@@ -185,14 +184,29 @@ def normalize(
     return record
 
 
-@functools.lru_cache(maxsize=1 << 16)
+#: Canonical forms of raw codes already parsed, per code system, format and default kind.
+_PARSED: dict[tuple, dict[str, str]] = {}
+_PARSED_MAX = 1 << 20
+
+
 def _canonical(
-    system: codesystem.CodeSystem, code: str, code_format: str, code_type: str | None
-) -> str:
-    """A raw code's canonical form, parsed once per process: the Evaluator's batches, and
-    a notebook's repeated evaluations, read the same few thousand codes again and again (a
-    refused code raises every time; errors are not cached)."""
-    return system.normalize(code, None, code_format, default_type=code_type)[0]
+    system: codesystem.CodeSystem, raw: list[str], code_format: str, code_type: str | None
+) -> list[str]:
+    """The raw codes' canonical forms, each parsed once per process: the Evaluator's batches,
+    and a notebook's repeated evaluations, read the same few thousand codes again and again
+    (a refused code raises every time; errors are not kept)."""
+    parsed = _PARSED.setdefault((system, code_format, code_type), {})
+    if len(parsed) > _PARSED_MAX:
+        parsed.clear()
+    canonical = []
+    for code in raw:
+        found = parsed.get(code)
+        if found is None:
+            found = parsed[code] = system.normalize(
+                code, None, code_format, default_type=code_type
+            )[0]
+        canonical.append(found)
+    return canonical
 
 
 def planned_bytes(path: Path) -> int:

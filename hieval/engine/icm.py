@@ -99,11 +99,7 @@ def _gold_keys(keys: np.ndarray, step: int = 1 << 22) -> np.ndarray:
 
 def _self_node(space: CodeSpace) -> np.ndarray:
     """Per code index, the index of the code's own node in ``space.tree_nodes`` (-1: none)."""
-    index = space.tree_nodes.search_sorted(space.codes).cast(pl.Int64).to_numpy()
-    index = np.minimum(index, max(space.tree_nodes.len() - 1, 0))
-    found = space.tree_nodes.len() > 0
-    same = found and (space.tree_nodes.gather(index) == space.codes).to_numpy()
-    return np.where(same, index, -1)
+    return space.self_node
 
 
 def slice_frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
