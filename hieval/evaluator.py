@@ -118,7 +118,7 @@ class _Setup:
     table: LevelTable
     ancestors: pl.DataFrame
     codes: pl.Series  # the tree's codes (those of its ancestor rows)
-    known: frozenset[str]  # the level table's codes (any other is placed by syntax, or not)
+    known: pl.Series  # the level table's codes (any other is placed by syntax, or not)
     space: CodeSpace  # the whole tree's code space, for every batch without placed codes
     evaluated: tuple[str, ...]
     resources: Resources
@@ -275,7 +275,7 @@ class Evaluator:
     def _new_documents(self, gold: memory.Staged, number: int) -> set[str]:
         """The documents of a batch's gold, none of which may have come before."""
         docs = gold.doc_of_row if gold.doc_of_row is not None else pl.Series([], dtype=pl.String)
-        batch = set(docs.cast(pl.String, strict=False).drop_nulls().to_list())
+        batch = set(docs.cast(pl.String, strict=False).drop_nulls().unique().to_list())
         again = sorted(batch & self._seen)
         if again:
             raise InputError(
@@ -307,7 +307,7 @@ class Evaluator:
             table=table,
             ancestors=tree,
             codes=tree["code"].unique(),
-            known=table.known_codes,
+            known=table.frame["code"],
             space=CodeSpace.build(tree, tuple(table.levels)),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
@@ -351,10 +351,10 @@ class Evaluator:
         the part of the tree its codes reach, with the placed codes' rows, as one evaluation
         builds it (:func:`hieval.engine.driver.encode_labels`)."""
         setup = self._setup
-        unknown = {code for code in codes.to_list() if code not in setup.known}
-        if not unknown:
+        unknown = codes.filter(~codes.is_in(setup.known.implode()))
+        if not unknown.len():
             return setup.space
-        rows = codesystem.of_table(setup.table).placed_ancestors(unknown, setup.table)
+        rows = codesystem.of_table(setup.table).placed_ancestors(unknown.to_list(), setup.table)
         if rows is None or not rows.height:
             return setup.space
         tree = relevant_ancestors(setup.ancestors, placed=rows, codes=codes)
