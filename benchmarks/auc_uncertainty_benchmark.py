@@ -1,5 +1,5 @@
 """Bootstrap replicates and randomization permutations of ROC-AUC (micro and macro) for a
-MIMIC-III-full-sized scored model (:mod:`hieval.metrics.auc_uncertainty`).
+MIMIC-III-full-sized scored model (:mod:`hieval.metrics.uncertainty.auc`).
 
 Run from the repository root:
 
@@ -12,8 +12,8 @@ outputs), truncated to each document's ``--top`` highest scores as CAML's files 
 pair scored). Timed, at one level: sorting one model's pairs (the bootstrap's plan) and
 ``--replicates`` Poisson replicates of micro and macro AUC, then sorting both models' pairs
 together and ``--permutations`` swaps (both swapped models, as the randomization test
-computes them), in blocks as :func:`hieval.metrics.uncertainty.blocks` cuts them. A replicate
-with weights all 1 must equal the point estimate within 1e-12.
+computes them), in blocks as :func:`hieval.metrics.uncertainty.weights.blocks` cuts them. A
+replicate with weights all 1 must equal the point estimate within 1e-12.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ if __package__ in (None, ""):  # run as a script: make `hieval` and `benchmarks`
 import numpy as np
 
 from benchmarks.ranking_benchmark import make_arrays
-from hieval.metrics.auc_uncertainty import auc_pairs, auc_plan, auc_replicates
 from hieval.metrics.ranking import ScoreArrays, arrays_from_pairs, micro_auc, per_label_auc
-from hieval.metrics.uncertainty import blocks, doc_keys, poisson_weights, swaps
+from hieval.metrics.uncertainty.auc import auc_pairs, auc_plan, auc_replicates
+from hieval.metrics.uncertainty.weights import blocks, doc_keys, poisson_weights, swaps
 
 
 def scored(gold: np.ndarray, scores: np.ndarray, top: int) -> ScoreArrays:

@@ -61,8 +61,8 @@ def run_hieval(gold: np.ndarray, scores: np.ndarray) -> dict:
         DEFAULT_KS,
         arrays_from_pairs,
         calibration_values,
+        point_values,
         pool,
-        ranking_values,
     )
     from hieval.metrics.tuning import tune
 
@@ -79,11 +79,11 @@ def run_hieval(gold: np.ndarray, scores: np.ndarray) -> dict:
     )
     times["arrays"] = time.perf_counter() - start
     t = time.perf_counter()
-    values = ranking_values(arrays, DEFAULT_KS)
+    values = point_values(arrays, DEFAULT_KS)
     times["ranking (leaf)"] = time.perf_counter() - t
     t = time.perf_counter()
     pooled = pool(arrays, np.arange(labels) // 10, (labels + 9) // 10)
-    level = ranking_values(pooled, DEFAULT_KS)
+    level = point_values(pooled, DEFAULT_KS)
     times["ranking (one pooled level)"] = time.perf_counter() - t
     t = time.perf_counter()
     calibration = calibration_values(arrays)

@@ -48,8 +48,10 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks import generate as gen
 from hieval.engine.icm import IcmParams
+from hieval.engine.keys import LEAF
 from hieval.hierarchy.sources import load_source
-from hieval.metrics import uncertainty as unc
+from hieval.metrics.uncertainty import replicates, tables, units, weights
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import count_model, model_metrics, zoo_units
 
 KEEP_RATES = (0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50)
@@ -161,11 +163,11 @@ def prepare(
             levels_file=levels, ancestors=ancestors, max_level=None, params=params,
             label_set="observed",
         )  # fmt: skip
-        units[name] = unc.Units(one[name].columns, one[name].names, {})
+        units[name] = units.Units(one[name].columns, one[name].names, {})
     return layout, units, tidy
 
 
-def naive_values(components, layout: unc.Layout) -> dict:
+def naive_values(components, layout: units.Layout) -> dict:
     """The straightforward replicate (hieval's algorithm before the shortcuts): every node
     of every part summed densely and every formula applied to every node."""
     sums = sum(w @ u.columns for u, w in components)
@@ -175,18 +177,18 @@ def naive_values(components, layout: unc.Layout) -> dict:
         n = layout.nodes[level].len()
         summed = sum(w @ u.nodes[family, level] for u, w in components)
         tp, fp, fn = (summed[:, i * n : (i + 1) * n] for i in range(3))
-        items = col["item"][:, None] if (family, level) == ("flat", unc.LEAF) else None
-        nodes[family, level] = unc.node_sums(tp, fp, fn, items=items)
+        items = col["item"][:, None] if (family, level) == ("flat", LEAF) else None
+        nodes[family, level] = replicates.node_sums(tp, fp, fn, items=items)
 
     def doc_total(metric, n):
         total = 0.0
         for u, w in components:
             weighted = w * u.column("item")
-            values = unc._doc_values(u, metric, n)
+            values = replicates._doc_values(u, metric, n)
             total = total + (weighted @ values if values.ndim == 1 else (weighted * values).sum(1))
         return total
 
-    return unc.assemble(col, nodes, doc_total, layout)
+    return replicates.assemble(col, nodes, doc_total, layout)
 
 
 def naive_hits(a, b, keys, *, layout, weights_key, seed: int, permutations: int) -> np.ndarray:
@@ -194,10 +196,10 @@ def naive_hits(a, b, keys, *, layout, weights_key, seed: int, permutations: int)
     ones = np.ones((1, weights_key.size))
     observed_a, observed_b = (naive_values([(u, ones)], layout) for u in (a, b))
     observed = np.array([abs(observed_a[k][0] - observed_b[k][0]) for k in keys])
-    slack = unc._TIE * np.maximum(1.0, observed)
+    slack = tables._TIE * np.maximum(1.0, observed)
     hits = np.zeros(len(keys), dtype=np.int64)
-    for first, count in unc.blocks(permutations, layout.width):
-        s = unc.swaps(weights_key, seed=seed, first=first, count=count)
+    for first, count in weights.blocks(permutations, layout.width):
+        s = weights.swaps(weights_key, seed=seed, first=first, count=count)
         star_a = naive_values([(a, 1 - s), (b, s)], layout)
         star_b = naive_values([(a, s), (b, 1 - s)], layout)
         delta = np.column_stack([np.abs(star_a[k] - star_b[k]) for k in keys])
@@ -213,7 +215,7 @@ def child(args: argparse.Namespace) -> dict:
     """One measurement in this (child) process, on the pickled zoo: its own peak RSS."""
     if args.what == "prepare":
         with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             layout, units, tidy = prepare(
                 documents=gen.documents_for(args.scale), models=args.models, seed=args.seed,
                 work=Path(tmp), shared=args.shared, micro_only=args.micro_only,
@@ -230,35 +232,37 @@ def child(args: argparse.Namespace) -> dict:
     with open(args.child, "rb") as handle:
         layout, units, tidy = pickle.load(handle)
     models = list(tidy)
-    keys = unc._keys_of(tidy[models[0]])
-    weights_key = unc.doc_keys(layout.doc_ids.to_list())
+    keys = tables._keys_of(tidy[models[0]])
+    weights_key = weights.doc_keys(layout.doc_ids.to_list())
     out: dict = {"load_before": os.getloadavg()[0]}
     if args.what == "fast":
         if args.micro_only:
             tidy = {m: t.filter(pl.col("average") == "micro") for m, t in tidy.items()}
-        settings = unc.Settings(bootstrap=args.bootstrap, seed=args.seed, permutations=0)
-        started = time.perf_counter()
-        unc.uncertainty_tables(
+        settings = Settings(bootstrap=args.bootstrap, seed=args.seed, permutations=0)
+        started, cpu = time.perf_counter(), time.process_time()
+        tables.uncertainty_tables(
             tidy, units, layout=layout, settings=settings, levels=layout.levels,
             threads=args.threads,
         )  # fmt: skip
         out["bootstrap_s"] = time.perf_counter() - started
+        out["bootstrap_cpu_s"] = time.process_time() - cpu
         if args.permutations:
-            settings = unc.Settings(
+            settings = Settings(
                 bootstrap=args.bootstrap, seed=args.seed, permutations=args.permutations
             )
             started = time.perf_counter()
-            unc.uncertainty_tables(
+            tables.uncertainty_tables(
                 tidy, units, layout=layout, settings=settings, levels=layout.levels,
                 threads=args.threads,
             )  # fmt: skip
             out["total_s"] = time.perf_counter() - started
+            out["total_cpu_s"] = time.process_time() - cpu
             out["permutations_s"] = out["total_s"] - out["bootstrap_s"]
             # The same permutations as the naive child, to compare the counts.
             a, b = units[models[0]], units[models[1]]
-            p = unc.randomization_p(
+            p = tables.randomization_p(
                 a, b, keys, layout=layout, weights_key=weights_key,
-                settings=unc.Settings(seed=args.seed, permutations=args.naive_permutations),
+                settings=Settings(seed=args.seed, permutations=args.naive_permutations),
             )  # fmt: skip
             out["check_hits"] = np.rint(p * (1 + args.naive_permutations) - 1).astype(int).tolist()
     else:
@@ -275,8 +279,8 @@ def child(args: argparse.Namespace) -> dict:
         out["check_hits"] = hits.tolist()
         started = time.perf_counter()
         for model in models:
-            for first, count in unc.blocks(args.naive_bootstrap, layout.width):
-                w = unc.poisson_weights(weights_key, seed=args.seed, first=first, count=count)
+            for first, count in weights.blocks(args.naive_bootstrap, layout.width):
+                w = weights.poisson_weights(weights_key, seed=args.seed, first=first, count=count)
                 naive_values([(units[model], w)], layout)
         out["naive_bootstrap_s"] = time.perf_counter() - started
         limit.restore_original_limits()
@@ -391,6 +395,10 @@ def main() -> None:
             f"Naive and fast randomization counts on the same {args.naive_permutations} "
             f"permutations: {'identical' if same else 'DIFFERENT'}.",
         ]
+    cpu_line = f"CPU seconds (every thread of the process): bootstrap {fast['bootstrap_cpu_s']:.1f}"
+    if args.permutations:
+        cpu_line += f", bootstrap + permutations {fast['total_cpu_s']:.1f}"
+    lines += ["", cpu_line + " (less sensitive than wall time to other jobs on the machine)."]
     if args.repeat > 1:
         lines.append(f"Best of {args.repeat} runs (by total time).")
     print("\n".join(lines))

@@ -34,8 +34,8 @@ from hieval.label_options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, La
 from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
+from hieval.metrics.uncertainty.settings import Settings
 
 #: The name of a model passed without one (``hieval.evaluate(gold, predictions)``).
 DEFAULT_MODEL = "model"
@@ -225,6 +225,13 @@ class Evaluation:
         return self._read("comparisons.parquet")
 
     @functools.cached_property
+    def conventions(self) -> pl.DataFrame:
+        """Each model's headline metrics under each named convention (``conventions.parquet``:
+        ``model, convention, metric, value``), each metric named as that convention's
+        reference code names it (docs/conventions.md)."""
+        return self._read("conventions.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""
@@ -236,6 +243,40 @@ class Evaluation:
                 for m in self.models
             ]
         )
+
+    @functools.cached_property
+    def errors(self) -> pl.DataFrame:
+        """Error distance (``errors.parquet``): ``model, kind, lca_level, code_status, count,
+        share``, each model's false negatives (``fn``) and false positives (``fp``) by the
+        level at which they meet the nearest error of the other kind in their document."""
+        return self._read("errors.parquet")
+
+    @functools.cached_property
+    def confusions(self) -> dict[str, pl.DataFrame]:
+        """Each model's near misses (``confusions/{model}.parquet``): ``gold_code,
+        predicted_code, lca_level, documents``, most frequent first."""
+        return {m: self._read(f"confusions/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
+    def codes(self) -> dict[str, pl.DataFrame]:
+        """Each model's per-code table (``codes/{model}.parquet``): ``code, title, level,
+        support, tp, fp, fn, precision, recall, f1`` (and ``train_frequency`` with
+        ``train_gold``) for every code and ancestor node up to ``max_level``."""
+        return {m: self._read(f"codes/{m}.parquet") for m in self.models}
+
+    @functools.cached_property
+    def groups(self) -> pl.DataFrame | None:
+        """Headline P/R/F1 per group of documents (``groups.parquet``): ``attribute, group,
+        model, family, level, average, metric, value, low, high, documents``; None without
+        ``doc_groups``."""
+        return self._read("groups.parquet")
+
+    @functools.cached_property
+    def group_gaps(self) -> pl.DataFrame | None:
+        """The largest gap between an attribute's groups, per model and metric
+        (``group_gaps.parquet``), with its interval and Holm-adjusted permutation p-value
+        when ``bootstrap`` > 0; None without ``doc_groups``."""
+        return self._read("group_gaps.parquet")
 
     @functools.cached_property
     def records(self) -> dict[str, dict]:
@@ -269,6 +310,22 @@ class Evaluation:
 
     def __repr__(self) -> str:
         return f"Evaluation(models={self.models}, rows={self.metrics.height})"
+
+
+def _doc_groups_file(value: object, folder: Path) -> Path | None:
+    """``doc_groups`` as a file: a path as given, a DataFrame written to ``folder``."""
+    if value is None:
+        return None
+    if isinstance(value, pl.DataFrame):
+        path = folder / "doc_groups.parquet"
+        value.write_parquet(path)
+        return path
+    if isinstance(value, str | os.PathLike):
+        return Path(value)
+    raise ConfigError(
+        f"doc_groups: a path or a Polars DataFrame doc_id, <attribute>..., not "
+        f"{type(value).__name__}"
+    )
 
 
 def _single_input(value: object) -> bool:
@@ -343,13 +400,14 @@ def _run_options(
     *,
     file_of: Callable[[object, str, str], Path],
     formats: dict[str, str],
+    folder: Path,
     named: bool = False,
     **kw: object,
 ) -> run.EvaluateOptions:
     """The options of :func:`evaluate`'s keywords ``kw``, each checked as the CLI checks its
     option; ``file_of(value, name, role)`` gives the file of an input (staging one held in
-    memory; ``named``: ``predictions`` is ``name -> labels`` already). :class:`hieval.Evaluator`
-    builds each batch's options here too."""
+    memory; ``named``: ``predictions`` is ``name -> labels`` already); a ``doc_groups`` frame
+    is written to ``folder``. :class:`hieval.Evaluator` builds each batch's options here too."""
     models = dict(predictions) if named else _named(predictions)
     for name in models:
         _checked("pred", f"{name}=x", keyword="predictions")
@@ -361,6 +419,7 @@ def _run_options(
         train_gold=None
         if kw["train_gold"] is None
         else file_of(kw["train_gold"], "train_gold", "gold"),
+        doc_groups=_doc_groups_file(kw["doc_groups"], folder),
         hierarchy=_source_text(kw["hierarchy"]),
         hierarchy_sha256=kw["hierarchy_sha256"],
         cache=Path(kw["cache"]),
@@ -373,6 +432,7 @@ def _run_options(
         k=[_checked("k", value) for value in kw["k"]],
         tuning_per_code=bool(kw["tuning_per_code"]),
         tuning_min_support=_checked("tuning_min_support", kw["tuning_min_support"]),
+        tuning_method=_checked("tuning_method", kw["tuning_method"]),
         allow_dev_test_overlap=bool(kw["allow_dev_test_overlap"]),
         top_k=_checked("top_k", kw["top_k"]),
         code_format=_checked("code_format", kw["code_format"]),
@@ -394,6 +454,10 @@ def _run_options(
         memory_limit=_checked("memory_limit", kw["memory_limit"]),
         temp_directory=None if kw["temp_directory"] is None else Path(kw["temp_directory"]),
         threads=_checked("threads", kw["threads"]),
+        conventions=None
+        if kw["conventions"] is None
+        else [_checked("conventions", c) for c in kw["conventions"]],
+        label_space=[(n, Path(p)) for n, p in _pairs(kw["label_space"], "label_space")],
     )
 
 
@@ -419,8 +483,10 @@ def evaluate(
     dev_predictions: object = None,
     tuning_per_code: bool = False,
     tuning_min_support: int = DEFAULT_MIN_SUPPORT,
+    tuning_method: str = DEFAULT_METHOD,
     allow_dev_test_overlap: bool = False,
     train_gold: object = None,
+    doc_groups: str | os.PathLike | pl.DataFrame | None = None,
     icm_empty_gold: str = IcmParams.empty_gold,
     icm_alpha1: float = IcmParams.alpha1,
     icm_alpha2: float = IcmParams.alpha2,
@@ -435,14 +501,17 @@ def evaluate(
     memory_limit: str | None = None,
     temp_directory: str | os.PathLike | None = None,
     threads: int | None = None,
+    conventions: Sequence[str] | None = None,
+    label_space: Mapping[str, str | os.PathLike] | None = None,
 ) -> Evaluation:
     """Evaluate models against a gold, as ``hieval evaluate`` does.
 
     Every option of ``hieval evaluate`` is a keyword of the same name (``--max-level`` is
     ``max_level``) and default; options naming one file (``--code-type NAME=dx``,
-    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``) take a mapping from the
-    file's name (``"gold"`` or a model) to the value. The keywords not described below are
-    the options ``hieval evaluate --help`` describes.
+    ``--format``, ``--code-list``, ``--doc-list``, ``--dev-pred``, ``--label-space``) take a
+    mapping from the file's name (``"gold"`` or a model) to the value; ``conventions`` is a
+    list of names. The keywords not described below are the options ``hieval evaluate
+    --help`` describes.
 
     Parameters
     ----------
@@ -459,6 +528,8 @@ def evaluate(
     dev_gold, dev_predictions, train_gold
         As ``--dev-gold``, ``--dev-pred NAME=...`` (a mapping ``name -> labels``) and
         ``--train-gold``; each takes the kinds of input ``gold`` and ``predictions`` take.
+    doc_groups
+        As ``--doc-groups``: a path, or a Polars DataFrame ``doc_id, <attribute>...``.
 
     Returns
     -------
@@ -496,7 +567,9 @@ def evaluate(
     formats = dict(_pairs(format, "format"))
     keywords = {k: v for k, v in locals().items() if k in evaluate.__kwdefaults__}
     with _api_errors(staged):
-        options = _run_options(gold, predictions, file_of=file_of, formats=formats, **keywords)
+        options = _run_options(
+            gold, predictions, file_of=file_of, formats=formats, folder=inputs, **keywords
+        )
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"
         out.mkdir()

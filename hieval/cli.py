@@ -24,6 +24,7 @@ from hieval.config import (
     TUNE,
     check_model_name,
 )
+from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
 from hieval.formats import FORMATS
@@ -38,8 +39,8 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET, LABEL_SETS
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, TUNING_METHODS
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.resources import memory_limit_problem
 from hieval.signals import StopSignals
 
@@ -195,8 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
         "level\n"
         "  figures/*.svg                 the report's figures\n"
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
+        "  errors.parquet                error distance: how near each FN and FP is to one of "
+        "the other kind\n"
+        "  confusions/NAME.parquet       the near misses of a model: gold code, predicted code\n"
+        "  codes/NAME.parquet            per code and ancestor node: support, TP, FP, FN, P/R/F1\n"
+        "  groups.parquet                with --doc-groups: headline P/R/F1 per group\n"
+        "  group_gaps.parquet            with --doc-groups: the largest gap per attribute\n"
         "  intervals.parquet             with --bootstrap N > 0: every tidy row's interval\n"
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
+        "  conventions.parquet           headline metrics under each named convention (caml, "
+        "edin, ...)\n"
         "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
         "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
         "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"
@@ -233,6 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="training-set gold, read like --gold: the report shows flat F1 per training "
         "frequency of the codes (config train_gold)",
+    )
+    ev.add_argument(
+        "--doc-groups",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a table doc_id,<attribute>... (CSV, TSV or Parquet; e.g. sex, age_band): headline "
+        "P/R/F1 per group of each attribute and the largest gap between groups, in "
+        "groups.parquet and group_gaps.parquet (config doc_groups)",
     )
     _hierarchy_options(ev)
     ev.add_argument(
@@ -289,6 +307,25 @@ def build_parser() -> argparse.ArgumentParser:
         + ")",
     )
     ev.add_argument(
+        "--conventions",
+        nargs="+",
+        choices=CONVENTION_NAMES,
+        default=None,
+        metavar="NAME",
+        help="the named conventions of conventions.parquet: "
+        + ", ".join(CONVENTION_NAMES)
+        + " (config conventions; default: every one)",
+    )
+    ev.add_argument(
+        "--label-space",
+        action="append",
+        type=_named_path,
+        default=[],
+        metavar="NAME=PATH",
+        help="model NAME's label space for the caml and edin conventions, one code per line "
+        "(default: the codes in the gold and its predictions)",
+    )
+    ev.add_argument(
         "--tuning-per-code",
         action="store_true",
         default=False,
@@ -300,6 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_at_least_one("tuning-min-support"),
         default=DEFAULT_MIN_SUPPORT,
         help=f"see --tuning-per-code (config tuning.min_support; default {DEFAULT_MIN_SUPPORT})",
+    )
+    ev.add_argument(
+        "--tuning-method",
+        choices=TUNING_METHODS,
+        default=DEFAULT_METHOD,
+        help="exact: every distinct dev score is a candidate threshold (default); grid: Edin et "
+        "al.'s 100 thresholds from 0 to 1, decisions score > t (config tuning.method)",
     )
     ev.add_argument(
         "--allow-dev-test-overlap",

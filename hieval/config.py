@@ -33,7 +33,7 @@ from hieval.errors import ConfigError, InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.icd10 import ICD10_LEVELS
 from hieval.label_options import TUNE, LabelOptions
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.resources import Resources, memory_limit_problem
 
 _NUMERIC = {"threshold": float, "top_k": int}
@@ -93,6 +93,7 @@ def tuning_options(config: dict) -> dict:
         "per_code": config["tuning"]["per_code"],
         "min_support": config["tuning"]["min_support"],
         "allow_dev_test_overlap": config["tuning"]["allow_dev_test_overlap"],
+        "method": config["tuning"]["method"],
     }
 
 
@@ -444,6 +445,8 @@ class ModelSpec:
     #: and standard deviation.
     system: str | None = None
     dev_predictions: str | None = None
+    #: The label space of the caml and edin conventions (one code per line).
+    label_space: str | None = None
 
     def tunes(self, default_threshold: float | str) -> bool:
         """Whether this model's threshold is tuned on its dev predictions: its own threshold

@@ -24,11 +24,12 @@ What needs more than one batch, and how it is handled (exactly, never approximat
   and label tables: exact ROC-AUC ranks every scored pair of all documents together. Each
   batch's normalised tables (the stage's own Parquet output, not the rows given) stay in the
   Evaluator's private folder on disk, and are pooled in document order at
-  :meth:`~Evaluator.compute`: the gold and, for a scored model, its scores always; a model's
-  decided labels only with ``bootstrap``. Nothing of a batch's rows stays in memory.
+  :meth:`~Evaluator.compute`: the gold, each model's decided labels (the conventions and the
+  error analysis read them too) and, for a scored model, its scores. Nothing of a batch's
+  rows stays in memory.
 - **Tuning** (``threshold="tune"``, ``dev_gold``, ``dev_predictions``) chooses one threshold
-  from a dev set before any test document is decided, and ``train_gold`` and ``doc_list`` name
-  whole inputs: they are refused here (use :func:`hieval.evaluate`).
+  from a dev set before any test document is decided, and ``train_gold``, ``doc_list`` and
+  ``doc_groups`` name whole inputs: they are refused here (use :func:`hieval.evaluate`).
 - **Settings that look across documents** act within a batch, which holds each document's
   gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
   the batch's gold (a prediction for a document of another batch is unknown in this one), and
@@ -59,6 +60,7 @@ import polars as pl
 from hieval import api, codesystem, memory, paths, pipeline, run
 from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
+from hieval.conventions.table import check_names
 from hieval.engine.counts import evaluated_levels, node_frame
 from hieval.engine.driver import (
     count_labels,
@@ -75,7 +77,7 @@ from hieval.label_options import TUNE
 from hieval.resources import Resources
 
 #: Options that need a whole input at once (see the module doc), refused by the Evaluator.
-WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list")
+WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list", "doc_groups")
 
 
 @dataclass
@@ -254,7 +256,13 @@ class Evaluator:
 
         with api._api_errors(staged):
             args = api._run_options(
-                gold_batch, models, file_of=file_of, formats=formats, named=True, **self._keywords
+                gold_batch,
+                models,
+                file_of=file_of,
+                formats=formats,
+                folder=inputs,
+                named=True,
+                **self._keywords,
             )
             args.shown = {str(item.path): item.what for item in staged}
             docs = self._new_documents(staged[0], number)
@@ -288,7 +296,9 @@ class Evaluator:
         """The hierarchy's tables and the settings, from the first batch (once)."""
         names = run.model_names(args)
         args.per_file = run._per_file_options(args, names)
+        run._label_spaces(args, names)  # refused at the first batch, as before any file
         config = run.config_from_args(args)
+        check_names(config["conventions"])
         resources = _BatchResources(threads=args.threads, **config["engine"])
         resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
         levels, ancestors, hierarchy = run.build_tables(
@@ -338,8 +348,6 @@ class Evaluator:
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        if not config["uncertainty"]["bootstrap"]:
-            labels_file.unlink()  # counted; the bootstrap alone reads the decided labels again
         if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():
             scores_file.unlink()  # hard predictions: nothing is ranked
         return sums, doc_rows, gold_counts, labels, missing

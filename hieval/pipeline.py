@@ -28,6 +28,7 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
@@ -55,12 +56,13 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT, tune
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.reports.error_sections import read_tables
 
 if TYPE_CHECKING:
     from hieval.input_record import InputRecord
-    from hieval.metrics.uncertainty import Layout, Units
+    from hieval.metrics.uncertainty.units import Layout, Units
 from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
@@ -331,6 +333,7 @@ def tune_threshold(
     per_code: bool = False,
     min_support: int = DEFAULT_MIN_SUPPORT,
     allow_dev_test_overlap: bool = False,
+    method: str = DEFAULT_METHOD,
     curve_out: str | Path,
     codes_out: str | Path,
     tuned_out: str | Path,
@@ -371,7 +374,9 @@ def tune_threshold(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
-    result = tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support)
+    result = tune(
+        encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
+    )
     if result.f1 == 0:
         warnings.append(
             f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "
@@ -392,7 +397,7 @@ def tune_threshold(
         "dev_predictions_sha256": pred_record["sha256"],
         "per_code": result.per_code.height,
         "per_code_file": Path(codes_out).name,  # beside this JSON
-        "tuning": {"per_code": per_code, "min_support": min_support},
+        "tuning": {"per_code": per_code, "min_support": min_support, "method": method},
         "warnings": warnings,
     }
     write_text(tuned_out, json.dumps(tuned, indent=2, sort_keys=True) + "\n")
@@ -839,6 +844,7 @@ def final_reports(
     comparisons: str | Path | None = None,
     systems: dict[str, str] | None = None,
     notes: list[str | Path] = (),
+    conventions: str | Path | None = None,
 ) -> pl.DataFrame:
     """The tables over all models (metrics.parquet/.csv, summary.csv, summary.md) in
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
@@ -861,6 +867,9 @@ def final_reports(
         comparisons=paths.read_parquet(comparisons) if comparisons else None,
         systems=systems or None,
         notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
+        conventions=(paths.read_parquet(conventions), read_notes(conventions))
+        if conventions
+        else None,
     )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
@@ -885,11 +894,14 @@ def publish_reports(
     curves: dict[str, str | Path] | None = None,
     history: str | Path | None = None,
     systems: dict[str, str] | None = None,
+    notes: list[str | Path] = (),
+    analysis_dir: str | Path | None = None,
 ) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
     Markdown; with ``systems``, model → system, one row per system holding the mean over its
     runs) and the self-contained HTML report; with ``history``, this run's headline rows are
-    added to the zoo's history first (only evaluations with a new key)."""
+    added to the zoo's history first (only evaluations with a new key); ``notes`` (the score
+    notes of :func:`score_metrics`) put the share of pairs scored beside AUC, Brier and ECE."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -929,6 +941,9 @@ def publish_reports(
             frequency_bins=bins,
             history=past,
             curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
+            systems=systems or {},
+            notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
+            analysis=read_tables(analysis_dir, models) if analysis_dir is not None else None,
         )
     )
     write_text(html_out, page)
@@ -972,12 +987,12 @@ def uncertainty(
     rows (the point estimates, exactly as reported). With ``scores`` (normalised score tables)
     and ``ranking`` (:func:`score_metrics`'s rows), a scored model's ranking and calibration
     rows get intervals and comparisons too, ROC-AUC included
-    (:mod:`hieval.metrics.ranking_uncertainty`, :mod:`hieval.metrics.auc_uncertainty`).
+    (:mod:`hieval.metrics.uncertainty.ranking`, :mod:`hieval.metrics.uncertainty.auc`).
     """
     # Imported here, as in zoo_units: the uncertainty modules (scipy, numba) load only in the
     # job that computes intervals, not in every job that imports this module.
-    from hieval.metrics.ranking_uncertainty import ranking_units
-    from hieval.metrics.uncertainty import uncertainty_tables
+    from hieval.metrics.uncertainty.ranking import ranking_units
+    from hieval.metrics.uncertainty.tables import uncertainty_tables
 
     (resources or Resources()).check_bootstrap(settings.bootstrap, models=len(predictions))
     layout, units = zoo_units(
@@ -1051,7 +1066,7 @@ def zoo_units(
     aligned to the gold's documents and the nodes any model reaches: each model's labels are
     encoded and grouped again by the engine driver (the count tables hold sums over
     documents; a bootstrap needs each document apart)."""
-    from hieval.metrics.uncertainty import Layout, build_units, node_table
+    from hieval.metrics.uncertainty.units import Layout, build_units, node_table
 
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)

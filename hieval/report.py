@@ -11,6 +11,7 @@ from hieval.atomic import atomic_path, write_parquet, write_text
 from hieval.codes import CODE_TYPES
 from hieval.metrics.registry import (
     FAMILY_TITLES,
+    HEADLINE,
     LEAF,
     OVERALL,
     SCORE_METRICS,
@@ -21,8 +22,10 @@ from hieval.metrics.registry import (
     sort_tidy,
     wide,
 )
+from hieval.reports.conventions import conventions_markdown
 from hieval.reports.escaping import csv_safe
 from hieval.reports.escaping import markdown as md
+from hieval.reports.numbers import percent
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
@@ -79,6 +82,7 @@ def summary_markdown(
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
     notes: list[dict] = (),
+    conventions: tuple[pl.DataFrame, dict] | None = None,
 ) -> str:
     """A paper-style table (one row per model) plus per-level tables and input notes; with
     ``intervals``/``comparisons`` the headline scores' intervals and significant differences,
@@ -165,20 +169,26 @@ def summary_markdown(
             keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
             cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
             lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
-    lines += _score_table(tidy, models)
+    lines += _score_table(tidy, models, notes)
     if intervals is not None:
         lines += uncertainty_markdown(intervals, comparisons, models)
     if systems:
         lines += systems_markdown(tidy, systems)
-    lines_notes = [_record_note(r) for r in records] + [_score_note(n) for n in notes]
-    lines_notes = [n for n in lines_notes if n]
+    if conventions is not None:
+        lines += conventions_markdown(*conventions, models)
+    lines_notes = _collapse_notes(
+        [(r["name"], "", _record_note(r)) for r in records]
+        + [(n["model"], " (scores)", _score_note(n)) for n in notes]
+    )
     if lines_notes:
         lines += ["", "## Input notes", "", *lines_notes]
     return "\n".join(lines) + "\n"
 
 
-def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
-    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric)."""
+def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) -> list[str]:
+    """Ranking, calibration and tuned thresholds at the leaves (one column per tidy metric),
+    ranking in percent as the other scores; with the share of pairs each model's scores cover
+    (a truncated score file's unscored pairs weigh on its AUC, Brier and ECE)."""
     score = tidy.filter(
         pl.col("family").is_in([m.family for m in SCORE_METRICS]) & (pl.col("level") == LEAF)
     )
@@ -189,23 +199,47 @@ def _score_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
         (r["model"], r["family"], r["average"], r["metric"]): r["value"]
         for r in score.iter_rows(named=True)
     }
+    covered = {
+        n["model"]: 1 - n["unscored_pairs"] / n["label_space_pairs"]
+        for n in notes
+        if n.get("label_space_pairs") and n.get("unscored_pairs") is not None
+    }
     heads = [f"{metric} ({average})" for _, average, metric in columns]
     lines = [
         "",
         "## Scores: ranking, calibration and tuned thresholds (leaf codes)",
         "",
-        "Models without scores have no ranking rows (see the notes).",
+        "Models without scores have no ranking rows (see the notes). Ranking metrics in percent; "
+        "Brier and ECE are losses. Pairs scored: the share of the label space's (document, "
+        "code) pairs the score file scores; the others rank tied below every scored pair (AUC) "
+        "and score zero (Brier, ECE).",
         "",
-        f"| Model | {' | '.join(heads)} |",
-        "|---|" + "---:|" * len(heads),
+        f"| Model | Pairs scored (%) | {' | '.join(heads)} |",
+        "|---|---:|" + "---:|" * len(heads),
     ]
     for model in models:
-        cells = [
-            f"{values[key]:.4g}" if (key := (model, *column)) in values else "-"
+        cells = [percent(covered[model]) if model in covered else "-"]
+        cells += [
+            (percent(values[key]) if column[0] == "ranking" else f"{values[key]:.4g}")
+            if (key := (model, *column)) in values
+            else "-"
             for column in columns
         ]
         lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _collapse_notes(notes: list[tuple[str, str, str]]) -> list[str]:
+    """One bullet per distinct note (name, kind, text), naming every model it is about: thirty
+    runs of hard predictions give one "no scores" line, not thirty identical ones."""
+    names: dict[tuple[str, str], list[str]] = {}
+    for name, kind, text in notes:
+        if text:
+            names.setdefault((kind, text), []).append(name)
+    return [
+        "- " + ", ".join(f"**{md(name)}**" for name in named) + f"{kind}: " + md(text) + "."
+        for (kind, text), named in names.items()
+    ]
 
 
 def _score_note(note: dict) -> str:
@@ -225,16 +259,9 @@ def _score_note(note: dict) -> str:
             f"{count} code(s) of the label space have no node at level {level} (shallower "
             "leaves or unplaced codes; left out of its ranking rows, as of its set counts)"
         )
-    return f"- **{md(note['model'])}** (scores): " + md("; ".join(parts)) + "." if parts else ""
+    return "; ".join(parts)
 
 
-#: The rows summary.md gives intervals and tests for: the headline F1s and ICM.
-HEADLINE = (
-    ("Flat F1", "flat", LEAF, "micro", "f1"),
-    ("Set-based F1", "set", OVERALL, "micro", "f1"),
-    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
-    ("ICM", "icm", OVERALL, "mean", "icm"),
-)
 #: Holm-adjusted p-values below this are marked significant in summary.md.
 SIGNIFICANCE = 0.05
 
@@ -385,7 +412,7 @@ def _record_note(record: dict) -> str:
     if record.get("unknown_documents_dropped"):
         parts.append(f"{record['unknown_documents_dropped']} documents not in the gold dropped")
     parts += [f"warning: {warning}" for warning in record.get("warnings") or ()]
-    return f"- **{md(record['name'])}**: " + md("; ".join(parts)) + "." if parts else ""
+    return "; ".join(parts)
 
 
 def node_report(
@@ -435,6 +462,7 @@ def write_reports(
     comparisons: pl.DataFrame | None = None,
     systems: dict[str, str] | None = None,
     notes: list[dict] = (),
+    conventions: tuple[pl.DataFrame, dict] | None = None,
 ) -> None:
     """Write metrics.parquet/.csv, summary.csv and summary.md into ``out_dir`` (and, with
     ``systems``, systems.parquet: :func:`system_table`)."""
@@ -457,5 +485,6 @@ def write_reports(
             comparisons=comparisons,
             systems=systems,
             notes=notes,
+            conventions=conventions,
         ),
     )

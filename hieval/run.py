@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hieval import hints
+from hieval.analysis.groups import read_doc_groups
+from hieval.analysis_stage import error_analysis, group_analysis
 from hieval.atomic import atomic_path
 from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
@@ -35,6 +37,8 @@ from hieval.config import (
     tuning_options,
     uncertainty_settings,
 )
+from hieval.conventions.stage import write_conventions
+from hieval.conventions.table import check_names
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
@@ -50,8 +54,8 @@ from hieval.label_options import (
 )
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
-from hieval.metrics.tuning import DEFAULT_MIN_SUPPORT
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import (
     ModelFiles,
     build_hierarchy,
@@ -86,6 +90,7 @@ class EvaluateOptions:
     gold: list[Path]
     pred: list[tuple[str, Path]]
     train_gold: Path | None = None
+    doc_groups: Path | None = None
     hierarchy: str | BuiltTables = "package"
     hierarchy_sha256: str | None = None
     cache: Path = Path("resources")
@@ -98,6 +103,7 @@ class EvaluateOptions:
     k: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_KS))
     tuning_per_code: bool = False
     tuning_min_support: int = DEFAULT_MIN_SUPPORT
+    tuning_method: str = DEFAULT_METHOD
     allow_dev_test_overlap: bool = False
     top_k: int | None = None
     code_format: str = LabelOptions.code_format
@@ -119,6 +125,10 @@ class EvaluateOptions:
     memory_limit: str | None = None
     temp_directory: Path | None = None
     threads: int | None = None
+    #: Named conventions of conventions.parquet (None: every one) and each model's label
+    #: space for them, ``(model, path)``.
+    conventions: list[str] | None = None
+    label_space: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
     per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
     #: How records and reports name an input file the user never saw (the API's in-memory
@@ -236,11 +246,16 @@ def run_inputs(args: EvaluateOptions) -> list[tuple[str, Path]]:
     named = [(f"--gold {path}", path) for path in args.gold]
     named += [(f"--pred {name}={path}", path) for name, path in args.pred]
     named += [(f"--dev-pred {name}={path}", path) for name, path in args.dev_pred]
-    for flag, pairs in (("--code-list", args.code_list), ("--doc-list", args.doc_list)):
+    for flag, pairs in (
+        ("--code-list", args.code_list),
+        ("--doc-list", args.doc_list),
+        ("--label-space", args.label_space),
+    ):
         named += [(f"{flag} {name}={path}", path) for name, path in pairs]
     for flag, path in (
         ("--dev-gold", args.dev_gold),
         ("--train-gold", args.train_gold),
+        ("--doc-groups", args.doc_groups),
         ("--temp-directory", args.temp_directory),
     ):
         if path is not None:
@@ -263,6 +278,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
         "hierarchy": hierarchy_config(args),
         "gold": str(args.gold[0]) if len(args.gold) == 1 else [str(g) for g in args.gold],
         "train_gold": str(args.train_gold) if args.train_gold else None,
+        "doc_groups": str(args.doc_groups) if args.doc_groups else None,
         "gold_format": gold_file.get("format", "auto"),
         "gold_code_list": gold_file.get("code_list"),
         "gold_doc_list": gold_file.get("doc_list"),
@@ -278,6 +294,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "per_code": args.tuning_per_code,
             "min_support": args.tuning_min_support,
             "allow_dev_test_overlap": args.allow_dev_test_overlap,
+            "method": args.tuning_method,
         },
         "icm": {
             "alpha1": args.icm_alpha1,
@@ -300,6 +317,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "memory_limit": args.memory_limit,
             "temp_directory": str(args.temp_directory) if args.temp_directory else None,
         },
+        "conventions": list(args.conventions) if args.conventions is not None else None,
     }
 
 
@@ -330,7 +348,11 @@ def evaluate_into(
     """
     names = model_names(args)
     args.per_file = _per_file_options(args, names)
+    _label_spaces(args, names)  # refused before anything is read
     config = config_from_args(args)
+    check_names(config["conventions"])
+    if config["doc_groups"]:
+        read_doc_groups(config["doc_groups"])  # refused before anything is counted
     figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
@@ -449,6 +471,7 @@ def report_into(
     labels = {name: work / "inputs" / "predictions" / f"{name}.parquet" for name in names}
     scores = {name: work / "inputs" / "scores" / f"{name}.parquet" for name in names}
     model_options = {name: _model_options(args, name) for name in names}
+    spaces = _label_spaces(args, names)
     settings = uncertainty_settings(config)
     uncertain = {}
     if settings.bootstrap:
@@ -475,8 +498,12 @@ def report_into(
             "intervals": out / "intervals.parquet",
             "comparisons": out / "comparisons.parquet",
         }
+    _conventions(
+        args, names, config, out=out, levels=levels, labels=labels, scores=scores, spaces=spaces
+    )
     final_reports(
         **uncertain,
+        conventions=out / "conventions.parquet",
         metrics=[
             work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
         ],
@@ -493,6 +520,28 @@ def report_into(
         train_gold = _other_gold(
             args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
+    error_analysis(
+        gold=gold,
+        labels=labels,
+        levels_file=levels,
+        ancestors=ancestors,
+        max_level=config["max_level"],
+        work=work / "errors",
+        errors_out=out / "errors.parquet",
+        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
+        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
+        train_gold=train_gold,
+        settings=settings,
+    )
+    if config["doc_groups"]:
+        group_analysis(
+            gold=gold,
+            docs={name: work / "counts" / name / "docs.parquet" for name in names},
+            doc_groups=config["doc_groups"],
+            settings=settings,
+            groups_out=out / "groups.parquet",
+            gaps_out=out / "group_gaps.parquet",
+        )
     publish_reports(
         tidy=out / "metrics.parquet",
         nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
@@ -507,6 +556,8 @@ def report_into(
         figures_out=out / "figures",
         train_gold=train_gold,
         curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+        notes=[work / "ranking" / f"{name}.json" for name in names],
+        analysis_dir=out,
         **uncertain,
     )
 
@@ -545,6 +596,56 @@ def normalize_batch(
         scores={name: out / "scores" / f"{name}.parquet" for name in names},
         progress=lambda subject, stage: None,
     )
+
+
+def _conventions(
+    args: EvaluateOptions,
+    names: list[str],
+    config: dict,
+    *,
+    out: Path,
+    levels: Path,
+    labels: dict[str, Path],
+    scores: dict[str, Path],
+    spaces: dict[str, tuple[Path, str]],
+) -> None:
+    """OUT/conventions.parquet: every model's headline metrics under each named convention."""
+    work = out / "work"
+    write_conventions(
+        models=names,
+        gold=work / "inputs" / "gold.parquet",
+        labels=labels,
+        scores=scores,
+        records={name: labels[name].with_suffix(".json") for name in names},
+        tidy={
+            name: [work / s / f"{name}.parquet" for s in ("metrics", "ranking")] for name in names
+        },
+        levels_file=levels,
+        conventions=config["conventions"],
+        ks=ranking_ks(config),
+        selections={
+            name: (_model_options(args, name).threshold, _model_options(args, name).top_k)
+            for name in names
+        },
+        default_threshold=config["threshold"],
+        label_spaces=spaces,
+        out=out / "conventions.parquet",
+    )
+
+
+def _label_spaces(args: EvaluateOptions, names: list[str]) -> dict[str, tuple[Path, str]]:
+    """``--label-space NAME=PATH`` by model, with how messages name it; checked by name."""
+    spaces = {}
+    for name, path in args.label_space:
+        if name not in names:
+            raise HievalError(
+                f"--label-space {preview_value(name)}=...: no model {preview_value(name)} "
+                f"(models: {', '.join(names)})"
+            )
+        if name in spaces:
+            raise HievalError(f"--label-space is given twice for {name}; give it once")
+        spaces[name] = (path, f"--label-space {name}={path}")
+    return spaces
 
 
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:

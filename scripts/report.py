@@ -24,6 +24,7 @@ def main(smk):
         intervals=smk.input.get("intervals"),
         comparisons=smk.input.get("comparisons"),
         systems=systems,
+        conventions=smk.input.conventions,
     )
     publish_reports(
         tidy=smk.output.metrics,
@@ -43,6 +44,8 @@ def main(smk):
         curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
         history=smk.params.history,
         systems=systems,
+        notes=list(smk.input.notes),
+        analysis_dir=Path(smk.output.metrics).parent,
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 

@@ -15,6 +15,7 @@ def main(smk):
         per_code=smk.params.per_code,
         min_support=smk.params.min_support,
         allow_dev_test_overlap=smk.params.allow_dev_test_overlap,
+        method=smk.params.method,
         curve_out=smk.output.curve,
         codes_out=smk.output.codes,
         tuned_out=smk.output.tuned,

@@ -3,7 +3,7 @@
 import json
 
 from hieval.engine.icm import IcmParams
-from hieval.metrics.uncertainty_settings import Settings
+from hieval.metrics.uncertainty.settings import Settings
 from hieval.pipeline import uncertainty
 from hieval.resources import Resources
 from hieval.workflow_script import run_rule

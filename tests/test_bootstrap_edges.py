@@ -13,7 +13,7 @@ from helpers import parse_time_refusal, snakemake
 
 from hieval.cli import main
 from hieval.errors import ConfigError
-from hieval.metrics.uncertainty import doc_keys, poisson_weights
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 from hieval.resources import Resources
 
 SEED = 11

@@ -263,6 +263,11 @@ def _caml_scores(path: Path, docs: range) -> Path:
     return path
 
 
+def _doc_groups(path: Path, docs: range) -> Path:
+    path.write_text("doc_id,sex\n" + "".join(f"{d},{'FM'[i % 2]}\n" for i, d in enumerate(docs)))
+    return path
+
+
 @pytest.fixture(scope="module")
 def caml_run(tmp_path_factory) -> tuple[Path, Path]:
     """One evaluation of CAML files (as the README's example) that writes every optional
@@ -283,6 +288,7 @@ def caml_run(tmp_path_factory) -> tuple[Path, Path]:
         "--dev-pred", f"caml_scored={_caml_scores(tmp / 'pred_100_scores_dev.json', dev)}",
         "--bootstrap", "3", "--permutations", "9",
         "--cache", str(cache), "--out", str(out),
+        "--doc-groups", str(_doc_groups(tmp / "groups.csv", test)),
     ]  # fmt: skip
     assert main(argv) == 0
     return out, cache

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from golden_outputs import DEMO_FILES, GOLDEN, INPUTS, zoo_arguments, zoo_files
 from helpers import small_demo_config, snakemake
 
@@ -30,7 +29,6 @@ def test_zoo_outputs_are_the_fixtures(tmp_path, monkeypatch):
     assert _same_bytes(expected, out, GOLDEN / "zoo") == []
 
 
-@pytest.mark.timeout(300)
 def test_demo_outputs_are_the_fixtures(tmp_path):
     small_demo_config(tmp_path)
     result = snakemake(tmp_path)

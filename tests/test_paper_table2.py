@@ -111,7 +111,7 @@ def test_the_recipe_regenerates_table2_as_means_over_runs(tmp_path, icd9, icd9_l
         for family in ("flat", "set", "cophe"):
             counts = [c for (f, _level, _node), c in nodes.items() if f == family]
             tp, fp, fn = (sum(c[i] for c in counts) for i in range(3))
-            for metric, value in zip(("P", "R", "F1"), _prf(tp, fp, fn), strict=True):
+            for metric, value in zip(("P", "R", "F1"), _prf(tp, fp, fn)[:3], strict=True):
                 system = model.split("_")[0]
                 expected.setdefault(system, {}).setdefault((family, metric), []).append(value)
 

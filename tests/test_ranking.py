@@ -18,7 +18,7 @@ from hieval.metrics.ranking import (
     calibration_values,
     encode,
     level_arrays,
-    ranking_values,
+    point_values,
 )
 
 KS = (1, 3, 5)
@@ -82,7 +82,7 @@ def naive(gold: np.ndarray, scores: np.ndarray, ks) -> dict:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ranking_metrics_match_sklearn_and_naive(seed, truncated):
     gold, scores = make_case(seed, truncated=truncated)
-    values = ranking_values(to_arrays(gold, scores), KS)
+    values = point_values(to_arrays(gold, scores), KS)
     full = filled(scores)
     assert values["micro", "auc"] == pytest.approx(
         roc_auc_score(gold.ravel(), full.ravel()), abs=1e-12
@@ -103,7 +103,7 @@ def test_map_ties_are_one_threshold():
     """A hand-worked document: gold {a, c}; scores a .5, b .5, c .2 -> thresholds .5 (P 1/2,
     R 1/2) and .2 (P 2/3, R 1): AP = 1/2 x 1/2 + 1/2 x 2/3 = 7/12 (not 1/2 + ...)."""
     arrays = arrays_from_pairs(1, 3, [0, 1, 2], [0.5, 0.5, 0.2], [0, 2])
-    values = ranking_values(arrays, (1,))
+    values = point_values(arrays, (1,))
     assert values["mean", "map"] == pytest.approx(7 / 12)
     assert values["mean", "precision@1"] == 1.0  # a and b tie: a comes first by code
 
@@ -112,7 +112,7 @@ def test_unscored_gold_code_in_top_k_by_code_order():
     """One document scores only code 2 (not gold); codes 0 and 1 are gold and unscored, so the
     ranking is 2, 0, 1, 3: P@2 = 1/2, R@3 = 1."""
     arrays = arrays_from_pairs(1, 4, [2], [0.9], [0, 1])
-    values = ranking_values(arrays, (2, 3))
+    values = point_values(arrays, (2, 3))
     assert values["mean", "precision@2"] == 0.5
     assert values["mean", "recall@3"] == 1.0
     # AUC: positives 0, 1 tied with 3 at the bottom, below 2: (1 + 1 + 0.5 + 0.5) / 4
@@ -180,9 +180,9 @@ def test_hierarchical_ranking_is_max_pooling(truncated):
         n = nodes.index(parent[code])
         pooled_gold[:, n] |= gold[:, c]
         pooled_scores[:, n] = np.fmax(pooled_scores[:, n], scores[:, c])
-    expected = ranking_values(to_arrays(pooled_gold, pooled_scores), KS)
-    assert ranking_values(pooled, KS) == pytest.approx(expected, abs=1e-12)
+    expected = point_values(to_arrays(pooled_gold, pooled_scores), KS)
+    assert point_values(pooled, KS) == pytest.approx(expected, abs=1e-12)
     # and against scikit-learn directly, so that the reference is not the code itself
-    assert ranking_values(pooled, KS)["micro", "auc"] == pytest.approx(
+    assert point_values(pooled, KS)["micro", "auc"] == pytest.approx(
         roc_auc_score(pooled_gold.ravel(), filled(pooled_scores).ravel()), abs=1e-12
     )

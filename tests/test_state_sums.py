@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from hieval.metrics.state_sums import state_sums
+from hieval.metrics.uncertainty.state_sums import state_sums
 
 
 def reference(swapped, index, start, sections, table):
@@ -56,7 +56,7 @@ def test_state_sums_equal_a_plain_loop():
 def test_without_a_writable_cache_the_loop_is_compiled_uncached(monkeypatch):
     """numba refuses ``cache=True`` where no folder is writable (a read-only install without
     a home folder): the loop is then compiled per process, not an import error."""
-    from hieval.metrics import state_sums as module
+    from hieval.metrics.uncertainty import state_sums as module
 
     calls = []
 

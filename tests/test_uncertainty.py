@@ -14,18 +14,11 @@ from helpers import REPO
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF
 from hieval.hierarchy.table import write_level_table
-from hieval.metrics.uncertainty import (
-    Layout,
-    Settings,
-    bootstrap_matrix,
-    build_units,
-    doc_keys,
-    holm,
-    poisson_weights,
-    randomization_p,
-    replicate_values,
-    swaps,
-)
+from hieval.metrics.uncertainty.replicates import replicate_values
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import bootstrap_matrix, holm, randomization_p
+from hieval.metrics.uncertainty.units import Layout, build_units
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights, swaps
 from hieval.pipeline import count_model, model_metrics, zoo_units
 
 MICRO_F1 = ("flat", LEAF, "micro", "f1")

@@ -16,18 +16,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from test_ranking import make_case
 
-from hieval.metrics.auc_uncertainty import auc_pairs, auc_plan, auc_replicates
 from hieval.metrics.ranking import encode, score_rows
-from hieval.metrics.ranking_uncertainty import auc_pair_plans, ranking_units
-from hieval.metrics.ranking_uncertainty import ranking_values as replicate_values
-from hieval.metrics.uncertainty import (
-    Settings,
-    doc_keys,
-    label_set_rows,
-    poisson_weights,
-    ranking_randomization_p,
-    swaps,
-)
+from hieval.metrics.uncertainty.auc import auc_pairs, auc_plan, auc_replicates
+from hieval.metrics.uncertainty.ranking import auc_pair_plans, ranking_units
+from hieval.metrics.uncertainty.ranking import ranking_replicates as replicate_values
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import label_set_rows, ranking_randomization_p
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights, swaps
 
 KS = (1, 3)
 LEVEL = "up"
@@ -250,8 +245,8 @@ def test_a_level_with_too_many_scored_pairs_gets_no_auc_rows_and_says_so(monkeyp
     leaf_pairs = int((~np.isnan(scores)).sum())
     level_pairs = dense_level(gold, scores)[1].size
     assert level_pairs < leaf_pairs
-    monkeypatch.setattr("hieval.metrics.ranking_uncertainty.AUC_MAX_SCORED_PAIRS", level_pairs)
-    with caplog.at_level("WARNING", logger="hieval.metrics.ranking_uncertainty"):
+    monkeypatch.setattr("hieval.metrics.uncertainty.ranking.AUC_MAX_SCORED_PAIRS", level_pairs)
+    with caplog.at_level("WARNING", logger="hieval.metrics.uncertainty.ranking"):
         model, _ = units(gold, scores)
     assert not [k for k in model.keys if k[1] == "leaf" and k[3] == "auc"]
     assert ("ranking", LEVEL, "micro", "auc") in model.keys
@@ -262,7 +257,8 @@ def test_a_level_with_too_many_scored_pairs_gets_no_auc_rows_and_says_so(monkeyp
 def test_undefined_replicates_are_left_out_of_the_interval_and_counted():
     """A row undefined in some replicates (NaN: an AUC replicate without a positive pair) gets
     the bounds of the defined ones and their number; undefined in all, null bounds."""
-    from hieval.metrics.uncertainty import Settings, interval_rows
+    from hieval.metrics.uncertainty.settings import Settings
+    from hieval.metrics.uncertainty.tables import interval_rows
 
     tidy = pl.DataFrame(
         {

@@ -16,18 +16,18 @@ import pytest
 from test_uncertainty import flat_units
 
 from hieval.engine.keys import LEAF
-from hieval.metrics.uncertainty import (
+from hieval.metrics.uncertainty.replicates import replicate_values
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import (
     CENTRED,
     PERCENTILE,
-    Layout,
-    Settings,
     bootstrap_matrix,
-    doc_keys,
     interval_bounds,
     interval_rows,
     label_set_rows,
-    replicate_values,
 )
+from hieval.metrics.uncertainty.units import Layout
+from hieval.metrics.uncertainty.weights import doc_keys
 
 LB_F = ("label", LEAF, "macro", "f1")
 MACRO_F1 = ("flat", LEAF, "macro", "f1")

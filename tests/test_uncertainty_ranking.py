@@ -16,18 +16,14 @@ from hieval.metrics.ranking import (
     calibration_values,
     encode,
     level_arrays,
-    ranking_values,
+    point_values,
     score_rows,
 )
-from hieval.metrics.ranking_uncertainty import ranking_units
-from hieval.metrics.ranking_uncertainty import ranking_values as replicate_values
-from hieval.metrics.uncertainty import (
-    Settings,
-    doc_keys,
-    poisson_weights,
-    ranking_randomization_p,
-    swaps,
-)
+from hieval.metrics.uncertainty.ranking import ranking_replicates as replicate_values
+from hieval.metrics.uncertainty.ranking import ranking_units
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import ranking_randomization_p
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights, swaps
 
 KS = (1, 3, 5)
 LEVEL = "up"
@@ -99,9 +95,9 @@ def test_integer_weights_are_the_test_set_with_documents_repeated(truncated):
         key, score = repeat(arrays.key, copies, n, arrays.score)
         gold_key, _ = repeat(arrays.gold_key, copies, n)
         repeated = arrays_from_pairs(int(copies.sum()), n, key, score, gold_key, arrays.labels)
-        expected = {("ranking", "leaf", *k): v for k, v in ranking_values(repeated, KS).items()}
+        expected = {("ranking", "leaf", *k): v for k, v in point_values(repeated, KS).items()}
         pooled, _ = level_arrays(repeated, ancestors, LEVEL)
-        expected |= {("ranking", LEVEL, *k): v for k, v in ranking_values(pooled, KS).items()}
+        expected |= {("ranking", LEVEL, *k): v for k, v in point_values(pooled, KS).items()}
         calibration = calibration_values(repeated) or {}
         expected |= {("calibration", "leaf", "micro", k): v for k, v in calibration.items()}
         for key_ in units.keys:

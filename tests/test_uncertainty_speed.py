@@ -18,18 +18,10 @@ import pytest
 
 from hieval.engine.icm import IcmParams
 from hieval.hierarchy.table import write_level_table
-from hieval.metrics.uncertainty import (
-    Settings,
-    bootstrap_matrix,
-    doc_keys,
-    pair_plan,
-    poisson_weights,
-    randomization_p,
-    replicate_values,
-    swapped_values,
-    swaps,
-    uncertainty_tables,
-)
+from hieval.metrics.uncertainty.replicates import pair_plan, replicate_values, swapped_values
+from hieval.metrics.uncertainty.settings import Settings
+from hieval.metrics.uncertainty.tables import bootstrap_matrix, randomization_p, uncertainty_tables
+from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights, swaps
 from hieval.pipeline import count_model, icm_weights, model_metrics, zoo_units
 
 PARAMS = IcmParams()

@@ -11,7 +11,7 @@ import pytest
 from helpers import snakemake
 
 from hieval.cli import main
-from hieval.metrics.uncertainty import COMPARISON_COLUMNS, INTERVAL_COLUMNS
+from hieval.metrics.uncertainty.tables import COMPARISON_COLUMNS, INTERVAL_COLUMNS
 
 CODES = ["364.11", "364.24", "364.9", "401.9", "96.04", "250.00", "428.0", "584.9", "V58.11"]
 UNCERTAINTY = "uncertainty:\n  bootstrap: 200\n  permutations: 99\n  seed: 3\n"

@@ -130,7 +130,12 @@ def test_nested_config_values_get_the_schemas_types(tmp_path):
         "permutations": 999,
     }
     assert config["ranking"]["k"] == [5, 10]
-    assert config["tuning"] == {"per_code": True, "min_support": 3, "allow_dev_test_overlap": False}
+    assert config["tuning"] == {
+        "per_code": True,
+        "min_support": 3,
+        "allow_dev_test_overlap": False,
+        "method": "exact",
+    }
     assert config["icm"]["alpha1"] == 1.5 and config["icm"]["beta"] == 2
     assert config["engine"]["memory_limit"] is None
 

@@ -13,54 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import polars as pl
 
 from hieval.codes import CODE_TYPES
-from hieval.metrics.registry import OVERALL, PRF_METRICS, exact_mean
-
-
-def ratio(num, den):
-    """num / den, or 0 where den is 0 (the zero-division convention).
-
-    On Polars expressions (the tidy table) or numpy arrays (the bootstrap's replicates, which
-    broadcast): the formulas below are written once and serve both, with the same float64
-    operations in the same order, so a replicate with every weight 1 is the point estimate.
-    """
-    if isinstance(num, pl.Expr) or isinstance(den, pl.Expr):
-        return pl.when(den > 0).then(num / den).otherwise(0.0)
-    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    out = np.zeros(np.broadcast_shapes(num.shape, den.shape))
-    return np.divide(num, den, out=out, where=den > 0)
-
-
-#: The denominators of precision, recall and F1 from TP, FP and FN: where one is 0 the metric
-#: is undefined (no prediction, no gold, neither), and :func:`ratio` gives 0 by convention.
-PRF_DENOMINATORS: dict[str, Callable] = {
-    "precision": lambda tp, fp, fn: tp + fp,
-    "recall": lambda tp, fp, fn: tp + fn,
-    "f1": lambda tp, fp, fn: 2 * tp + fp + fn,
-}
-#: Precision, recall and F1 from TP, FP and FN (summed over a level for ``micro``, per node for
-#: ``macro``): the one place these formulas are written.
-PRF: dict[str, Callable] = {
-    "precision": lambda tp, fp, fn: ratio(tp, PRF_DENOMINATORS["precision"](tp, fp, fn)),
-    "recall": lambda tp, fp, fn: ratio(tp, PRF_DENOMINATORS["recall"](tp, fp, fn)),
-    "f1": lambda tp, fp, fn: ratio(2 * tp, PRF_DENOMINATORS["f1"](tp, fp, fn)),
-}
-
-
-def harmonic_f1(precision, recall):
-    """``macro_hm``'s F1: the harmonic mean of macro precision and macro recall."""
-    return ratio(2 * precision * recall, precision + recall)
+from hieval.metrics.arithmetic import exact_mean
+from hieval.metrics.count_measures import COUNT_MEASURES
+from hieval.metrics.registry import OVERALL, PRF_METRICS
 
 
 def _summaries(per_node: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    grouped = per_node.group_by(by).agg(pl.col("tp", "fp", "fn").sum(), pl.col("p", "r", "f"))
+    """Summed counts and, per measure, its exact mean over the nodes (``macro|<measure>``)."""
+    per_node_cols = [f"node|{m}" for m in COUNT_MEASURES]
+    grouped = per_node.group_by(by).agg(pl.col("tp", "fp", "fn").sum(), pl.col(per_node_cols))
     return grouped.with_columns(
-        pl.col(src).map_elements(exact_mean, return_dtype=pl.Float64).alias(dst)
-        for src, dst in (("p", "macro_p"), ("r", "macro_r"), ("f", "macro_f"))
-    ).drop("p", "r", "f")
+        pl.col(f"node|{m}").map_elements(exact_mean, return_dtype=pl.Float64).alias(f"macro|{m}")
+        for m in COUNT_MEASURES
+    ).drop(per_node_cols)
 
 
 def metrics_table(
@@ -98,51 +66,31 @@ def _metric_rows(nodes: pl.DataFrame) -> pl.DataFrame:
     """``family, level, average, metric, value`` rows from a per-node count table."""
     tp, fp, fn = (pl.col(c).cast(pl.Float64) for c in ("tp", "fp", "fn"))
     per_node = nodes.with_columns(
-        PRF["precision"](tp, fp, fn).alias("p"),
-        PRF["recall"](tp, fp, fn).alias("r"),
-        PRF["f1"](tp, fp, fn).alias("f"),
+        measure(tp, fp, fn).alias(f"node|{name}") for name, measure in COUNT_MEASURES.items()
     )
     per_level = _summaries(per_node, ["family", "level"])
     overall = _summaries(per_node.filter(pl.col("family") != "flat"), ["family"]).with_columns(
         pl.lit(OVERALL).alias("level")
     )
     summary = pl.concat([per_level, overall.select(per_level.columns)])
-    micro_p, micro_r = PRF["precision"](tp, fp, fn), PRF["recall"](tp, fp, fn)
-    macro_p, macro_r = pl.col("macro_p"), pl.col("macro_r")
+    macro_p, macro_r = pl.col("macro|precision"), pl.col("macro|recall")
+
+    def rows(average: str, values: dict[str, pl.Expr]) -> pl.DataFrame:
+        return summary.select(
+            "family", "level", pl.lit(average).alias("average"), tp, fp, fn,
+            *(value.alias(name) for name, value in values.items()),
+        )  # fmt: skip
+
     wide = pl.concat(
         [
-            summary.select(
-                "family",
-                "level",
-                pl.lit("micro").alias("average"),
-                tp,
-                fp,
-                fn,
-                micro_p.alias("precision"),
-                micro_r.alias("recall"),
-                PRF["f1"](tp, fp, fn).alias("f1"),
-            ),
-            summary.select(
-                "family",
-                "level",
-                pl.lit("macro").alias("average"),
-                tp,
-                fp,
-                fn,
-                macro_p.alias("precision"),
-                macro_r.alias("recall"),
-                pl.col("macro_f").alias("f1"),
-            ),
-            summary.select(
-                "family",
-                "level",
-                pl.lit("macro_hm").alias("average"),
-                tp,
-                fp,
-                fn,
-                macro_p.alias("precision"),
-                macro_r.alias("recall"),
-                harmonic_f1(macro_p, macro_r).alias("f1"),
+            rows("micro", {n: m(tp, fp, fn) for n, m in COUNT_MEASURES.items()}),
+            rows("macro", {n: pl.col(f"macro|{n}") for n in COUNT_MEASURES}),
+            rows(
+                "macro_hm",
+                {
+                    n: pl.col(f"macro|{n}") if m.of_pr is None else m.of_pr(macro_p, macro_r)
+                    for n, m in COUNT_MEASURES.items()
+                },
             ),
         ]
     )

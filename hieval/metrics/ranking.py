@@ -42,7 +42,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from hieval.metrics.registry import LEAF, TIDY_SCHEMA, exact_mean, sort_tidy
+from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.registry import (
+    DOCUMENT_MEANS,
+    LEAF,
+    TIDY_SCHEMA,
+    at_ks,
+    exact_mean,
+    sort_tidy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -208,17 +216,6 @@ def per_label_auc(arrays: ScoreArrays) -> np.ndarray:
     return auc
 
 
-@dataclass(frozen=True)
-class DocumentRanks:
-    """Per gold pair: its document, its position in the document's ranking (0-based, ties by
-    code, unscored codes after the scored ones in code order) and the precision at its score
-    threshold (tied scores one threshold, unscored pairs the last one)."""
-
-    doc: np.ndarray
-    position: np.ndarray
-    precision: np.ndarray
-
-
 def document_ranks(arrays: ScoreArrays) -> DocumentRanks:
     """Locate every gold pair in its document's ranking (one sort per document)."""
     n_labels = arrays.n_labels
@@ -264,9 +261,14 @@ def document_ranks(arrays: ScoreArrays) -> DocumentRanks:
     return DocumentRanks(gold_doc, position, precision)
 
 
-def ranking_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
-    """Every ranking metric by (average, metric) name: ``micro auc``, ``macro auc``,
-    ``mean precision@K``, ... (a metric without any defined unit is left out)."""
+def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """Every ranking metric's reported value by (average, metric) name: ``micro auc``,
+    ``macro auc``, ``mean precision@K``, ... (a metric without any defined unit is left out).
+
+    The ``mean`` metrics are their registry declarations' per-document statistics
+    (:data:`~hieval.metrics.registry.DOCUMENT_MEANS`), averaged exactly over the documents
+    each counts: the same arrays the replicates weight
+    (:mod:`hieval.metrics.uncertainty.ranking`)."""
     values: dict[str, float] = {}
     micro = micro_auc(arrays)
     if micro is not None:
@@ -275,40 +277,17 @@ def ranking_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[
     defined = per_label[~np.isnan(per_label)]
     if len(defined):
         values["macro", "auc"] = exact_mean(defined.tolist())
-    ranks = document_ranks(arrays)
-    n_gold = np.bincount(ranks.doc, minlength=arrays.n_docs)
-    with_gold = n_gold > 0
     if arrays.n_docs == 0:
         return values
-
-    def hits(limit: np.ndarray | int) -> np.ndarray:
-        inside = ranks.position < (limit if np.isscalar(limit) else limit[ranks.doc])
-        return np.bincount(ranks.doc[inside], minlength=arrays.n_docs)
-
-    for k in ks:
-        at_k = hits(k)
-        values["mean", f"precision@{k}"] = exact_mean((at_k / k).tolist())
-        if with_gold.any():
-            values["mean", f"recall@{k}"] = exact_mean(
-                (at_k[with_gold] / n_gold[with_gold]).tolist()
-            )
-    if with_gold.any():
-        r_hits = hits(n_gold)
-        values["mean", "r_precision"] = exact_mean((r_hits[with_gold] / n_gold[with_gold]).tolist())
-        # AP = (1/|G|) x the sum over gold pairs of the precision at their threshold; the sum
-        # per document is exact (math.fsum), so the value does not depend on pair order.
-        ap = [
-            math.fsum(ranks.precision[a:b]) / (b - a)
-            for a, b in _runs(ranks.doc, arrays.n_docs)
-            if b > a
-        ]
-        values["mean", "map"] = exact_mean(ap)
+    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    for metric in DOCUMENT_MEANS:
+        counted = docs.counted(metric.per_document.over)
+        if not counted.any():
+            continue
+        for name, k in at_ks(metric.metric, ks):
+            per_doc = metric.per_document.statistic(docs, k)
+            values[metric.average, name] = exact_mean(per_doc[counted].tolist())
     return values
-
-
-def _runs(groups: np.ndarray, n: int) -> list[tuple[int, int]]:
-    starts = np.searchsorted(groups, np.arange(n + 1))
-    return list(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))
 
 
 def calibration_values(arrays: ScoreArrays, bins: int = ECE_BINS) -> dict[str, float] | None:
@@ -372,7 +351,9 @@ def level_arrays(
     return pooled, int((node_of < 0).sum())
 
 
-def score_rows(
+# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
+# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
+def score_rows(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,
@@ -408,7 +389,7 @@ def score_rows(
                 notes.setdefault("codes_without_node", {})[level] = left_out
             by_level.append((level, pooled))
         for level, level_scores in by_level:
-            for (average, metric), value in ranking_values(level_scores, ks).items():
+            for (average, metric), value in point_values(level_scores, ks).items():
                 rows.append(("ranking", level, average, metric, value))
         calibration = calibration_values(arrays)
         if calibration is None:

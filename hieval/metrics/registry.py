@@ -10,20 +10,22 @@ entry here (and its test).
 
 Conventions (the field's differ silently; each is named here and in docs/conventions.md):
 
-- ``micro``: P, R, F1 from the counts summed over the nodes of a level.
+- ``micro``: P, R, F1, F2 from the counts summed over the nodes of a level.
 - ``macro``: the mean over the nodes of a level that have gold support or a prediction of
-  per-node P, R and F1 (F1 macro is the mean of per-node F1s).
+  per-node P, R, F1 and F2 (F1 macro is the mean of per-node F1s).
 - ``macro_hm``: P and R as in ``macro``; F1 is the harmonic mean of macro P and macro R (the
-  convention of CAML and much of the ICD-coding literature).
-- Zero division gives 0 in the P/R/F1 families; the ``tp``, ``fp``, ``fn`` rows of every
+  convention of CAML and much of the ICD-coding literature), F2 the F-beta (beta 2) of them.
+- Zero division gives 0 in the P/R/F families; the ``tp``, ``fp``, ``fn`` rows of every
   average are the summed counts.
+- Ranking ``mean`` metrics rank a document's codes by score, ties by code, unscored codes
+  last (:mod:`hieval.metrics.document_measures`); MAP alone treats tied scores as one
+  threshold.
 - Example-based measures score an item with nothing predicted and nothing gold as 1 (0/0 = 1,
   scikit-learn's ``zero_division=1``); ``mean`` averages over the gold items.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +35,22 @@ import polars as pl
 
 from hieval.codes import CODE_TYPES
 from hieval.engine.counts import FAMILIES
+from hieval.engine.keys import LEAF
+from hieval.metrics.arithmetic import divide, exact_mean  # noqa: F401 (exact_mean re-exported)
+from hieval.metrics.count_measures import COUNT_MEASURES
+from hieval.metrics.document_measures import (
+    ALL_DOCUMENTS,
+    GOLD_DOCUMENTS,
+    DocumentMean,
+    average_precision,
+    ndcg_at,
+    precision_at,
+    r_precision,
+    recall_at,
+)
 
-LEAF, OVERALL, EACH_LEVEL = "leaf", "overall", "each level"
+#: LEAF (the leaf level's name) is the engine's (:data:`hieval.engine.keys.LEAF`), defined once.
+OVERALL, EACH_LEVEL = "overall", "each level"
 #: The additive tables metrics are computed from (see :mod:`hieval.engine.driver`).
 NODES, DOCUMENTS, ITEMS = "per-node counts", "per-document counts", "per-item sums"
 
@@ -62,7 +78,10 @@ class Metric:
 
     ``per_unit`` (label- and example-based metrics) maps the per-label or per-item arrays
     ``tp, fp, fn`` and the size ``n`` (items for labels, labels for items) to one value per unit;
-    the metric is their mean. Other metrics are computed by their family's module: P/R/F1 by
+    the metric is their mean. ``per_document`` (the ranking family's ``mean`` metrics) is the
+    per-document statistic and the documents averaged over
+    (:mod:`hieval.metrics.document_measures`). Other metrics are computed by their family's
+    module: the count measures (:data:`hieval.metrics.count_measures.COUNT_MEASURES`) by
     :mod:`hieval.metrics.prf`, ICM and the item-set measures by :mod:`hieval.metrics.suite`.
     """
 
@@ -75,6 +94,7 @@ class Metric:
     paper: str | None = None
     higher_is_better: bool = True
     per_unit: Callable[..., np.ndarray] | None = None
+    per_document: DocumentMean | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -87,26 +107,7 @@ def ratio_or_one(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     Shapes broadcast: the bootstrap applies a ``per_unit`` formula to units × replicates at
     once (:mod:`hieval.metrics.uncertainty`), ``n`` then being one size per replicate.
     """
-    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    out = np.ones(np.broadcast_shapes(num.shape, den.shape))
-    return np.divide(num, den, out=out, where=den > 0)
-
-
-def _ratio_or_zero(num, den) -> np.ndarray:
-    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    out = np.zeros(np.broadcast_shapes(num.shape, den.shape))
-    return np.divide(num, den, out=out, where=den > 0)
-
-
-def exact_mean(values) -> float:
-    """Mean with a correctly rounded sum (``math.fsum``).
-
-    A parallel group-by sums floats in an order that varies between runs, which changes the last
-    bits of a mean; the correctly rounded sum does not depend on order, so reports regenerate
-    bit for bit.
-    """
-    values = list(values)
-    return math.fsum(values) / len(values) if values else 0.0
+    return divide(num, den, zero_division=1.0)
 
 
 PRF_AVERAGES = ("micro", "macro", "macro_hm")
@@ -124,9 +125,7 @@ def _prf(family: str, paper_f1: str | None = None) -> list[Metric]:
             ("tp", "summed true positives"),
             ("fp", "summed false positives"),
             ("fn", "summed false negatives"),
-            ("precision", "TP / (TP + FP)"),
-            ("recall", "TP / (TP + FN)"),
-            ("f1", "2TP / (2TP + FP + FN)"),
+            *((m.name, m.formula) for m in COUNT_MEASURES.values()),
         ):
             paper = paper_f1 if (average, metric) == ("micro", "f1") else None
             rows.append(Metric(family, metric, average, level, NODES, formula, paper))
@@ -178,7 +177,7 @@ REGISTRY: tuple[Metric, ...] = (
     Metric(
         "example", "hamming_loss", "mean", LEAF, DOCUMENTS,
         "mean over items of (FP + FN) / |L| (a loss)", "EB-HAMM", higher_is_better=False,
-        per_unit=lambda tp, fp, fn, n: _ratio_or_zero(fp + fn, n + 0 * tp),
+        per_unit=lambda tp, fp, fn, n: divide(fp + fn, n + 0 * tp),
     ),
     Metric(
         "example", "jaccard", "mean", LEAF, DOCUMENTS,
@@ -212,19 +211,28 @@ REGISTRY: tuple[Metric, ...] = (
     Metric(
         "ranking", "precision@{k}", "mean", LEAF_AND_LEVELS, SCORES,
         "mean over gold documents of gold codes among the K highest-scored / K", "P@K",
+        per_document=DocumentMean(precision_at, ALL_DOCUMENTS),
     ),
     Metric(
         "ranking", "recall@{k}", "mean", LEAF_AND_LEVELS, SCORES,
         "mean over documents with gold codes of gold codes among the K highest-scored / |G|",
-        "R@K",
+        "R@K", per_document=DocumentMean(recall_at, GOLD_DOCUMENTS),
     ),
     Metric(
         "ranking", "r_precision", "mean", LEAF_AND_LEVELS, SCORES,
         "mean over documents with gold codes of precision at K = |G|", "R-Prec",
+        per_document=DocumentMean(r_precision, GOLD_DOCUMENTS),
     ),
     Metric(
         "ranking", "map", "mean", LEAF_AND_LEVELS, SCORES,
         "mean over documents with gold codes of average precision (ties one threshold)", "MAP",
+        per_document=DocumentMean(average_precision, GOLD_DOCUMENTS),
+    ),
+    Metric(
+        "ranking", "ndcg@{k}", "mean", LEAF_AND_LEVELS, SCORES,
+        "mean over documents with gold codes of DCG@K / ideal DCG@K (binary gains, "
+        "1/log2(rank + 1), ties by code)", "nDCG@K",
+        per_document=DocumentMean(ndcg_at, GOLD_DOCUMENTS),
     ),
     Metric(
         "calibration", "brier", "micro", LEAF, SCORES,
@@ -258,10 +266,47 @@ PRF_METRICS = _first_seen(m.metric for m in REGISTRY if m.family in COUNT_FAMILI
 SUITE = tuple(m for m in REGISTRY if m.family not in COUNT_FAMILIES and m.source != SCORES)
 #: Metrics computed from scores (ranking, calibration, the tuned threshold).
 SCORE_METRICS = tuple(m for m in REGISTRY if m.source == SCORES)
+#: The ranking metrics that are means over documents of a per-document statistic.
+DOCUMENT_MEANS = tuple(m for m in REGISTRY if m.per_document is not None)
 #: Paper names of the set metrics that have one, and whether higher is better (the meta
 #: experiments, which score sets, test each of them; the score metrics' names are for reports).
 PAPER_METRICS = {m.paper: m.higher_is_better for m in REGISTRY if m.paper and m.source != SCORES}
 BY_PAPER = {m.paper: m for m in REGISTRY if m.paper and m.source != SCORES}
+
+
+#: The headline rows, (heading, family, level, average, metric): summary.md gives them
+#: intervals, tests and its system tables; the HTML leaderboard (:data:`LEADERBOARD`) shows them
+#: among its columns. The one list of them.
+HEADLINE = (
+    ("Flat F1", "flat", LEAF, "micro", "f1"),
+    ("Set-based F1", "set", OVERALL, "micro", "f1"),
+    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
+    ("ICM", "icm", OVERALL, "mean", "icm"),
+)
+_FLAT_F1, _SET_F1, _COPHE_F1, _ICM = (tuple(key) for _, *key in HEADLINE)
+#: The columns of the HTML report's leaderboard: (heading, family, level, average, metric);
+#: the headline rows among them.
+LEADERBOARD = (
+    ("Flat P", "flat", LEAF, "micro", "precision"),
+    ("Flat R", "flat", LEAF, "micro", "recall"),
+    ("Flat F1", *_FLAT_F1),
+    ("Flat macro F1", "flat", LEAF, "macro", "f1"),
+    ("Set P", "set", OVERALL, "micro", "precision"),
+    ("Set R", "set", OVERALL, "micro", "recall"),
+    ("Set F1", *_SET_F1),
+    ("CoPHE P", "cophe", OVERALL, "micro", "precision"),
+    ("CoPHE R", "cophe", OVERALL, "micro", "recall"),
+    ("CoPHE F1", *_COPHE_F1),
+    ("CoPHE macro F1", "cophe", OVERALL, "macro", "f1"),
+    ("ICM", *_ICM),
+    ("ICM-Norm", "icm", OVERALL, "mean", "icm_norm"),
+    ("Micro AUC", "ranking", LEAF, "micro", "auc"),
+    ("Macro AUC", "ranking", LEAF, "macro", "auc"),
+    ("P@5", "ranking", LEAF, "mean", "precision@5"),
+    ("P@8", "ranking", LEAF, "mean", "precision@8"),
+    ("P@15", "ranking", LEAF, "mean", "precision@15"),
+    ("MAP", "ranking", LEAF, "mean", "map"),
+)
 
 
 _AT_K = re.compile(r"@[0-9]+$")
@@ -276,6 +321,12 @@ def template(metric: str) -> str:
 def at_k(metric: str, k: int) -> str:
     """A K-dependent metric's tidy name: ``precision@{k}`` at 5 is ``precision@5``."""
     return metric.replace("{k}", str(k))
+
+
+def at_ks(metric: str, ks) -> list[tuple[str, int | None]]:
+    """A metric's tidy names with their K: one per K of ``ks`` for a K-dependent metric
+    (``precision@{k}``), else the name itself with K None."""
+    return [(at_k(metric, k), k) for k in ks] if "{k}" in metric else [(metric, None)]
 
 
 def _k_of(metric: str) -> int:

@@ -16,11 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from hieval.metrics.arithmetic import divide
+from hieval.metrics.count_measures import F1
 from hieval.metrics.ranking import ScoreArrays, by_label
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MIN_SUPPORT = 5
+#: ``exact``: every distinct dev score is a candidate (hieval's sweep); ``grid``: Edin et al.'s
+#: ``f1_score_db_tuning``, 100 evenly spaced thresholds from 0 to 1.
+TUNING_METHODS = ("exact", "grid")
+DEFAULT_METHOD = "exact"
+GRID = np.linspace(0, 1, 100)
 #: The dev curve kept for the report: every distinct threshold up to this many, else this many
 #: thresholds evenly spaced in sweep order, plus the chosen one.
 CURVE_POINTS = 10_000
@@ -47,11 +54,6 @@ def _sweep(scores: np.ndarray, positive_scores: np.ndarray, positives: int):
     return thresholds, tp, at_least - tp
 
 
-def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    den = 2 * tp + fp + fn
-    return np.divide(2 * tp, den, out=np.zeros(len(tp)), where=den > 0)
-
-
 def _best(f1: np.ndarray) -> int:
     """Index of the highest F1, the highest threshold among equals (thresholds ascend)."""
     return len(f1) - 1 - int(np.argmax(f1[::-1]))
@@ -75,7 +77,7 @@ def global_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
     if not len(thresholds):
         raise ValueError("the dev predictions hold no scores to tune a threshold on")
     fn = positives - tp
-    f1 = _f1(tp, fp, fn)
+    f1 = F1(tp, fp, fn)
     best = _best(f1)
     keep = np.arange(len(thresholds))
     if len(keep) > CURVE_POINTS:
@@ -87,15 +89,45 @@ def global_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
             "tp": tp[keep],
             "fp": fp[keep],
             "fn": fn[keep],
-            "precision": np.divide(
-                tp[keep], predicted[keep], out=np.zeros(len(keep)), where=predicted[keep] > 0
-            ),
+            "precision": divide(tp[keep], predicted[keep]),
             "recall": tp[keep] / positives if positives else np.zeros(len(keep)),
             "f1": f1[keep],
             "chosen": keep == best,
         }
     )
     return float(thresholds[best]), float(f1[best]), curve
+
+
+def grid_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
+    """Edin et al.'s ``f1_score_db_tuning``: among the 100 thresholds of ``GRID``, the one
+    whose decisions ``score > t`` give the highest dev micro-F1 ``tp / (tp + (fp + fn) / 2 +
+    1e-10)``, the lowest among equals (torch's ``argmax`` takes the first). Returned as the
+    next float above it, so hieval's ``score >= threshold`` decides exactly ``score > t``."""
+    found, index = arrays.gold_found()
+    positives = len(arrays.gold_key)
+    if not len(arrays.score):
+        raise ValueError("the dev predictions hold no scores to tune a threshold on")
+    ranked = np.sort(arrays.score)
+    positive_scores = np.sort(arrays.score[index[found]])
+    above = len(ranked) - np.searchsorted(ranked, GRID, side="right")
+    tp = len(positive_scores) - np.searchsorted(positive_scores, GRID, side="right")
+    fp, fn = above - tp, positives - tp
+    f1 = tp / (tp + 0.5 * (fp + fn) + 1e-10)
+    best = int(np.argmax(f1))
+    curve = pl.DataFrame(
+        {
+            "threshold": GRID,
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "precision": np.divide(tp, above, out=np.zeros(len(GRID)), where=above > 0),
+            "recall": tp / positives if positives else np.zeros(len(GRID)),
+            "f1": f1,
+            "chosen": np.arange(len(GRID)) == best,
+        }
+    )
+    threshold = float(GRID[best]) if GRID[best] >= 1 else float(np.nextafter(GRID[best], 2.0))
+    return threshold, float(f1[best]), curve
 
 
 def per_code_thresholds(arrays: ScoreArrays, *, min_support: int) -> pl.DataFrame:
@@ -116,15 +148,23 @@ def per_code_thresholds(arrays: ScoreArrays, *, min_support: int) -> pl.DataFram
         thresholds, tp, fp = _sweep(column, own, int(support[c]))
         if not len(thresholds):
             continue  # gold but never scored: the global threshold it is
-        f1 = _f1(tp, fp, int(support[c]) - tp)
+        f1 = F1(tp, fp, int(support[c]) - tp)
         best = _best(f1)
         rows.append((arrays.labels[c], float(thresholds[best]), int(support[c]), float(f1[best])))
     return pl.DataFrame(rows, schema=CODE_THRESHOLDS_SCHEMA, orient="row")
 
 
-def tune(arrays: ScoreArrays, *, per_code: bool = False, min_support: int = DEFAULT_MIN_SUPPORT):
-    """The global threshold and, with ``per_code``, the per-code ones (see module doc)."""
-    threshold, f1, curve = global_threshold(arrays)
+def tune(
+    arrays: ScoreArrays,
+    *,
+    per_code: bool = False,
+    min_support: int = DEFAULT_MIN_SUPPORT,
+    method: str = DEFAULT_METHOD,
+):
+    """The global threshold (by the exact sweep, or Edin et al.'s grid with ``method``
+    ``grid``) and, with ``per_code``, the per-code ones (exact sweeps; see module doc)."""
+    sweep = grid_threshold if method == "grid" else global_threshold
+    threshold, f1, curve = sweep(arrays)
     codes = (
         per_code_thresholds(arrays, min_support=min_support)
         if per_code

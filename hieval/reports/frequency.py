@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from hieval.metrics.count_measures import F1
+
 #: (label, lowest, highest) training documents per bin; None: no upper bound.
 BINS = (
     ("unseen", 0, 0),
@@ -60,10 +62,7 @@ def frequency_bins(nodes: dict[str, pl.DataFrame], frequencies: pl.DataFrame) ->
     return (
         pl.concat(parts)
         .with_columns(
-            pl.when(2 * tp + fp + fn > 0)
-            .then(2 * tp / (2 * tp + fp + fn))
-            .otherwise(0.0)
-            .alias("f1"),
+            F1(tp, fp, fn).alias("f1"),
             pl.col("bin").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
         )
         .sort("model", "_order")

@@ -15,38 +15,28 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL, SPLIT_FAMILIES, SUITE, paper_level
-from hieval.reports import figures
-
-#: The columns of the leaderboard: (heading, family, level, average, metric).
-LEADERBOARD = (
-    ("Flat P", "flat", LEAF, "micro", "precision"),
-    ("Flat R", "flat", LEAF, "micro", "recall"),
-    ("Flat F1", "flat", LEAF, "micro", "f1"),
-    ("Flat macro F1", "flat", LEAF, "macro", "f1"),
-    ("Set P", "set", OVERALL, "micro", "precision"),
-    ("Set R", "set", OVERALL, "micro", "recall"),
-    ("Set F1", "set", OVERALL, "micro", "f1"),
-    ("CoPHE P", "cophe", OVERALL, "micro", "precision"),
-    ("CoPHE R", "cophe", OVERALL, "micro", "recall"),
-    ("CoPHE F1", "cophe", OVERALL, "micro", "f1"),
-    ("CoPHE macro F1", "cophe", OVERALL, "macro", "f1"),
-    ("ICM", "icm", OVERALL, "mean", "icm"),
-    ("ICM-Norm", "icm", OVERALL, "mean", "icm_norm"),
-    ("Micro AUC", "ranking", LEAF, "micro", "auc"),
-    ("Macro AUC", "ranking", LEAF, "macro", "auc"),
-    ("P@5", "ranking", LEAF, "mean", "precision@5"),
-    ("P@8", "ranking", LEAF, "mean", "precision@8"),
-    ("P@15", "ranking", LEAF, "mean", "precision@15"),
-    ("MAP", "ranking", LEAF, "mean", "map"),
+from hieval.metrics.registry import (
+    FAMILY_TITLES,
+    LEADERBOARD,
+    LEAF,
+    OVERALL,
+    SPLIT_FAMILIES,
+    SUITE,
+    paper_level,
 )
+from hieval.reports import error_sections, figures, leaderboard
+
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
 FAMILY_LEVELS = ("e0", "category")
+#: Up to this many models, each model's table of families is shown open; more are folded.
+MODELS_OPEN = 6
+#: Up to this many rows, the table of paired differences is shown open; more are folded.
+COMPARISONS_OPEN = 60
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222}
-main{max-width:1200px;margin:0 auto;padding:1rem 1.5rem 3rem}
+main{max-width:1320px;margin:0 auto;padding:1rem 1.5rem 3rem}
 h1{font-size:1.6rem;margin:.5rem 0}h2{font-size:1.25rem;margin-top:2rem;
 border-bottom:1px solid #ddd;padding-bottom:.2rem}h3{font-size:1.05rem}
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5rem 0;font-size:13px}
@@ -56,6 +46,7 @@ th{background:#f6f6f6;position:sticky;top:0}th.sortable{cursor:pointer}
 th.sortable:after{content:" \\2195";color:#aaa}td.best{font-weight:700}
 .note{color:#555;font-size:13px}code{font-size:12px}
 figure{margin:.5rem 0}figure svg{max-width:100%;height:auto}
+figure.wide{overflow-x:auto}figure.wide svg{max-width:none}
 details{margin:.5rem 0}pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:12px}
 """
 
@@ -101,6 +92,9 @@ class ReportInputs:
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
+    systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
+    notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
+    analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
 
 
 def _esc(value) -> str:
@@ -131,52 +125,16 @@ def _values(tidy: pl.DataFrame) -> dict[tuple, float]:
 
 
 def _leaderboard(inputs: ReportInputs) -> str:
-    values = _values(inputs.tidy)
-    intervals = {}
-    if inputs.intervals is not None:
-        for r in inputs.intervals.iter_rows(named=True):
-            key = (r["model"], r["family"], r["level"], r["average"], r["metric"])
-            intervals[key] = (r["low"], r["high"])
-    records = {r["name"]: r for r in inputs.records}
-    columns = [c for c in LEADERBOARD if any((m, *c[1:]) in values for m in inputs.models)]
-    best = {}
-    for _, *key in columns:
-        present = [values[(m, *key)] for m in inputs.models if (m, *key) in values]
-        best[tuple(key)] = max(present) if present else None
-    rows = []
-    for model in inputs.models:
-        record = records.get(model, {})
-        cells = [
-            f"<td>{_esc(model)}</td>",
-            f'<td data-value="{record.get("documents", "")}">{record.get("documents", "–"):,}</td>'
-            if isinstance(record.get("documents"), int)
-            else "<td>–</td>",
-            f'<td data-value="{record.get("labels", "")}">{record.get("labels", "–"):,}</td>'
-            if isinstance(record.get("labels"), int)
-            else "<td>–</td>",
-        ]
-        for _, *key in columns:
-            value = values.get((model, *key))
-            percent = key[0] not in ("icm",)
-            text = _num(value, percent=percent)
-            if (model, *key) in intervals:
-                low, high = intervals[(model, *key)]
-                text += (
-                    f' <span class="note">[{_num(low, percent=percent)}, '
-                    f"{_num(high, percent=percent)}]</span>"
-                )
-            cls = ' class="best"' if value is not None and value == best[tuple(key)] else ""
-            data = "" if value is None else f' data-value="{value!r}"'
-            cells.append(f"<td{cls}{data}>{text}</td>")
-        rows.append(cells)
-    headers = ["Model", "Documents", "Labels", *(c[0] for c in columns)]
-    note = (
-        "<p class='note'>Micro averages unless named macro; P, R, F1 in %, ICM in bits. "
-        "Bold: best of the column. Click a heading to sort."
-        + (" Brackets: bootstrap intervals." if intervals else "")
-        + "</p>"
+    """The leaderboard (:mod:`hieval.reports.leaderboard`): systems as systems, grouped tabs."""
+    return leaderboard.render(
+        inputs.tidy,
+        headline=LEADERBOARD,
+        models=inputs.models,
+        systems=inputs.systems,
+        intervals=inputs.intervals,
+        records=inputs.records,
+        notes=inputs.notes,
     )
-    return "<h2 id='leaderboard'>Leaderboard</h2>" + note + _table(headers, rows, sortable=True)
 
 
 def _comparisons(inputs: ReportInputs) -> str:
@@ -216,10 +174,12 @@ def _comparisons(inputs: ReportInputs) -> str:
         if tested
         else "; no test (permutations: 0), so no p."
     )
+    table = _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
+    if len(rows) > COMPARISONS_OPEN:  # many models: a click away, so the page stays a page
+        table = f"<details><summary>All {len(rows):,} differences</summary>{table}</details>"
     return (
         "<h2 id='comparisons'>Which differences are real</h2><p class='note'>Paired bootstrap "
-        f"interval of each difference{test}</p>"
-        + _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
+        f"interval of each difference{test}</p>" + table
     )
 
 
@@ -229,6 +189,8 @@ def _p(value: float | None) -> str:
 
 
 def _suite(inputs: ReportInputs) -> str:
+    """The definitions of ICM and the comparison metrics (their numbers are in the
+    leaderboard's "ICM and suite" tab)."""
     values = _values(inputs.tidy)
     present = [
         m
@@ -240,23 +202,15 @@ def _suite(inputs: ReportInputs) -> str:
     ]
     if not present:
         return ""
-    rows = [
-        [f"<td>{_esc(model)}</td>"]
-        + [
-            f"<td>{_num(values.get((model, m.family, paper_level(m), m.average, m.metric)), percent=False)}</td>"  # noqa: E501
-            for m in present
-        ]
-        for model in inputs.models
-    ]
     formulas = "".join(
         f"<li><b>{_esc(m.paper)}</b> ({'higher' if m.higher_is_better else 'lower'} is better): "
         f"{_esc(m.formula)}</li>"
         for m in present
     )
     return (
-        "<h2 id='icm'>ICM and the comparison metrics</h2>"
-        + _table(["Model", *(_esc(m.paper) for m in present)], rows, sortable=True)
-        + f"<details><summary>Definitions</summary><ul>{formulas}</ul></details>"
+        "<h2 id='icm'>ICM and the comparison metrics</h2><p class='note'>Their numbers are in "
+        "the leaderboard's <a href='#leaderboard'>ICM and suite</a> tab.</p>"
+        f"<details><summary>Definitions</summary><ul>{formulas}</ul></details>"
     )
 
 
@@ -273,11 +227,32 @@ def _kinds(inputs: ReportInputs) -> str:
         for metric, short in (("precision", "P"), ("recall", "R"), ("f1", "F1")):
             headers.append(f"{FAMILY_TITLES[base]} {kind} {short}")
             keys.append((family, level, "micro", metric))
-    rows = [
-        [f"<td>{_esc(model)}</td>"] + [f"<td>{_num(values.get((model, *k)))}</td>" for k in keys]
-        for model in inputs.models
-    ]
-    return "<h2 id='kinds'>Diagnoses and procedures</h2>" + _table(headers, rows, sortable=True)
+    series = _series(inputs)
+    grouped = any(len(runs) > 1 for _, runs in series)
+    rows = []
+    for name, runs in series:
+        cells = [f"<td>{_esc(name)}</td>"]
+        for key in keys:
+            found = [values[(m, *key)] for m in runs if (m, *key) in values]
+            cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
+        rows.append(cells)
+    if grouped:
+        headers[0] = "System"
+    note = "<p class='note'>A system's cells: the mean over its runs.</p>" if grouped else ""
+    return (
+        "<h2 id='kinds'>Diagnoses and procedures</h2>" + note + _table(headers, rows, sortable=True)
+    )
+
+
+def _series(inputs: ReportInputs) -> list[figures.Series]:
+    """The figures' series: one per system (its runs) and per model without a system."""
+    return [(row.name, row.runs) for row in leaderboard.rows(inputs.models, inputs.systems)]
+
+
+def _in_systems(inputs: ReportInputs) -> str:
+    """ ", runs of 3 systems" when the sheet groups models into systems, else nothing."""
+    grouped = [runs for _, runs in _series(inputs) if len(runs) > 1]
+    return f", runs of {len(grouped)} system(s)" if grouped else ""
 
 
 def _family_level(inputs: ReportInputs) -> str:
@@ -335,10 +310,10 @@ def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
                 "</code>; the 25 groups with most disagreement.</p>"
             )
             svg = figures.disagreement_heatmap(
-                counts, groups=groups, models=inputs.models, titles=titles
+                counts, groups=groups, models=inputs.models, titles=titles, series=_series(inputs)
             )
             drawn["disagreement"] = svg
-            parts.append(f"<figure>{svg}</figure>")
+            parts.append(f"<figure class='wide'>{svg}</figure>")
     level = _family_level(inputs)
     parent = inputs.levels[inputs.levels.index(level) + 1] if level != inputs.levels[-1] else None
     context = {}
@@ -375,10 +350,18 @@ def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
                     ]
                 )
         if rows:
+            heading = (
+                f"{_esc(model)}: families (level <code>{_esc(level)}</code>) most "
+                "over- and under-predicted"
+            )
+            table = _table(
+                ["", "Node", "Title", "FP or FN", "Gold leaves", "Predicted leaves"], rows
+            )
+            # Many models: each table one click away, so the page stays a page.
             parts.append(
-                f"<h3>{_esc(model)}: families (level <code>{_esc(level)}</code>) most "
-                "over- and under-predicted</h3>"
-                + _table(["", "Node", "Title", "FP or FN", "Gold leaves", "Predicted leaves"], rows)
+                f"<h3>{heading}</h3>{table}"
+                if len(inputs.models) <= MODELS_OPEN
+                else f"<details><summary>{heading}</summary>{table}</details>"
             )
     return "".join(parts)
 
@@ -394,20 +377,31 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
     if inputs.frequency_bins is None or inputs.frequency_bins.is_empty():
         return ""
     bins = list(dict.fromkeys(inputs.frequency_bins["bin"].to_list()))
-    svg = figures.frequency_bins(inputs.frequency_bins, bins=bins, models=inputs.models)
+    svg = figures.frequency_bins(
+        inputs.frequency_bins, bins=bins, models=inputs.models, series=_series(inputs)
+    )
     drawn["frequency"] = svg
-    lookup = {(r["model"], r["bin"]): r for r in inputs.frequency_bins.iter_rows(named=True)}
-    rows = [
-        [f"<td>{_esc(model)}</td>"]
-        + [f"<td>{_num((lookup.get((model, b)) or {}).get('f1'))}</td>" for b in bins]
-        for model in inputs.models
-    ]
+    lookup = {(r["model"], r["bin"]): r["f1"] for r in inputs.frequency_bins.iter_rows(named=True)}
+    series = _series(inputs)
+    grouped = any(len(runs) > 1 for _, runs in series)
+    rows = []
+    for name, runs in series:
+        cells = [f"<td>{_esc(name)}</td>"]
+        for b in bins:
+            found = [lookup[(m, b)] for m in runs if lookup.get((m, b)) is not None]
+            cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
+        rows.append(cells)
     codes = {r["bin"]: r["codes"] for r in inputs.frequency_bins.iter_rows(named=True)}
     return (
         "<h2 id='frequency'>Rare and frequent codes</h2><p class='note'>Flat micro F1 over the "
         "codes of each training-frequency bin (gold or predicted codes of the test set; codes "
-        "per bin: " + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins) + ").</p>"
-        f"<figure>{svg}</figure>" + _table(["Model", *map(_esc, bins)], rows)
+        "per bin: "
+        + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins)
+        + ")"
+        + ("; a system's: the mean over its runs" if grouped else "")
+        + ".</p>"
+        f"<figure class='wide'>{svg}</figure>"
+        + _table(["System" if grouped else "Model", *map(_esc, bins)], rows)
     )
 
 
@@ -509,16 +503,32 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     """The whole report as one HTML document, and its figures by name (SVG text) for those
     who want them as files."""
     drawn = {
-        "per_level": figures.per_level(inputs.tidy, levels=inputs.levels, models=inputs.models)
+        "per_level": figures.per_level(
+            inputs.tidy, levels=inputs.levels, models=inputs.models, series=_series(inputs)
+        )
     }
     sections = [
         _warnings(inputs),
         _leaderboard(inputs),
         _comparisons(inputs),
-        "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 at each "
-        "evaluated level: set-based counts a family once, CoPHE keeps the counts.</p>"
+        "<h2 id='levels'>Per level</h2><p class='note'>Micro precision, recall and F1 (%) at "
+        "each evaluated level: set-based counts a family once, CoPHE keeps the counts. Each "
+        "row's axis is zoomed to its data (its range is in the row's label)"
+        + (
+            "; a system's line is the mean of its runs, the band their range"
+            if any(len(runs) > 1 for _, runs in _series(inputs))
+            else ""
+        )
+        + ".</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
+        error_sections.render(
+            inputs.analysis,
+            models=inputs.models,
+            levels=[*inputs.all_levels, "none"],
+            titles=dict(inputs.levels_frame.select("code", "title").drop_nulls().iter_rows()),
+            drawn=drawn,
+        ),
         _thresholds(inputs, drawn),
         _frequency(inputs, drawn),
         _suite(inputs),
@@ -529,9 +539,11 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     page = (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>hieval report</title><style>{_CSS}</style></head><body><main>"
-        f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s); hierarchy: "
-        f"{_esc(inputs.hierarchy)}.</p>" + "".join(s for s in sections if s) + "</main>"
+        f"<title>hieval report</title><style>{_CSS}{leaderboard.CSS}</style></head><body><main>"
+        f"<h1>hieval report</h1><p class='note'>{len(inputs.models)} model(s){_in_systems(inputs)}"
+        f"; hierarchy: {_esc(inputs.hierarchy)}.</p>"
+        + "".join(s for s in sections if s)
+        + "</main>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )
     return page, drawn

@@ -125,6 +125,18 @@ def hierarchy_label():
     return describe(HIERARCHY["source"], HIERARCHY["path"])
 
 
+def group_files(wildcards):
+    """The subgroup tables, when config ``doc_groups`` names a table of document attributes."""
+    return (
+        {
+            "groups": "results/report/groups.parquet",
+            "group_gaps": "results/report/group_gaps.parquet",
+        }
+        if config["doc_groups"]
+        else {}
+    )
+
+
 def train_gold_input(wildcards):
     """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
     return (
@@ -193,3 +205,25 @@ def other_gold_options():
     """How to read the dev and the train gold: the gold's options, without its code/document
     lists (hieval.config.other_gold_options)."""
     return json.dumps(asdict(config_other_gold_options(config)), sort_keys=True)
+
+
+# The label space of the caml and edin conventions, by model (sheet column label_space).
+LABEL_SPACES = {
+    name: spec.label_space for name, spec in MODELS.items() if spec.label_space
+}
+
+
+def convention_selections():
+    """Each model's own threshold (a number, else None) and top_k as a JSON string: with the
+    config's threshold they tell the threshold its decisions used (Edin et al. decide
+    ``score > threshold``)."""
+    return json.dumps(
+        {
+            name: [
+                spec.threshold if isinstance(spec.threshold, (int, float)) else None,
+                spec.top_k,
+            ]
+            for name, spec in MODELS.items()
+        },
+        sort_keys=True,
+    )

@@ -12,9 +12,11 @@ rule report:
     input:
         unpack(uncertainty_files),
         unpack(train_gold_input),
+        unpack(group_files),
         metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
         ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
         notes=expand("results/ranking/{model}.json", model=MODEL_NAMES),
+        conventions="results/report/conventions.parquet",
         records=[
             "results/inputs/gold.json",
             *expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
@@ -24,6 +26,11 @@ rule report:
         # not read: named so the job knows every file of this run in results/report, and
         # removes what an earlier configuration left there (hieval.reports.leftovers)
         nodes_csv=expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
+        errors=rules.error_distance.output,
+        confusions=expand(
+            "results/report/confusions/{model}.parquet", model=MODEL_NAMES
+        ),
+        codes=expand("results/report/codes/{model}.parquet", model=MODEL_NAMES),
         curves=expand("results/thresholds/{model}.parquet", model=TUNED),
     output:
         # mean and sd over each system's runs, when the sheet has a `system` column

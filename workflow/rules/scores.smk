@@ -27,6 +27,7 @@ rule tune_threshold:
         per_code=config["tuning"]["per_code"],
         min_support=config["tuning"]["min_support"],
         allow_dev_test_overlap=config["tuning"]["allow_dev_test_overlap"],
+        method=config["tuning"]["method"],
     script:
         "../../scripts/tune_threshold.py"
 

@@ -1,5 +1,6 @@
 """The randomization test's inner loop, compiled: per permutation, the sum of the looked-up
-nodes' quantities (:func:`hieval.metrics.uncertainty.pair_plan` tabulates them per state).
+nodes' quantities (:func:`hieval.metrics.uncertainty.replicates.pair_plan` tabulates them per
+state).
 
 Why compiled: per permutation and node the work is tiny (the node's state is its offset plus
 the state steps of the few documents that move it and are swapped; then one row of a small
@@ -21,7 +22,8 @@ import numpy as np
 from numba import njit
 
 
-def _state_sums_py(
+# PLR0913 kept: numba compiles this loop in nopython mode, so its arrays are plain arguments.
+def _state_sums_py(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
     swapped: np.ndarray,
     indptr: np.ndarray,
     docs: np.ndarray,

@@ -21,21 +21,31 @@ with integer weights a replicate is the test set with each document repeated tha
 
 ROC-AUC (micro and macro, at the leaves and each level) is no per-document sum: it counts
 (positive, negative) pairs across documents. Its replicates are weighted Mann-Whitney
-statistics over the scores sorted once (:mod:`hieval.metrics.auc_uncertainty`), with the same
+statistics over the scores sorted once (:mod:`hieval.metrics.uncertainty.auc`), with the same
 weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_plans`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from hieval.metrics.auc_uncertainty import (
+from hieval.metrics.arithmetic import divide
+from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
+from hieval.metrics.ranking import (
+    DEFAULT_KS,
+    ECE_BINS,
+    ScoreArrays,
+    document_ranks,
+    encode,
+    level_arrays,
+)
+from hieval.metrics.registry import DOCUMENT_MEANS, LEAF, at_ks, lookup
+from hieval.metrics.uncertainty.auc import (
     AUC_MAX_SCORED_PAIRS,
     MACRO,
     MICRO,
@@ -45,15 +55,9 @@ from hieval.metrics.auc_uncertainty import (
     auc_plan,
     auc_replicates,
 )
-from hieval.metrics.ranking import (
-    DEFAULT_KS,
-    ECE_BINS,
-    ScoreArrays,
-    document_ranks,
-    encode,
-    level_arrays,
-)
-from hieval.metrics.registry import LEAF
+
+#: The per-document denominators of the ``mean`` metrics (columns of :class:`RankingUnits`).
+DOCUMENT_SETS = (ALL_DOCUMENTS, GOLD_DOCUMENTS)
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,7 @@ class RankingUnits:
     pairs and the per-bin score and truth sums. ``keys`` are the rows it can replicate.
 
     AUC is not additive per document: ``auc`` holds per level the model's scored pairs
-    (:class:`~hieval.metrics.auc_uncertainty.AucPairs`, to pool with another model's) and
+    (:class:`~hieval.metrics.uncertainty.auc.AucPairs`, to pool with another model's) and
     ``auc_plans`` the same pairs sorted once for the bootstrap."""
 
     columns: np.ndarray
@@ -82,36 +86,21 @@ class RankingUnits:
 
 
 def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.ndarray]:
-    """Per document: the ``mean`` metrics' values (0 where the document does not count) and
-    the two denominators, exactly as :func:`hieval.metrics.ranking.ranking_values` forms them."""
-    ranks = document_ranks(arrays)
-    n_docs = arrays.n_docs
-    n_gold = np.bincount(ranks.doc, minlength=n_docs)
-    with_gold = n_gold > 0
-    safe = np.maximum(n_gold, 1)
-
-    def hits(limit: np.ndarray | int) -> np.ndarray:
-        inside = ranks.position < (limit if np.isscalar(limit) else limit[ranks.doc])
-        return np.bincount(ranks.doc[inside], minlength=n_docs)
-
-    out = {"docs": np.ones(n_docs), "gold_docs": with_gold.astype(np.float64)}
-    for k in ks:
-        at_k = hits(k)
-        out[f"precision@{k}"] = at_k / k
-        out[f"recall@{k}"] = np.where(with_gold, at_k / safe, 0.0)
-    out["r_precision"] = np.where(with_gold, hits(n_gold) / safe, 0.0)
-    starts = np.searchsorted(ranks.doc, np.arange(n_docs + 1))
-    ap = np.zeros(n_docs)
-    for d in np.flatnonzero(with_gold):
-        a, b = starts[d], starts[d + 1]
-        ap[d] = math.fsum(ranks.precision[a:b]) / (b - a)
-    out["map"] = ap
+    """Per document: each ``mean`` metric's statistic (0 where the document does not count,
+    its registry declaration's, as :func:`hieval.metrics.ranking.point_values` averages it)
+    and the denominators, one column per document set the declarations average over."""
+    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    out = {over: docs.counted(over).astype(np.float64) for over in DOCUMENT_SETS}
+    for metric in DOCUMENT_MEANS:
+        for name, k in at_ks(metric.metric, ks):
+            out[name] = metric.per_document.statistic(docs, k)
     return out
 
 
-#: Which denominator each ``mean`` metric divides by.
-def _denominator(metric: str) -> str:
-    return "docs" if metric.startswith("precision@") else "gold_docs"
+def _over(metric: str) -> str:
+    """The document set a ``mean`` metric's tidy name (``precision@5``) averages over, as its
+    registry entry declares it."""
+    return lookup("ranking", "mean", metric).per_document.over
 
 
 def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray] | None:
@@ -143,7 +132,9 @@ def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray]
     return out
 
 
-def ranking_units(
+# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
+# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
+def ranking_units(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,
@@ -195,11 +186,8 @@ def ranking_units(
         values = _document_values(level_scores, ks)
         for name, column in values.items():
             add(f"{level}|{name}", column)
-        any_gold = bool(values["gold_docs"].any())
         for name in values:
-            if name in ("docs", "gold_docs"):
-                continue
-            if _denominator(name) == "docs" or any_gold:
+            if name not in DOCUMENT_SETS and values[_over(name)].any():
                 keys.append(("ranking", level, "mean", name))
     calibration = _calibration_values(arrays, bins)
     if calibration is not None:
@@ -214,7 +202,7 @@ def ranking_units(
 
 def auc_pair_plans(a: RankingUnits, b: RankingUnits) -> dict[str, AucPlan]:
     """Per level both models' pairs sorted together once (a then b), for the randomization
-    test's swapped models: :func:`ranking_values` with components ``(a, 1 − s), (b, s)``."""
+    test's swapped models: :func:`ranking_replicates` with components ``(a, 1 − s), (b, s)``."""
     return {level: auc_plan([a.auc[level], b.auc[level]]) for level in a.auc if level in b.auc}
 
 
@@ -231,11 +219,10 @@ UNDEFINED = float("nan")
 def replicate_mean(total: np.ndarray, count: np.ndarray, *, empty: float) -> np.ndarray:
     """total / count per replicate, ``empty`` where count is 0 (:data:`CONVENTION` or
     :data:`UNDEFINED`)."""
-    out = np.full(np.broadcast_shapes(total.shape, count.shape), empty)
-    return np.divide(total, count, out=out, where=count > 0)
+    return divide(total, count, zero_division=empty)
 
 
-def ranking_values(
+def ranking_replicates(
     components: list[tuple[RankingUnits, np.ndarray]],
     keys: Sequence[Key],
     *,
@@ -244,7 +231,7 @@ def ranking_values(
     empty: float = CONVENTION,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
-    per row of the weights (as :func:`hieval.metrics.uncertainty.replicate_values`): one
+    per row of the weights (as :func:`hieval.metrics.uncertainty.replicates.replicate_values`): one
     component is a bootstrap replicate, two a swapped pair of models. ``auc_plans`` are the
     components' pairs sorted together (:func:`auc_pair_plans`); without them a single
     component uses its own and several are sorted together here, per call. ``empty`` is a
@@ -269,7 +256,7 @@ def ranking_values(
             out[key] = auc[level][average]
         elif family == "ranking":
             out[key] = replicate_mean(
-                col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"], empty=empty
+                col[f"{level}|{metric}"], col[f"{level}|{_over(metric)}"], empty=empty
             )
         elif metric == "brier":
             out[key] = replicate_mean(

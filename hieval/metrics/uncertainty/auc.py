@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from hieval.metrics.arithmetic import divide
 from hieval.metrics.ranking import ScoreArrays
 
 MICRO, MACRO = "micro", "macro"
@@ -242,8 +243,7 @@ def _auc(doubled, scored_pos, scored_neg, w_pos, w_neg) -> np.ndarray:
     unscored_pos, unscored_neg = w_pos - scored_pos, w_neg - scored_neg
     total = doubled + 2.0 * scored_pos * unscored_neg + unscored_pos * unscored_neg
     denominator = 2.0 * w_pos * w_neg
-    out = np.full(np.broadcast_shapes(total.shape, denominator.shape), np.nan)
-    return np.divide(total, denominator, out=out, where=denominator > 0)
+    return divide(total, denominator, zero_division=np.nan)
 
 
 def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
@@ -277,6 +277,5 @@ def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np
         defined = ~np.isnan(per_label)
         count = defined.sum(1)
         total = np.where(defined, per_label, 0.0).sum(1)
-        out = np.full(len(w), np.nan)
-        macro[first : first + len(w)] = np.divide(total, count, out=out, where=count > 0)
+        macro[first : first + len(w)] = divide(total, count, zero_division=np.nan)
     return {MICRO: micro, MACRO: macro}

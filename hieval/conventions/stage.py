@@ -1,0 +1,92 @@
+"""The conventions stage: ``conventions.parquet`` of every model from the files the earlier
+stages wrote (normalised gold, decided predictions and scores, input records, tidy rows). The
+CLI, the API and the workflow's ``conventions`` rule call :func:`write_conventions`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from hieval import codesystem, paths
+from hieval.atomic import atomic_path
+from hieval.conventions.table import (
+    SCHEMA,
+    check_names,
+    decision_threshold,
+    model_rows,
+    read_label_space,
+)
+from hieval.hierarchy.table import read_level_table
+
+log = logging.getLogger(__name__)
+
+#: The Parquet metadata key of the notes the report shows (per model: its label space, the
+#: pairs outside it, the threshold of Edin et al.'s decisions).
+NOTES_KEY = "hieval.conventions.notes"
+
+
+def read_notes(path: str | Path) -> dict[str, dict]:
+    """The notes :func:`write_conventions` kept in ``path``'s metadata."""
+    return json.loads(paths.read_parquet_metadata(path).get(NOTES_KEY, "{}"))
+
+
+def write_conventions(
+    *,
+    models: Sequence[str],
+    gold: str | Path,
+    labels: dict[str, str | Path],
+    scores: dict[str, str | Path],
+    records: dict[str, str | Path],
+    tidy: dict[str, Sequence[str | Path]],
+    levels_file: str | Path,
+    conventions: Sequence[str] | None,
+    ks: Sequence[int],
+    selections: dict[str, tuple[float | None, int | None]],
+    default_threshold: float | str,
+    label_spaces: dict[str, tuple[str | Path, str]],
+    out: str | Path,
+) -> pl.DataFrame:
+    """Write ``out`` (``model, convention, metric, value``) for ``models`` in order.
+
+    ``selections`` holds each model's own ``(threshold, top_k)`` (None: not given), so the
+    threshold its decisions used is known (Edin et al. decide ``score > threshold``);
+    ``label_spaces`` maps a model to its label space file and how messages name it."""
+    names = check_names(conventions)
+    icd9 = codesystem.of_table(read_level_table(levels_file)).name == "icd9"
+    gold_frame = paths.read_parquet(gold)
+    frames, notes = [], {}
+    for model in models:
+        record = json.loads(Path(records[model]).read_text("utf-8"))
+        threshold, top_k = selections.get(model, (None, None))
+        space = label_spaces.get(model)
+        frames.append(
+            model_rows(
+                model,
+                gold=gold_frame,
+                decided=paths.read_parquet(labels[model]),
+                scores=paths.read_parquet(scores[model]),
+                tidy=pl.concat([paths.read_parquet(p) for p in tidy[model]]),
+                conventions=names,
+                ks=ks,
+                label_space=read_label_space(space[0], shown_as=space[1]) if space else None,
+                label_space_name=space[1] if space else None,
+                threshold=decision_threshold(
+                    record, threshold=threshold, top_k=top_k, default=default_threshold
+                ),
+                icd9=icd9,
+                notes=notes.setdefault(model, {}),
+            )
+        )
+    table = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
+    import pyarrow.parquet as pq  # here: `import hieval.pipeline` must not load pyarrow
+
+    arrow = table.to_arrow()
+    arrow = arrow.replace_schema_metadata({NOTES_KEY: json.dumps(notes, sort_keys=True)})
+    with atomic_path(out) as tmp:
+        pq.write_table(arrow, tmp)
+    log.info("%d convention rows (%s) for %d models", table.height, ", ".join(names), len(models))
+    return table
