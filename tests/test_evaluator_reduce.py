@@ -71,6 +71,17 @@ def same(ours: hieval.Evaluation, whole: hieval.Evaluation) -> None:
             assert getattr(ours, table) is None
         else:
             assert_frame_equal(getattr(ours, table), theirs, check_exact=True)
+    # The analysis tables read the pooled normalised labels: equal too, file for file.
+    tables = sorted(
+        p.relative_to(whole._folder)
+        for sub in ("", "codes", "confusions")
+        for p in (whole._folder / sub).glob("*.parquet")
+    )
+    assert {"errors.parquet", "conventions.parquet"} <= {t.as_posix() for t in tables}
+    for table in tables:
+        assert_frame_equal(
+            pl.read_parquet(ours._folder / table), pl.read_parquet(whole._folder / table)
+        )
 
 
 @pytest.mark.parametrize(
