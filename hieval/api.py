@@ -30,7 +30,7 @@ from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, HievalError, preview_value
 from hieval.hierarchy.table import read_level_table
-from hieval.label_options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, LabelOptions
+from hieval.inputs.options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, LabelOptions
 from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
@@ -461,7 +461,7 @@ def _run_options(
     )
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate` option)
     gold: object,
     predictions: object,
     *,

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from hieval import __version__, hints, run
 from hieval.atomic import staged_folder
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, SYSTEMS
 from hieval.config import (
     TUNE,
@@ -27,8 +27,8 @@ from hieval.config import (
 from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
-from hieval.formats import FORMATS
-from hieval.label_options import (
+from hieval.inputs.formats import FORMATS
+from hieval.inputs.options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
@@ -213,6 +213,31 @@ def build_parser() -> argparse.ArgumentParser:
         "metrics)\n"
         "  .hieval-manifest.json         the list of the run's files, written last",
     )
+    _file_options(ev)
+    _hierarchy_options(ev)
+    _policy_options(ev)
+    _selection_options(ev)
+    _code_options(ev)
+    _metric_options(ev)
+    _format_options(ev)
+    _uncertainty_options(ev)
+    _engine_options(ev)
+
+    hi = sub.add_parser(
+        "hierarchy",
+        help="build the level tables of a hierarchy",
+        description="Writes OUT/levels.parquet and OUT/ancestors.parquet (and "
+        "OUT/.hieval-manifest.json, the list of the run's files).",
+    )
+    hi.add_argument(
+        "--out", required=True, type=Path, help="output folder, replaced whole as evaluate's"
+    )
+    _hierarchy_options(hi)
+    return parser
+
+
+def _file_options(ev: argparse.ArgumentParser) -> None:
+    """The files: the gold, each model's predictions, the output folder, the training gold."""
     ev.add_argument(
         "--gold",
         required=True,
@@ -252,7 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
         "P/R/F1 per group of each attribute and the largest gap between groups, in "
         "groups.parquet and group_gaps.parquet (config doc_groups)",
     )
-    _hierarchy_options(ev)
+
+
+def _policy_options(ev: argparse.ArgumentParser) -> None:
+    """What is evaluated: the deepest level, and what to do with codes and documents the
+    hierarchy or the gold lacks."""
     ev.add_argument(
         "--max-level",
         default=DEFAULT_MAX_LEVEL,
@@ -274,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_UNKNOWN_DOCS,
         help="predicted documents absent from the gold: error (default) or drop",
     )
+
+
+def _selection_options(ev: argparse.ArgumentParser) -> None:
+    """How scores become predictions (threshold, tuning on a dev set, top-k) and the ranking
+    cut-offs."""
     ev.add_argument(
         "--threshold",
         type=_threshold,
@@ -358,6 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="keep the K highest-scored codes per document (with --threshold, both must hold)",
     )
+
+
+def _code_options(ev: argparse.ArgumentParser) -> None:
+    """How files write codes."""
     ev.add_argument(
         "--code-format",
         choices=CODE_FORMATS,
@@ -376,6 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
         "file; NAME=dx|proc: one file, NAME a model (also its --dev-pred) or `gold` (also "
         "--dev-gold and --train-gold); repeat per file",
     )
+
+
+def _metric_options(ev: argparse.ArgumentParser) -> None:
+    """The parameters of ICM, PROP-F and the label-set metrics."""
     ev.add_argument(
         "--icm-empty-gold",
         choices=EMPTY_GOLD,
@@ -407,6 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="labels of LB-ACC, LB-F and EB-HAMM: observed in gold or predictions (default) or "
         "every leaf of the hierarchy",
     )
+
+
+def _format_options(ev: argparse.ArgumentParser) -> None:
+    """How a file is read: its format and a dense matrix's side lists."""
     ev.add_argument(
         "--format",
         action="append",
@@ -434,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="dense arrays: the document of each row (default: NAME.docs.txt beside the matrix)",
     )
 
+
+def _uncertainty_options(ev: argparse.ArgumentParser) -> None:
+    """Bootstrap intervals and randomization tests."""
     ev.add_argument(
         "--bootstrap",
         type=_at_least_zero("bootstrap"),
@@ -463,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="permutations of the paired randomization test per pair of models; 0 = no test "
         f"(default {Settings.permutations})",
     )
+
+
+def _engine_options(ev: argparse.ArgumentParser) -> None:
+    """Memory, spill folder and threads."""
     ev.add_argument(
         "--memory-limit",
         type=_memory_limit,
@@ -483,18 +536,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="threads of the count (default: the cores this process may use); with two or "
         "more, the gold may be normalised beside the first model's predictions",
     )
-
-    hi = sub.add_parser(
-        "hierarchy",
-        help="build the level tables of a hierarchy",
-        description="Writes OUT/levels.parquet and OUT/ancestors.parquet (and "
-        "OUT/.hieval-manifest.json, the list of the run's files).",
-    )
-    hi.add_argument(
-        "--out", required=True, type=Path, help="output folder, replaced whole as evaluate's"
-    )
-    _hierarchy_options(hi)
-    return parser
 
 
 def _hierarchy_options(parser: argparse.ArgumentParser) -> None:

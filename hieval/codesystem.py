@@ -6,11 +6,11 @@ string. So the hierarchy implies one code system, recorded in the level table's 
 metadata (``hieval.code_system``), and every stage after the tree asks it:
 
 - ``icd9`` (sources ``package``, ``cms``, ``cophe``): canonical dotted ICD-9-CM
-  (:mod:`hieval.codes`), a file read as dotted or undotted as a whole; codes missing from the
+  (:mod:`hieval.codes.icd9`), a file read as dotted or undotted as a whole; codes missing from the
   tree are placed where their syntax and the range table say; diagnoses and procedures are
   reported apart; the CoPHE paper's Table 1 applies.
 - ``icd10`` (source ``icd10``): ICD-10-CM dotted or undotted and ICD-10-PCS
-  (:mod:`hieval.icd10`), each code read on its own (the CM dot position is fixed); placement
+  (:mod:`hieval.codes.icd10`), each code read on its own (the CM dot position is fixed); placement
   by prefixes; diagnoses (CM) and procedures (PCS) reported apart.
 - ``verbatim`` (source ``file``, a user's own tree): a label is the node's name exactly as
   written, spaces around it trimmed, nothing else: no case folding, no dots, no kinds. A label
@@ -28,20 +28,20 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hieval.codes import ICD9_LEVELS, PROC, IcdCode, icd9_branch, kind_of_dotted, parse_code
-from hieval.errors import CodeError, preview, preview_value
-from hieval.hierarchy.icd9 import icd9_nodes
-from hieval.hierarchy.table import LevelTable
-from hieval.hints import setting
-from hieval.icd10 import (
+from hieval.codes.icd9 import ICD9_LEVELS, PROC, IcdCode, icd9_branch, kind_of_dotted, parse_code
+from hieval.codes.icd10 import (
     ICD9,
     ICD10,
     ICD10_LEVELS,
     node_kind,
     normalize_icd10,
-    placed_icd10_ancestors,
     system_mismatch_hint,
 )
+from hieval.errors import CodeError, preview, preview_value
+from hieval.hierarchy.icd9 import icd9_nodes
+from hieval.hierarchy.icd10 import placed_icd10_ancestors
+from hieval.hierarchy.table import LevelTable
+from hieval.hints import setting
 
 VERBATIM = "verbatim"
 #: The code systems, in the order the documentation lists them (docs/hierarchies.md).
@@ -91,7 +91,7 @@ class CodeSystem:
 
         ``code_type`` is the code's own kind (its row's ``code_type``), which the code must
         match; ``default_type`` the file's setting, which only decides a string valid as both
-        kinds (see :func:`hieval.codes.parse_code`).
+        kinds (see :func:`hieval.codes.icd9.parse_code`).
 
         ``code_format`` (``dotted``/``undotted``) matters for ICD-9, whose undotted dot
         position depends on the kind; ICD-10's does not (it only tells a dotted file's PCS codes

@@ -25,14 +25,14 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-from hieval.codes import ICD9_LEVELS
+from hieval.codes.icd9 import ICD9_LEVELS
+from hieval.codes.icd10 import ICD10_LEVELS
 from hieval.codesystem import PLACE, for_source
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, InputError, preview, preview_value
 from hieval.hints import setting
-from hieval.icd10 import ICD10_LEVELS
-from hieval.label_options import TUNE, LabelOptions
+from hieval.inputs.options import TUNE, LabelOptions
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.resources import Resources, memory_limit_problem
 

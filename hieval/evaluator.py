@@ -72,8 +72,8 @@ from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
-from hieval.input_policies import coverage_warning
-from hieval.label_options import TUNE
+from hieval.inputs.options import TUNE
+from hieval.inputs.policies import coverage_warning
 from hieval.resources import Resources
 
 #: Options that need a whole input at once (see the module doc), refused by the Evaluator.
@@ -124,6 +124,7 @@ class _Setup:
     space: CodeSpace  # the whole tree's code space, for every batch without placed codes
     evaluated: tuple[str, ...]
     resources: Resources
+    spaces: dict[str, tuple[Path, str]]  # --label-space by model
 
 
 class Evaluator:
@@ -199,7 +200,7 @@ class Evaluator:
             self._check_kind(name, value, number)
         folder = self._folder / f"batch-{number}"
         try:
-            docs, counted = self._reduce(gold_batch, models, folder=folder, number=number)
+            docs, counted, data = self._reduce(gold_batch, models, folder=folder, number=number)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             if not self._batches:  # the settings come again with the next first batch
@@ -220,7 +221,7 @@ class Evaluator:
             model.missing += missing
             if isinstance(models[name], memory.Dense):
                 model.codes = models[name].codes
-        self._batches.append(folder)
+        self._batches.append(data)
         self._seen |= docs
 
     def _check_kind(self, name: str, value: object, number: int) -> None:
@@ -239,9 +240,10 @@ class Evaluator:
 
     def _reduce(
         self, gold_batch: object, models: dict[str, object], *, folder: Path, number: int
-    ) -> tuple[set[str], dict[str, tuple]]:
+    ) -> tuple[set[str], dict[str, tuple], Path]:
         """Normalise one batch into ``folder`` (as :func:`hieval.evaluate` normalises its
-        inputs) and count each model; returns the batch's documents and each model's counts."""
+        inputs) and count each model; returns the batch's documents, each model's counts and
+        the folder of its normalised tables."""
         inputs = folder / "inputs"
         inputs.mkdir(parents=True)
         staged: list[memory.Staged] = []
@@ -275,10 +277,30 @@ class Evaluator:
                 "resources": setup.resources,
                 "coverage": False,  # judged over all batches, at compute
             }
-            run.normalize_batch(args, config, names=setup.names, out=folder, common=common)
-            counted = {name: self._count(name, config, folder=folder) for name in setup.names}
+            batch = self._run(args, config, out=folder, common=common)
+            run.normalize_batch(batch)
+            data = batch.work / "inputs"
+            counted = {name: self._count(name, config, folder=data) for name in setup.names}
         shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
-        return docs, counted
+        return docs, counted, data
+
+    def _run(self, args: run.EvaluateOptions, config: dict, *, out: Path, common: dict) -> run._Run:
+        """The run's settings and files (:class:`hieval.run._Run`) of a batch or of compute,
+        whose stages write under ``out``."""
+        setup = self._setup
+        return run._Run(
+            args,
+            out,
+            setup.names,
+            config,
+            icm_params(config),
+            setup.resources,
+            setup.levels_file,
+            setup.ancestors_file,
+            setup.hierarchy,
+            common,
+            setup.spaces,
+        )
 
     def _new_documents(self, gold: memory.Staged, number: int) -> set[str]:
         """The documents of a batch's gold, none of which may have come before."""
@@ -296,7 +318,7 @@ class Evaluator:
         """The hierarchy's tables and the settings, from the first batch (once)."""
         names = run.model_names(args)
         args.per_file = run._per_file_options(args, names)
-        run._label_spaces(args, names)  # refused at the first batch, as before any file
+        spaces = run._label_spaces(args, names)  # refused at the first batch, before any file
         config = run.config_from_args(args)
         check_names(config["conventions"])
         resources = _BatchResources(threads=args.threads, **config["engine"])
@@ -321,6 +343,7 @@ class Evaluator:
             space=CodeSpace.build(tree, tuple(table.levels)),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
+            spaces=spaces,
         )
         return self._setup
 
@@ -423,17 +446,15 @@ class Evaluator:
                 ks=ranking_ks(setup.config),
                 out=files,
             )
+        common = {
+            "levels_file": levels,
+            "unknown_codes": setup.config["unknown_codes"],
+            "resources": setup.resources,
+        }
         with api._api_errors():
+            whole = self._run(setup.args, setup.config, out=out, common=common)
             run.report_into(
-                setup.args,
-                setup.config,
-                names=setup.names,
-                out=out,
-                tables=(levels, ancestors, setup.hierarchy),
-                records=records,
-                resources=setup.resources,
-                common={},
-                tuned={},
+                dataclasses.replace(whole, levels=levels, ancestors=ancestors), tuned={}
             )
         evaluation.__init__(out, setup.names, [])
         return evaluation

@@ -45,29 +45,29 @@ from hieval.hierarchy.table import (
     write_level_table,
 )
 from hieval.hints import setting
-from hieval.input_policies import coverage_warning
-from hieval.input_record import UNSCORED_SELECTION
-from hieval.label_options import (
+from hieval.inputs.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
     TUNE,
     LabelOptions,
     TunedThresholds,
 )
+from hieval.inputs.policies import coverage_warning
+from hieval.inputs.record import UNSCORED_SELECTION
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.reports.error_sections import read_tables
-
-if TYPE_CHECKING:
-    from hieval.input_record import InputRecord
-    from hieval.metrics.uncertainty.units import Layout, Units
-from hieval.report import combine, node_report, write_csv, write_reports
 from hieval.reports import html, paper_tables
+from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
+from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
+
+if TYPE_CHECKING:
+    from hieval.inputs.record import InputRecord
+    from hieval.metrics.uncertainty.units import Layout, Units
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +169,8 @@ def normalize_file(
 ) -> InputRecord:
     """Normalise one label file (``role`` gold or predictions) against the hierarchy in
     ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold`` (a path, or a :class:`hieval.background.PendingFile`). ``on_fast_path``: see
-    :func:`hieval.inputs.normalize_labels` (one file only).
+    ``gold`` (a path, or a :class:`hieval.pending_file.PendingFile`). ``on_fast_path``: see
+    :func:`hieval.inputs.normalize.normalize_labels` (one file only).
 
     ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
     is read and validated on its own, with the same options, and their rows are pooled, so the
@@ -191,7 +191,7 @@ def normalize_file(
     # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
     import duckdb
 
-    from hieval.inputs import normalize_labels, pool_labels
+    from hieval.inputs.normalize import normalize_labels, pool_labels
 
     resources = resources or Resources()
     # A table already read (the Evaluator's batches share one) is not read again.
@@ -238,23 +238,9 @@ def normalize_file(
         record = one(files[0], out)
         record.path = shown_as or record.path
     else:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:
-            parts = [
-                (one(f, Path(work) / f"{i}.parquet"), Path(work) / f"{i}.parquet")
-                for i, f in enumerate(files)
-            ]
-            record = pool_labels(parts, out=out, name=name)
+        record = _pooled(one, files, out=out, name=name, pool=pool_labels)
     if must_tune and tuned is None and record.scored_pairs:
-        for written in (out, scores_out):
-            if written is not None:
-                Path(written).unlink(missing_ok=True)
-        raise InputError(
-            f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
-            f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
-            f"or give the model {setting('threshold', 'VALUE', file=name)} or "
-            f"{setting('top_k', 'K', file=name)}"
-        )
+        _refuse_untuned(name, out=out, scores_out=scores_out)
     if gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
@@ -266,6 +252,39 @@ def normalize_file(
         record.warnings += [*(thresholds.warnings if thresholds else ()), *found]
     write_text(record_out, record.to_json())
     return record
+
+
+def _pooled(
+    one: Callable[[str | Path, Path], InputRecord],
+    files: list[str | Path],
+    *,
+    out: str | Path,
+    name: str,
+    pool: Callable[..., InputRecord],
+) -> InputRecord:
+    """Normalise each file with ``one`` into a private folder beside ``out``, then ``pool``
+    them into ``out``."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pool.", dir=Path(out).parent) as work:
+        parts = [
+            (one(f, Path(work) / f"{i}.parquet"), Path(work) / f"{i}.parquet")
+            for i, f in enumerate(files)
+        ]
+        return pool(parts, out=out, name=name)
+
+
+def _refuse_untuned(name: str, *, out: str | Path, scores_out: str | Path | None) -> None:
+    """A scored file whose threshold is ``tune`` with nothing tuned: its outputs go, and the
+    user hears what to add (no threshold is silently assumed)."""
+    for written in (out, scores_out):
+        if written is not None:
+            Path(written).unlink(missing_ok=True)
+    raise InputError(
+        f"{name}: threshold is `tune` but no dev predictions were given to tune it on; add "
+        f"{setting('dev_predictions', 'PATH', file=name)} with {setting('dev_gold', 'PATH')}, "
+        f"or give the model {setting('threshold', 'VALUE', file=name)} or "
+        f"{setting('top_k', 'K', file=name)}"
+    )
 
 
 def _unscored_settings(
@@ -875,52 +894,64 @@ def final_reports(
     return tidy
 
 
-def publish_reports(
-    *,
-    tidy: str | Path,
-    nodes: dict[str, str | Path],
-    records: list[str | Path],
-    levels_file: str | Path,
-    max_level: str | None,
-    hierarchy: str,
-    settings: dict,
-    html_out: str | Path,
-    tex_out: str | Path,
-    markdown_out: str | Path,
-    figures_out: str | Path,
-    train_gold: str | Path | None = None,
-    intervals: str | Path | None = None,
-    comparisons: str | Path | None = None,
-    curves: dict[str, str | Path] | None = None,
-    history: str | Path | None = None,
-    systems: dict[str, str] | None = None,
-    notes: list[str | Path] = (),
-    analysis_dir: str | Path | None = None,
-) -> None:
+@dataclass(frozen=True)
+class ReportJob:
+    """What :func:`publish_reports` reads and writes: the tidy table of all models
+    (``tidy``), each model's node table (``nodes``) and input records (``records``), the
+    hierarchy (``levels_file``, its deepest evaluated level ``max_level`` and its description
+    ``hierarchy``), the run's ``settings`` as the report shows them; the four outputs; and,
+    when the run has them, the training gold (long-tail bins), intervals and comparisons,
+    tuning curves, the zoo's history file, the model → system map, the score notes and the
+    folder of the error-analysis tables."""
+
+    tidy: str | Path
+    nodes: dict[str, str | Path]
+    records: list[str | Path]
+    levels_file: str | Path
+    max_level: str | None
+    hierarchy: str
+    settings: dict
+    html_out: str | Path
+    tex_out: str | Path
+    markdown_out: str | Path
+    figures_out: str | Path
+    train_gold: str | Path | None = None
+    intervals: str | Path | None = None
+    comparisons: str | Path | None = None
+    curves: dict[str, str | Path] | None = None
+    history: str | Path | None = None
+    systems: dict[str, str] | None = None
+    notes: list[str | Path] = ()
+    analysis_dir: str | Path | None = None
+
+
+def publish_reports(job: ReportJob) -> None:
     """The reports people read, from the tidy table of all models: paper tables (LaTeX and
     Markdown; with ``systems``, model → system, one row per system holding the mean over its
     runs) and the self-contained HTML report; with ``history``, this run's headline rows are
     added to the zoo's history first (only evaluations with a new key); ``notes`` (the score
     notes of :func:`score_metrics`) put the share of pairs scored beside AUC, Brier and ECE."""
-    table = read_level_table(levels_file)
+    table = read_level_table(job.levels_file)
     system = codesystem.of_table(table)
-    evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
-    metrics = paths.read_parquet(tidy)
-    models = list(nodes)
-    record_list = [json.loads(Path(p).read_text("utf-8")) for p in records]
-    tables = paper_tables.paper_tables(
-        metrics, levels=evaluated, models=models, systems=systems or None
+    evaluated = evaluated_levels(
+        table.levels, system.resolve_max_level(table.levels, job.max_level)
     )
-    write_text(tex_out, paper_tables.to_latex(tables))
-    write_text(markdown_out, paper_tables.to_markdown(tables))
-    node_tables = {model: paths.read_parquet(path) for model, path in nodes.items()}
+    metrics = paths.read_parquet(job.tidy)
+    models = list(job.nodes)
+    records = [json.loads(Path(p).read_text("utf-8")) for p in job.records]
+    tables = paper_tables.paper_tables(
+        metrics, levels=evaluated, models=models, systems=job.systems or None
+    )
+    write_text(job.tex_out, paper_tables.to_latex(tables))
+    write_text(job.markdown_out, paper_tables.to_markdown(tables))
+    node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
     past = None
-    if history is not None:
-        rows = history_rows(metrics, records=record_list, settings=settings, version=__version__)
-        past = append_history(history, rows)
+    if job.history is not None:
+        rows = history_rows(metrics, records=records, settings=job.settings, version=__version__)
+        past = append_history(job.history, rows)
     bins = None
-    if train_gold is not None:
-        bins = frequency_bins(node_tables, train_frequencies(paths.read_parquet(train_gold)))
+    if job.train_gold is not None:
+        bins = frequency_bins(node_tables, train_frequencies(paths.read_parquet(job.train_gold)))
     page, drawn = html.render(
         html.ReportInputs(
             tidy=metrics,
@@ -932,24 +963,26 @@ def publish_reports(
             levels=evaluated,
             all_levels=table.levels,
             models=models,
-            records=record_list,
-            hierarchy=f"{hierarchy}; code system {system.name} ({system.title})",
+            records=records,
+            hierarchy=f"{job.hierarchy}; code system {system.name} ({system.title})",
             version=__version__,
-            settings=settings,
-            intervals=paths.read_parquet(intervals) if intervals else None,
-            comparisons=paths.read_parquet(comparisons) if comparisons else None,
+            settings=job.settings,
+            intervals=paths.read_parquet(job.intervals) if job.intervals else None,
+            comparisons=paths.read_parquet(job.comparisons) if job.comparisons else None,
             frequency_bins=bins,
             history=past,
-            curves={model: paths.read_parquet(path) for model, path in (curves or {}).items()},
-            systems=systems or {},
-            notes=[json.loads(Path(p).read_text("utf-8")) for p in notes],
-            analysis=read_tables(analysis_dir, models) if analysis_dir is not None else None,
+            curves={model: paths.read_parquet(path) for model, path in (job.curves or {}).items()},
+            systems=job.systems or {},
+            notes=[json.loads(Path(p).read_text("utf-8")) for p in job.notes],
+            analysis=(
+                read_tables(job.analysis_dir, models) if job.analysis_dir is not None else None
+            ),
         )
     )
-    write_text(html_out, page)
+    write_text(job.html_out, page)
     for name, svg in drawn.items():
-        write_text(Path(figures_out) / f"{name}.svg", svg)
-    shown = (final_path(path) for path in (html_out, tex_out, markdown_out))
+        write_text(Path(job.figures_out) / f"{name}.svg", svg)
+    shown = (final_path(path) for path in (job.html_out, job.tex_out, job.markdown_out))
     log.info("wrote %s, %s, %s and %d figures", *shown, len(drawn))
 
 
@@ -960,25 +993,34 @@ def leaf_count(table: LevelTable) -> int:
     return table.frame.filter(~pl.col("code").is_in(internal.implode())).height
 
 
-def uncertainty(
-    *,
-    gold: str | Path,
-    predictions: dict[str, str | Path],
-    item_sums: dict[str, str | Path],
-    metrics: dict[str, str | Path],
-    levels_file: str | Path,
-    ancestors: str | Path,
-    max_level: str | None,
-    params: IcmParams,
-    label_set: str,
-    settings: Settings,
-    intervals_out: str | Path,
-    comparisons_out: str | Path,
-    resources: Resources | None = None,
-    scores: dict[str, str | Path] | None = None,
-    ranking: dict[str, str | Path] | None = None,
-    ks: tuple[int, ...] = DEFAULT_KS,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+@dataclass(frozen=True)
+class UncertaintyJob:
+    """What :func:`uncertainty` reads and writes: the normalised ``gold`` and each model's
+    ``predictions``, per-item ICM sums (``item_sums``) and tidy rows (``metrics``), in the
+    models' order; the hierarchy (``levels_file``, ``ancestors``, ``max_level``), the ICM
+    ``params`` and comparison ``label_set``; the bootstrap and permutation ``settings``; the
+    two outputs; the thread bounds (``resources``); and, for scored models, their normalised
+    score tables (``scores``), ranking rows (``ranking``) and cut-offs (``ks``)."""
+
+    gold: str | Path
+    predictions: dict[str, str | Path]
+    item_sums: dict[str, str | Path]
+    metrics: dict[str, str | Path]
+    levels_file: str | Path
+    ancestors: str | Path
+    max_level: str | None
+    params: IcmParams
+    label_set: str
+    settings: Settings
+    intervals_out: str | Path
+    comparisons_out: str | Path
+    resources: Resources | None = None
+    scores: dict[str, str | Path] | None = None
+    ranking: dict[str, str | Path] | None = None
+    ks: tuple[int, ...] = DEFAULT_KS
+
+
+def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Bootstrap intervals of every model's tidy rows and paired comparisons of every pair of
     models (:mod:`hieval.metrics.uncertainty`), for the models in the order given.
 
@@ -991,55 +1033,34 @@ def uncertainty(
     """
     # Imported here, as in zoo_units: the uncertainty modules (scipy, numba) load only in the
     # job that computes intervals, not in every job that imports this module.
-    from hieval.metrics.uncertainty.ranking import ranking_units
     from hieval.metrics.uncertainty.tables import uncertainty_tables
 
-    (resources or Resources()).check_bootstrap(settings.bootstrap, models=len(predictions))
+    resources, settings = job.resources or Resources(), job.settings
+    resources.check_bootstrap(settings.bootstrap, models=len(job.predictions))
     layout, units = zoo_units(
-        gold=gold,
-        predictions=predictions,
-        item_sums=item_sums,
-        levels_file=levels_file,
-        ancestors=ancestors,
-        max_level=max_level,
-        params=params,
-        label_set=label_set,
-        threads=(resources or Resources()).threads,
+        gold=job.gold,
+        predictions=job.predictions,
+        item_sums=job.item_sums,
+        levels_file=job.levels_file,
+        ancestors=job.ancestors,
+        max_level=job.max_level,
+        params=job.params,
+        label_set=job.label_set,
+        threads=resources.threads,
     )
-    tidy = {model: paths.read_parquet(metrics[model]) for model in predictions}
-    scored = {}
-    if scores and ranking:
-        table = read_level_table(levels_file)
-        gold_frame, anc = paths.read_parquet(gold), paths.read_parquet(ancestors)
-        for model in predictions:
-            score_frame = paths.read_parquet(scores[model])
-            if not score_frame.height:
-                continue
-            scored[model] = ranking_units(
-                gold_frame,
-                score_frame,
-                doc_ids=layout.doc_ids,
-                ks=ks,
-                ancestors=_score_ancestors(gold, scores[model], table, anc, score_frame),
-                levels=layout.levels,
-                model=model,
-            )
-            rows = paths.read_parquet(ranking[model])
-            wanted = set(scored[model].keys)
-            keys = rows.select("family", "level", "average", "metric").iter_rows()
-            rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
-            tidy[model] = pl.concat([tidy[model], rows])
+    tidy = {model: paths.read_parquet(job.metrics[model]) for model in job.predictions}
+    scored = _scored_units(job, layout, tidy) if job.scores and job.ranking else {}
     intervals, comparisons = uncertainty_tables(
         tidy,
         units,
         layout=layout,
         settings=settings,
         levels=layout.levels,
-        threads=(resources or Resources()).threads,
+        threads=resources.threads,
         ranking=scored,
     )
-    write_parquet(intervals, intervals_out)
-    write_parquet(comparisons, comparisons_out)
+    write_parquet(intervals, job.intervals_out)
+    write_parquet(comparisons, job.comparisons_out)
     log.info(
         "%d intervals (%d replicates), %d comparisons (%d permutations)",
         intervals.height,
@@ -1048,6 +1069,35 @@ def uncertainty(
         settings.permutations,
     )
     return intervals, comparisons
+
+
+def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFrame]) -> dict:
+    """Each scored model's ranking units (:func:`hieval.metrics.uncertainty.ranking.ranking_units`);
+    its ranking rows with units are added to its ``tidy`` rows."""
+    from hieval.metrics.uncertainty.ranking import ranking_units
+
+    scored = {}
+    table = read_level_table(job.levels_file)
+    gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
+    for model in job.predictions:
+        score_frame = paths.read_parquet(job.scores[model])
+        if not score_frame.height:
+            continue
+        scored[model] = ranking_units(
+            gold_frame,
+            score_frame,
+            doc_ids=layout.doc_ids,
+            ks=job.ks,
+            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
+            levels=layout.levels,
+            model=model,
+        )
+        rows = paths.read_parquet(job.ranking[model])
+        wanted = set(scored[model].keys)
+        keys = rows.select("family", "level", "average", "metric").iter_rows()
+        rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
+        tidy[model] = pl.concat([tidy[model], rows])
+    return scored
 
 
 def zoo_units(

@@ -23,7 +23,6 @@ from hieval import hints
 from hieval.analysis.groups import read_doc_groups
 from hieval.analysis_stage import error_analysis, group_analysis
 from hieval.atomic import atomic_path
-from hieval.background import PendingFile
 from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.config import (
     TUNE,
@@ -42,11 +41,11 @@ from hieval.conventions.table import check_names
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
-from hieval.formats import GOLD, PREDICTIONS
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.hints import DEV_SUFFIX, setting
-from hieval.label_options import (
+from hieval.inputs.formats import GOLD, PREDICTIONS
+from hieval.inputs.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
@@ -56,8 +55,11 @@ from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT
 from hieval.metrics.uncertainty.settings import Settings
+from hieval.pending_file import PendingFile
 from hieval.pipeline import (
     ModelFiles,
+    ReportJob,
+    UncertaintyJob,
     build_hierarchy,
     count_and_score,
     final_reports,
@@ -336,6 +338,48 @@ def model_names(args: EvaluateOptions) -> list[str]:
     return names
 
 
+@dataclasses.dataclass
+class _Run:
+    """One evaluation's settings and files, as :func:`evaluate_into` works them out first;
+    each stage below takes this one value."""
+
+    args: EvaluateOptions
+    out: Path
+    names: list[str]
+    config: dict
+    params: IcmParams
+    resources: Resources
+    levels: Path
+    ancestors: Path
+    hierarchy: str
+    common: dict
+    spaces: dict[str, tuple[Path, str]]
+
+    @property
+    def work(self) -> Path:
+        return self.out / "work"
+
+    @property
+    def gold(self) -> Path:
+        return self.work / "inputs" / "gold.parquet"
+
+    @property
+    def labels(self) -> dict[str, Path]:
+        return {
+            name: self.work / "inputs" / "predictions" / f"{name}.parquet" for name in self.names
+        }
+
+    @property
+    def scores(self) -> dict[str, Path]:
+        return {name: self.work / "inputs" / "scores" / f"{name}.parquet" for name in self.names}
+
+    @property
+    def records(self) -> list[Path]:
+        """The input records: the gold's, then each model's."""
+        gold = self.work / "inputs" / "gold.json"
+        return [gold, *(self.labels[name].with_suffix(".json") for name in self.names)]
+
+
 def evaluate_into(
     args: EvaluateOptions, out: Path, *, progress: Progress = _log_progress
 ) -> list[str]:
@@ -346,9 +390,18 @@ def evaluate_into(
     Every input is read and validated before anything is counted, so a bad file of the last
     model fails in seconds, not after the others were counted.
     """
+    run = _prepare(args, out)
+    tuned = _read_inputs(run, progress)
+    _count_models(run, progress)
+    report_into(run, tuned=tuned, progress=progress)
+    return run.names
+
+
+def _prepare(args: EvaluateOptions, out: Path) -> _Run:
+    """The run's config, resources and hierarchy tables (built or read from the cache)."""
     names = model_names(args)
     args.per_file = _per_file_options(args, names)
-    _label_spaces(args, names)  # refused before anything is read
+    spaces = _label_spaces(args, names)  # refused before anything is read
     config = config_from_args(args)
     check_names(config["conventions"])
     if config["doc_groups"]:
@@ -357,25 +410,30 @@ def evaluate_into(
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
-    work = out / "work"
-    levels, ancestors, hierarchy = build_tables(args, work / "hierarchy", config["max_level"])
+    levels, ancestors, hierarchy = build_tables(
+        args, out / "work" / "hierarchy", config["max_level"]
+    )
     common = {
         "levels_file": levels,
         "unknown_codes": config["unknown_codes"],
         "resources": resources,
     }
-    gold = work / "inputs" / "gold.parquet"
-    records = [work / "inputs" / "gold.json"]
-    gold_job = _gold_job(args, config, out=gold, common=common)
-    inputs = work / "inputs"
-    labels = {name: inputs / "predictions" / f"{name}.parquet" for name in names}
-    scores = {name: inputs / "scores" / f"{name}.parquet" for name in names}
-    records += [labels[name].with_suffix(".json") for name in names]
+    return _Run(
+        args, out, names, config, params, resources, levels, ancestors, hierarchy, common, spaces
+    )
+
+
+def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
+    """Normalise the gold and every model's predictions; the models whose threshold was
+    tuned. The gold may be normalised in the background beside the first predictions
+    (:func:`_gold_beside_predictions`)."""
+    args, resources = run.args, run.resources
+    gold_job = _gold_job(run)
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
         written = None
         if _gold_beside_predictions(args, resources):
             # The predictions start once the gold is known to take the in-memory path (a gold
-            # DuckDB reads is read alone, as the memory plan assumes); see hieval.background.
+            # DuckDB reads is read alone, as the memory plan assumes); see hieval.pending_file.
             started = threading.Event()
 
             def gold_in_background():
@@ -390,14 +448,8 @@ def evaluate_into(
             gold_job()
         try:
             tuned = _normalize_predictions(
-                args,
-                names,
-                config,
-                gold=gold if written is None else PendingFile(gold, written),
-                out=out,
-                common=common,
-                labels=labels,
-                scores=scores,
+                run,
+                gold=run.gold if written is None else PendingFile(run.gold, written),
                 progress=progress,
             )
         except BaseException:
@@ -406,19 +458,26 @@ def evaluate_into(
             raise
         if written is not None:
             written.result()
+    return tuned
+
+
+def _count_models(run: _Run, progress: Progress) -> None:
+    """Count and score each model in turn: node counts, per-document rows, ICM sums, tidy
+    metrics, ranking and calibration."""
+    names, work, config = run.names, run.work, run.config
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
         counts = work / "counts" / name
         count_and_score(
             model=name,
-            gold=gold,
-            labels=labels[name],
-            scores=scores[name],
+            gold=run.gold,
+            labels=run.labels[name],
+            scores=run.scores[name],
             record=work / "inputs" / "predictions" / f"{name}.json",
-            levels_file=levels,
-            ancestors=ancestors,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
             max_level=config["max_level"],
-            params=params,
+            params=run.params,
             label_set=config["comparison"]["label_set"],
             ks=ranking_ks(config),
             out=ModelFiles(
@@ -426,81 +485,53 @@ def evaluate_into(
                 docs=counts / "docs.parquet",
                 item_sums=counts / "item_sums.parquet",
                 metrics=work / "metrics" / f"{name}.parquet",
-                nodes_report=out / "nodes" / f"{name}.csv",
+                nodes_report=run.out / "nodes" / f"{name}.csv",
                 ranking=work / "ranking" / f"{name}.parquet",
                 notes=work / "ranking" / f"{name}.json",
             ),
-            resources=resources,
+            resources=run.resources,
         )
-    report_into(
-        args,
-        config,
-        names=names,
-        out=out,
-        tables=(levels, ancestors, hierarchy),
-        records=records,
-        resources=resources,
-        common=common,
-        tuned=tuned,
-        progress=progress,
-    )
-    return names
 
 
-def report_into(
-    args: EvaluateOptions,
-    config: dict,
-    *,
-    names: list[str],
-    out: Path,
-    tables: tuple[Path, Path, str],
-    records: list[Path],
-    resources: Resources,
-    common: dict,
-    tuned: dict[str, Path],
-    progress: Progress = _log_progress,
-) -> None:
-    """The stages after each model's metric rows (in ``out/work/metrics``, ``ranking``,
-    ``counts``): uncertainty, the tables and the reports. :func:`evaluate_into` and
-    :meth:`hieval.Evaluator.compute` (whose counts are its batches' reduced) both end here.
-    ``tables``: the level and ancestor files and the hierarchy's name."""
-    levels, ancestors, hierarchy = tables
-    params = icm_params(config)
-    work = out / "work"
-    gold = work / "inputs" / "gold.parquet"
-    labels = {name: work / "inputs" / "predictions" / f"{name}.parquet" for name in names}
-    scores = {name: work / "inputs" / "scores" / f"{name}.parquet" for name in names}
-    model_options = {name: _model_options(args, name) for name in names}
-    spaces = _label_spaces(args, names)
-    settings = uncertainty_settings(config)
-    uncertain = {}
-    if settings.bootstrap:
-        progress("uncertainty", f": {settings.bootstrap} replicates")
-        uncertainty(
-            gold=gold,
-            predictions=labels,
+def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
+    """Bootstrap intervals and paired comparisons, when the config asks for replicates; the
+    two files, as :func:`final_reports` and :func:`publish_reports` take them."""
+    settings = uncertainty_settings(run.config)
+    if not settings.bootstrap:
+        return {}
+    names, work, out, config = run.names, run.work, run.out, run.config
+    progress("uncertainty", f": {settings.bootstrap} replicates")
+    uncertainty(
+        UncertaintyJob(
+            gold=run.gold,
+            predictions=run.labels,
             item_sums={name: work / "counts" / name / "item_sums.parquet" for name in names},
             metrics={name: work / "metrics" / f"{name}.parquet" for name in names},
-            levels_file=levels,
-            ancestors=ancestors,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
             max_level=config["max_level"],
-            params=params,
+            params=run.params,
             label_set=config["comparison"]["label_set"],
             settings=settings,
             intervals_out=out / "intervals.parquet",
             comparisons_out=out / "comparisons.parquet",
-            resources=resources,
-            scores=scores,
+            resources=run.resources,
+            scores=run.scores,
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
         )
-        uncertain = {
-            "intervals": out / "intervals.parquet",
-            "comparisons": out / "comparisons.parquet",
-        }
-    _conventions(
-        args, names, config, out=out, levels=levels, labels=labels, scores=scores, spaces=spaces
     )
+    return {
+        "intervals": out / "intervals.parquet",
+        "comparisons": out / "comparisons.parquet",
+    }
+
+
+def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -> None:
+    """The tables over all models, then the reports people read (with the training gold's
+    frequencies when one is given)."""
+    args, names, work, out, config = run.args, run.names, run.work, run.out, run.config
+    model_options = {name: _model_options(args, name) for name in names}
     final_reports(
         **uncertain,
         conventions=out / "conventions.parquet",
@@ -508,23 +539,24 @@ def report_into(
             work / sub / f"{name}.parquet" for name in names for sub in ("metrics", "ranking")
         ],
         notes=[work / "ranking" / f"{name}.json" for name in names],
-        records=records,
-        levels_file=levels,
+        records=run.records,
+        levels_file=run.levels,
         max_level=config["max_level"],
         models=names,
-        hierarchy=hierarchy,
+        hierarchy=run.hierarchy,
         out_dir=out,
     )
     train_gold = None
     if config["train_gold"]:
         train_gold = _other_gold(
-            args, config, common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
+            args, config, run.common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
         )
+    settings = uncertainty_settings(config)
     error_analysis(
-        gold=gold,
-        labels=labels,
-        levels_file=levels,
-        ancestors=ancestors,
+        gold=run.gold,
+        labels=run.labels,
+        levels_file=run.levels,
+        ancestors=run.ancestors,
         max_level=config["max_level"],
         work=work / "errors",
         errors_out=out / "errors.parquet",
@@ -535,7 +567,7 @@ def report_into(
     )
     if config["doc_groups"]:
         group_analysis(
-            gold=gold,
+            gold=run.gold,
             docs={name: work / "counts" / name / "docs.parquet" for name in names},
             doc_groups=config["doc_groups"],
             settings=settings,
@@ -543,84 +575,75 @@ def report_into(
             gaps_out=out / "group_gaps.parquet",
         )
     publish_reports(
-        tidy=out / "metrics.parquet",
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        records=records,
-        levels_file=levels,
-        max_level=config["max_level"],
-        hierarchy=hierarchy,
-        settings=report_settings(config, model_options),
-        html_out=out / "report.html",
-        tex_out=out / "tables.tex",
-        markdown_out=out / "tables.md",
-        figures_out=out / "figures",
-        train_gold=train_gold,
-        curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
-        notes=[work / "ranking" / f"{name}.json" for name in names],
-        analysis_dir=out,
-        **uncertain,
+        ReportJob(
+            tidy=out / "metrics.parquet",
+            nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+            records=run.records,
+            levels_file=run.levels,
+            max_level=config["max_level"],
+            hierarchy=run.hierarchy,
+            settings=report_settings(config, model_options),
+            html_out=out / "report.html",
+            tex_out=out / "tables.tex",
+            markdown_out=out / "tables.md",
+            figures_out=out / "figures",
+            train_gold=train_gold,
+            curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
+            notes=[work / "ranking" / f"{name}.json" for name in names],
+            analysis_dir=out,
+            **uncertain,
+        )
     )
 
 
-def _gold_job(args: EvaluateOptions, config: dict, *, out: Path, common: dict) -> Callable:
-    """The gold's normalisation to ``out`` (its record beside it), ready to run."""
+def report_into(run: _Run, *, tuned: dict[str, Path], progress: Progress = _log_progress) -> None:
+    """The stages after each model's metric rows (in ``work/metrics``, ``ranking`` and
+    ``counts``): uncertainty, the conventions, the tables, the analyses and the reports.
+    :func:`evaluate_into` and :meth:`hieval.Evaluator.compute` (whose counts are its batches'
+    reduced) both end here."""
+    uncertain = _intervals(run, progress)
+    _conventions(run)
+    _reports(run, tuned=tuned, uncertain=uncertain)
+
+
+def _gold_job(run: _Run) -> Callable:
+    """The gold's normalisation to ``run.gold`` (its record beside it), ready to run."""
+    args = run.args
     return functools.partial(
         normalize_file,
         args.gold,
         name="gold",
         role=GOLD,
-        out=out,
-        record_out=out.with_suffix(".json"),
-        options=gold_options(config),
+        out=run.gold,
+        record_out=run.records[0],
+        options=gold_options(run.config),
         shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
-        **common,
+        **run.common,
     )
 
 
-def normalize_batch(
-    args: EvaluateOptions, config: dict, *, names: list[str], out: Path, common: dict
-) -> None:
-    """One batch of documents of :class:`hieval.Evaluator` normalised into ``out`` as
-    :func:`evaluate_into` normalises whole inputs (the same calls): ``gold.parquet``, and each
-    model's ``predictions/NAME.parquet`` and ``scores/NAME.parquet``, records beside."""
-    gold = out / "gold.parquet"
-    _gold_job(args, config, out=gold, common=common)()
-    _normalize_predictions(
-        args,
-        names,
-        config,
-        gold=gold,
-        out=out,
-        common=common,
-        labels={name: out / "predictions" / f"{name}.parquet" for name in names},
-        scores={name: out / "scores" / f"{name}.parquet" for name in names},
-        progress=lambda subject, stage: None,
-    )
+def normalize_batch(run: _Run) -> None:
+    """One batch of documents of :class:`hieval.Evaluator` normalised into ``run.work /
+    "inputs"`` as :func:`evaluate_into` normalises whole inputs (the same calls): the gold,
+    and each model's decided labels and scores, records beside."""
+    _gold_job(run)()
+    _normalize_predictions(run, gold=run.gold, progress=lambda subject, stage: None)
 
 
-def _conventions(
-    args: EvaluateOptions,
-    names: list[str],
-    config: dict,
-    *,
-    out: Path,
-    levels: Path,
-    labels: dict[str, Path],
-    scores: dict[str, Path],
-    spaces: dict[str, tuple[Path, str]],
-) -> None:
+def _conventions(run: _Run) -> None:
     """OUT/conventions.parquet: every model's headline metrics under each named convention."""
-    work = out / "work"
+    args, names, config, out, labels = run.args, run.names, run.config, run.out, run.labels
+    work = run.work
     write_conventions(
         models=names,
-        gold=work / "inputs" / "gold.parquet",
+        gold=run.gold,
         labels=labels,
-        scores=scores,
+        scores=run.scores,
         records={name: labels[name].with_suffix(".json") for name in names},
         tidy={
             name: [work / s / f"{name}.parquet" for s in ("metrics", "ranking")] for name in names
         },
-        levels_file=levels,
+        levels_file=run.levels,
         conventions=config["conventions"],
         ks=ranking_ks(config),
         selections={
@@ -628,7 +651,7 @@ def _conventions(
             for name in names
         },
         default_threshold=config["threshold"],
-        label_spaces=spaces,
+        label_spaces=run.spaces,
         out=out / "conventions.parquet",
     )
 
@@ -651,11 +674,11 @@ def _label_spaces(args: EvaluateOptions, names: list[str]) -> dict[str, tuple[Pa
 def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> bool:
     """Whether the gold may be normalised in the background while the first model's
     predictions are: one gold file, both files of the kind the in-memory path takes
-    (:mod:`hieval.normalize_ranks`), and holding both fits :meth:`Resources.allows_overlap`.
+    (:mod:`hieval.inputs.parquet_fast`), and holding both fits :meth:`Resources.allows_overlap`.
     Whichever of them that path then declines is read by DuckDB alone (the predictions wait
     for a gold DuckDB reads, and DuckDB reads predictions only once the gold is written).
     Later models overlap nothing."""
-    from hieval.normalize_ranks import planned_together  # here: it imports pyarrow
+    from hieval.inputs.parquet_fast import planned_together  # here: it imports pyarrow
 
     if not args.pred or len(args.gold) > 1:  # several gold files are pooled in DuckDB
         return False
@@ -664,22 +687,13 @@ def _gold_beside_predictions(args: EvaluateOptions, resources: Resources) -> boo
 
 
 def _normalize_predictions(
-    args: EvaluateOptions,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-    labels: dict[str, Path],
-    scores: dict[str, Path],
-    progress: Progress,
+    run: _Run, *, gold: Path | PendingFile, progress: Progress
 ) -> dict[str, Path]:
     """Tune thresholds where asked, then normalise each model's predictions to ``labels`` and
     ``scores`` (records beside the labels); returns the tuned JSON per model."""
-    tuned = _tune_thresholds(
-        args, names, config, gold=gold, out=out, common=common, progress=progress
-    )
+    args, config, common = run.args, run.config, run.common
+    labels, scores = run.labels, run.scores
+    tuned = _tune_thresholds(run, gold=gold, progress=progress)
     for number, (name, path) in enumerate(args.pred, start=1):
         progress(name, f" ({number}/{len(args.pred)}): reading")
         normalize_file(
@@ -741,18 +755,10 @@ def _model_options(args: EvaluateOptions, name: str) -> LabelOptions:
     return LabelOptions(**(every_file | args.per_file.get(name, {})))
 
 
-def _tune_thresholds(
-    args: EvaluateOptions,
-    names: list[str],
-    config: dict,
-    *,
-    gold: Path | PendingFile,
-    out: Path,
-    common: dict,
-    progress: Progress,
-) -> dict[str, Path]:
+def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress) -> dict[str, Path]:
     """Normalise the dev gold and each tuned model's dev predictions, tune, and return the
     tuned JSON of each tuned model (the curves go to OUT/thresholds/)."""
+    args, names, config, out, common = run.args, run.names, run.config, run.out, run.common
     dev = dict(args.dev_pred)
     strays = sorted(set(dev) - set(names))
     if strays:

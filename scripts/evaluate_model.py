@@ -3,8 +3,8 @@
 import json
 
 from hieval.engine.icm import IcmParams
-from hieval.inputs import PREDICTIONS
-from hieval.label_options import LabelOptions
+from hieval.inputs.normalize import PREDICTIONS
+from hieval.inputs.options import LabelOptions
 from hieval.pipeline import ModelFiles, count_and_score, normalize_file
 from hieval.resources import Resources
 from hieval.workflow_script import run_rule

@@ -2,7 +2,7 @@
 
 import json
 
-from hieval.label_options import LabelOptions
+from hieval.inputs.options import LabelOptions
 from hieval.pipeline import normalize_file
 from hieval.resources import Resources
 from hieval.workflow_script import run_rule

@@ -5,7 +5,7 @@ last, what an earlier configuration left in results/report goes."""
 import json
 from pathlib import Path
 
-from hieval.pipeline import final_reports, publish_reports
+from hieval.pipeline import ReportJob, final_reports, publish_reports
 from hieval.reports.leftovers import remove_leftovers
 from hieval.workflow_script import run_rule
 
@@ -27,25 +27,27 @@ def main(smk):
         conventions=smk.input.conventions,
     )
     publish_reports(
-        tidy=smk.output.metrics,
-        nodes=dict(zip(smk.params.models, smk.input.nodes, strict=True)),
-        records=list(smk.input.records),
-        levels_file=smk.input.levels,
-        max_level=smk.params.max_level,
-        hierarchy=smk.params.hierarchy,
-        settings=json.loads(smk.params.settings),
-        html_out=smk.output.html,
-        tex_out=smk.output.tex,
-        markdown_out=smk.output.markdown,
-        figures_out=smk.output.figures,
-        train_gold=smk.input.get("train_gold"),
-        intervals=smk.input.get("intervals"),
-        comparisons=smk.input.get("comparisons"),
-        curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
-        history=smk.params.history,
-        systems=systems,
-        notes=list(smk.input.notes),
-        analysis_dir=Path(smk.output.metrics).parent,
+        ReportJob(
+            tidy=smk.output.metrics,
+            nodes=dict(zip(smk.params.models, smk.input.nodes, strict=True)),
+            records=list(smk.input.records),
+            levels_file=smk.input.levels,
+            max_level=smk.params.max_level,
+            hierarchy=smk.params.hierarchy,
+            settings=json.loads(smk.params.settings),
+            html_out=smk.output.html,
+            tex_out=smk.output.tex,
+            markdown_out=smk.output.markdown,
+            figures_out=smk.output.figures,
+            train_gold=smk.input.get("train_gold"),
+            intervals=smk.input.get("intervals"),
+            comparisons=smk.input.get("comparisons"),
+            curves=dict(zip(smk.params.tuned, smk.input.curves, strict=True)),
+            history=smk.params.history,
+            systems=systems,
+            notes=list(smk.input.notes),
+            analysis_dir=Path(smk.output.metrics).parent,
+        )
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])
 

@@ -1,4 +1,4 @@
-"""The gold normalised beside the predictions (hieval.background, hieval evaluate): nothing reads
+"""The gold normalised beside the predictions (hieval.pending_file, hieval evaluate): nothing reads
 the gold before it is written, the numbers are those of the sequential run, the gold's own error
 is the one reported, and the overlap happens only where memory allows it."""
 
@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from hieval import cli, run
-from hieval.background import PendingFile
+from hieval.pending_file import PendingFile
 from hieval.resources import Resources
 
 
@@ -144,7 +144,7 @@ def test_a_bad_prediction_file_is_reported_after_a_good_gold(tmp_path, overlap, 
 
 def test_overlap_needs_two_threads_and_no_more_memory_than_the_count_job():
     small, large = 10_800_000, 108_000_000  # 100x and 1000x MIMIC-III, gold and predictions
-    plan = {rows: 400 * 2**20 + 40 * rows for rows in (small, large)}  # normalize_ranks' plan
+    plan = {rows: 400 * 2**20 + 40 * rows for rows in (small, large)}  # parquet_fast's plan
     assert Resources(threads=2).allows_overlap(plan[small], labels=small)
     assert not Resources(threads=1).allows_overlap(plan[small], labels=small)
     assert not Resources(threads=2).allows_overlap(plan[large], labels=large)
@@ -171,13 +171,14 @@ class Timeline:
     waits."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, gold_delay: float = 0.0):
-        from hieval import inputs, normalize_ranks
+        from hieval.inputs import normalize as inputs
+        from hieval.inputs import parquet_fast
 
         self.spans: dict[str, tuple[float, float]] = {}
         self.duckdb: dict[str, float] = {}
         real_labels, real_write, real_open = (
             inputs.normalize_labels,
-            normalize_ranks._write,
+            parquet_fast._write,
             inputs.open_source,
         )
 
@@ -198,7 +199,7 @@ class Timeline:
             return real_open(con, path, name, *args, **kwargs)
 
         monkeypatch.setattr(inputs, "normalize_labels", normalize_labels)
-        monkeypatch.setattr(normalize_ranks, "_write", write)
+        monkeypatch.setattr(parquet_fast, "_write", write)
         monkeypatch.setattr(inputs, "open_source", open_source)
 
 

@@ -17,7 +17,7 @@ from hieval.cli import main
 from hieval.config import MODEL_NAME_PATTERN, check_model_name, load_model_sheet
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, InputError
-from hieval.label_options import LabelOptions
+from hieval.inputs.options import LabelOptions
 from hieval.pipeline import normalize_file
 from hieval.resources import Resources
 

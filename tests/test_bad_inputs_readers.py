@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hieval.cli import main
-from hieval.formats import caml
+from hieval.inputs.formats import caml
 
 REPO = Path(__file__).resolve().parents[1]
 GOLD = "doc_id,code\nd1,401.9\nd1,96.04\nd2,364.11\n"  # 3 labels over 2 documents

@@ -16,9 +16,9 @@ import pytest
 from hieval.cli import main
 from hieval.config import load_model_sheet, validate_config
 from hieval.errors import HievalError, InputError
-from hieval.formats import caml, long, mimic4, text
-from hieval.inputs import normalize_labels
-from hieval.label_options import LabelOptions
+from hieval.inputs.formats import caml, long, mimic4, text
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 
 GOLD = "doc_id,code\nd1,401.9\nd1,96.04\nd2,364.11\n"
 OUTPUTS = ("metrics.parquet", "metrics.csv", "summary.csv", "summary.md")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hieval.codes import parse_code, undotted_to_dotted
+from hieval.codes.icd9 import parse_code, undotted_to_dotted
 from hieval.errors import CodeError
 
 

@@ -398,7 +398,7 @@ def test_halves_add_up_to_whole(model, dataset, icd9_ancestors, results):
 def test_codes_placed_outside_the_hierarchy(icd9, icd9_ancestors):
     # 364.99 and 96.99 are not ICD-9-CM v32 codes; unknown_codes: place puts them where their
     # syntax says, and count() takes their ancestor rows as extra_ancestors.
-    from hieval.inputs import placed_ancestors
+    from hieval.inputs.normalize import placed_ancestors
 
     extra = placed_ancestors(["364.99", "96.99"], icd9)
     gold = {"a": ["364.99", "364.11"], "b": ["96.04"]}

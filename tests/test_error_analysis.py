@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import hieval
-from hieval.codes import ICD9_LEVELS
+from hieval.codes.icd9 import ICD9_LEVELS
 
 LEVELS = ICD9_LEVELS  # e2, e1, e0, c, chapter, root
 EVALUATED = ("e2", "e1", "e0", "c")  # up to the default max_level, c

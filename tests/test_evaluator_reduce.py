@@ -211,9 +211,9 @@ def test_no_rows_of_a_batch_are_kept(icd9, cache):
     batch = {p for p in kept if p.startswith("batch-1/")}
     assert not [p for p in batch if p.startswith("batch-1/inputs")]
     # The normalised decided labels stay on disk: the conventions and the error analysis read them.
-    assert "batch-1/predictions/cautious_coder.parquet" in batch
-    assert "batch-1/scores/scored.parquet" in batch
-    assert "batch-1/scores/cautious_coder.parquet" not in batch  # hard: nothing ranked
+    assert "batch-1/work/inputs/predictions/cautious_coder.parquet" in batch
+    assert "batch-1/work/inputs/scores/scored.parquet" in batch
+    assert "batch-1/work/inputs/scores/cautious_coder.parquet" not in batch  # hard: nothing ranked
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import pyarrow.feather as feather
 import pytest
 
 from hieval.errors import InputError
-from hieval.inputs import normalize_labels
-from hieval.label_options import LabelOptions
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 
 GOLD_ROWS = {"100": ["401.9", "96.04"], "200": ["364.11"], "300": []}
 

@@ -19,7 +19,7 @@ from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import slices
 from hieval.engine.icm import IcmParams, gold_only, slice_frequencies
 from hieval.engine.keys import CodeSpace, encode
-from hieval.inputs import placed_ancestors
+from hieval.inputs.normalize import placed_ancestors
 from tests.test_counts_reference import to_frame
 from tests.test_engine import IRREGULAR, LEVELS, anc_frame, random_labels
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from hieval.checksums import sha256_file
-from hieval.codes import ICD9_LEVELS
+from hieval.codes.icd9 import ICD9_LEVELS
 from hieval.errors import HierarchyError
 from hieval.hierarchy.sources import COPHE_DOWNLOAD, load_source
 from hieval.hierarchy.table import validate

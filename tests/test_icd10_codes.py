@@ -9,9 +9,8 @@ from importlib import resources
 import pytest
 
 from hieval import hints
-from hieval.codes import DX, PROC
-from hieval.errors import CodeError
-from hieval.icd10 import (
+from hieval.codes.icd9 import DX, PROC
+from hieval.codes.icd10 import (
     code_depth,
     icd10_kind,
     looks_like,
@@ -20,6 +19,7 @@ from hieval.icd10 import (
     syntactic_ancestors,
     system_mismatch_hint,
 )
+from hieval.errors import CodeError
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,13 @@ from importlib import resources
 import polars as pl
 import pytest
 
-from hieval.codes import DX, PROC
+from hieval.codes.icd9 import DX, PROC
+from hieval.codes.icd10 import ICD10_LEVELS
+from hieval.codes.icd10 import node_kind as h10_kind
 from hieval.errors import CodeError, HierarchyError
 from hieval.hierarchy import icd10 as h10
+from hieval.hierarchy.icd10 import placed_icd10_ancestors
 from hieval.hierarchy.table import LevelTable, read_level_table, validate
-from hieval.icd10 import ICD10_LEVELS, placed_icd10_ancestors
-from hieval.icd10 import node_kind as h10_kind
 
 ANCESTORS = ("sub6", "sub5", "sub4", "category", "block", "chapter")
 COLUMNS = ("code", "kind", "depth", *ANCESTORS)

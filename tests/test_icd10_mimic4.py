@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 
 from hieval.errors import InputError
-from hieval.formats import detect, open_source
-from hieval.formats.mimic4 import other_version_rows
-from hieval.inputs import normalize_labels
-from hieval.label_options import LabelOptions
+from hieval.inputs.formats import detect, open_source
+from hieval.inputs.formats.mimic4 import other_version_rows
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 
 DIAGNOSES = [
     # subject_id, hadm_id, seq_num, icd_code, icd_version

@@ -13,7 +13,7 @@ import pytest
 from hieval import hints
 from hieval.cli import main
 from hieval.errors import HievalError, InputError
-from hieval.input_policies import check_unknown_docs
+from hieval.inputs.policies import check_unknown_docs
 from hieval.resources import Resources
 from hieval.workflow_script import run_rule
 
@@ -287,7 +287,7 @@ def test_partial_coverage_of_the_gold_is_warned_of(
 
 
 def test_coverage_warning_threshold_is_exact():
-    from hieval.input_policies import coverage_warning
+    from hieval.inputs.policies import coverage_warning
 
     assert coverage_warning("m", missing=1, gold=100) == []
     assert coverage_warning("m", missing=2, gold=100) != []
@@ -300,9 +300,9 @@ def test_coverage_warning_threshold_is_exact():
 
 
 def test_a_files_code_type_never_overrides_a_codes_own_form():
-    from hieval.codes import parse_code
+    from hieval.codes.icd9 import parse_code
+    from hieval.codes.icd10 import normalize_icd10
     from hieval.errors import CodeError
-    from hieval.icd10 import normalize_icd10
 
     assert parse_code("401.9", default_type="proc").code == "401.9"  # dotted: a diagnosis
     assert parse_code("V10.05", default_type="proc").kind == "dx"

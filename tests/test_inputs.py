@@ -10,8 +10,8 @@ import pytest
 
 from hieval.checksums import sha256_file
 from hieval.errors import InputError
-from hieval.inputs import normalize_labels
-from hieval.label_options import LabelOptions
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 
 
 @pytest.fixture(scope="module")

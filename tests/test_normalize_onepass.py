@@ -1,5 +1,5 @@
-"""Normalisation in one read (hieval.inputs): the output and the record of random files full of
-duplicates, empty codes, codes the hierarchy lacks and documents the gold lacks, checked
+"""Normalisation in one read (hieval.inputs.normalize): the output and the record of random files
+full of duplicates, empty codes, codes the hierarchy lacks and documents the gold lacks, checked
 against a plain-Python reference written here; and the sorted-output duplicate check.
 
 Unscored files are no longer grouped (their duplicates are found in the sorted output), so
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hieval.inputs import _scan_sorted, normalize_labels
+from hieval.inputs.normalize import _scan_sorted, normalize_labels
 
 KNOWN = ["401.9", "364.11", "96.04", "412", "250.00", "V58.61", "E849.7", "00.10"]
 UNKNOWN = ["401.99", "250.99", "038.99"]  # valid ICD-9 syntax, not in the tree: placeable

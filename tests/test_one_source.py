@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from hieval import cli
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.codesystem import DEFAULT_MAX_LEVEL, code_system
 from hieval.config import validate_config
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.experiments.demo import make_demo
 from hieval.experiments.meta import MetaParams
-from hieval.formats import FORMAT_NAMES, FORMATS, GOLD, PREDICTIONS
 from hieval.hierarchy.sources import SOURCES
-from hieval.label_options import (
+from hieval.inputs.formats import FORMAT_NAMES, FORMATS, GOLD, PREDICTIONS
+from hieval.inputs.options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
@@ -198,15 +198,15 @@ LAYERS = (
         "atomic",
         "checksums",
         "paths",
-        "background",
+        "pending_file",
         "codes",
         "data",
     ),
-    ("hierarchy", "icd10", "codesystem"),
-    ("formats", "inputs", "normalize_ranks", "input_policies", "input_record", "label_options"),
+    ("hierarchy", "codesystem"),
+    ("inputs",),
     ("engine",),
     ("metrics", "conventions"),
-    ("report", "reports", "analysis"),
+    ("reports", "analysis"),
     ("resources", "pipeline", "config", "analysis_stage"),
     ("run",),
     ("cli", "workflow_script", "console", "api", "evaluator", "memory"),

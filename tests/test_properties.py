@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from hieval.codes import parse_code
+from hieval.codes.icd9 import parse_code
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import count
 from hieval.hierarchy.sources import edge_list_table

@@ -25,9 +25,9 @@ import pytest
 from hieval.cli import main
 from hieval.errors import HievalError
 from hieval.experiments.demo import make_demo
-from hieval.report import summary_markdown
 from hieval.reports import history, paper_tables
 from hieval.reports.leftovers import MANIFEST, remove_leftovers
+from hieval.reports.summary import summary_markdown
 
 #: Names that act when written raw: LaTeX commands and specials, Markdown/HTML, formulas.
 HOSTILE = (

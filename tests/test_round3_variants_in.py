@@ -381,7 +381,7 @@ def test_an_unplaceable_icd9_code_hints_the_cli_flag(tmp_path, capsys):
 def test_codes_placed_in_the_wrong_system_hint_in_the_entry_points_syntax(icd9, style, hint):
     from hieval import hints
     from hieval.errors import CodeError
-    from hieval.icd10 import placed_icd10_ancestors
+    from hieval.hierarchy.icd10 import placed_icd10_ancestors
 
     with hints.entry_point(style), pytest.raises(CodeError, match=re.escape(hint)):
         placed_icd10_ancestors(["A00.0"], icd9)
@@ -393,7 +393,7 @@ def test_codes_placed_in_the_wrong_system_hint_in_the_entry_points_syntax(icd9, 
 )
 def test_codes_of_the_other_system_hint_in_the_entry_points_syntax(style, hint):
     from hieval import hints
-    from hieval.icd10 import system_mismatch_hint
+    from hieval.codes.icd10 import system_mismatch_hint
 
     with hints.entry_point(style):
         assert hint in system_mismatch_hint(["A00.0", "I10", "S72.001A"], "icd9")

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
-from hieval.inputs import normalize_labels
-from hieval.label_options import LabelOptions, TunedThresholds
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions, TunedThresholds
 
 #: (document, code) -> score, written in each format below.
 SCORES = {

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from scipy import sparse
 
 from hieval.analysis.tree import CODE_STATUSES, NONE, ROOT, Tree, labels_of
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.metrics.uncertainty.tables import interval_bounds
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
 FN, FP = "fn", "fp"
@@ -26,6 +24,14 @@ COLUMNS = ("model", "kind", "lca_level", "code_status", "count", "share")
 INTERVAL_COLUMNS = ("low", "high")
 #: Replicate x document cells weighed at once (8 MB of float64), whatever the zoo's size.
 _BLOCK_CELLS = 1 << 20
+
+
+def _tables():
+    """The interval helpers, imported on first use: they load scipy (through the AUC
+    replicates), which importing the CLI or a workflow job must not (test_hierarchy_cache)."""
+    from hieval.metrics.uncertainty import tables
+
+    return tables
 
 
 def errors_of(gold: pl.DataFrame, predicted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -128,6 +134,8 @@ def share_intervals(
     )
     docs = per_doc["doc_id"].unique().sort()
     doc_index = per_doc.join(pl.DataFrame({"doc_id": docs}).with_row_index("_doc"), on="doc_id")
+    from scipy import sparse  # on use: importing the CLI must not load scipy
+
     counts = sparse.csr_matrix(
         (
             doc_index["n"].to_numpy().astype(np.float64),
@@ -149,7 +157,9 @@ def share_intervals(
             shares.append(np.where(totals > 0, weighted / totals, np.nan))
     values = np.vstack(shares)
     share = table["share"].to_numpy()
-    return interval_bounds(values, share, np.zeros(table.height, bool), settings.confidence)
+    return _tables().interval_bounds(
+        values, share, np.zeros(table.height, bool), settings.confidence
+    )
 
 
 def sort_errors(frame: pl.DataFrame, tree: Tree) -> pl.DataFrame:

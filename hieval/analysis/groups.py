@@ -25,7 +25,6 @@ from hieval.errors import InputError, preview_value
 from hieval.metrics.count_measures import PRF_MEASURES
 from hieval.metrics.registry import OVERALL
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.metrics.uncertainty.tables import holm, interval_bounds
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
 #: The group of documents the table does not list, or lists without a value.
@@ -43,6 +42,14 @@ GAP_COLUMNS = (
 )  # fmt: skip
 #: Replicate x document cells weighed at once (8 MB of float64).
 _BLOCK_CELLS = 1 << 20
+
+
+def _tables():
+    """The interval helpers, imported on first use: they load scipy (through the AUC
+    replicates), which importing the CLI or a workflow job must not (test_hierarchy_cache)."""
+    from hieval.metrics.uncertainty import tables
+
+    return tables
 
 
 def read_doc_groups(path: str | Path) -> pl.DataFrame:
@@ -185,7 +192,7 @@ def _bounds(
     values = _prf(weights[:, idx] @ table)
     out = {}
     for metric, reps in values.items():
-        low, high = interval_bounds(
+        low, high = _tables().interval_bounds(
             reps[:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
         )
         out[metric] = (float(low[0]), float(high[0]))
@@ -213,7 +220,7 @@ def _gaps(attribute, model, family, level, table, members, weights, settings) ->
                 _prf(weights[:, named[top]] @ table[named[top]])[metric]
                 - _prf(weights[:, named[bottom]] @ table[named[bottom]])[metric]
             )
-            bounds = interval_bounds(
+            bounds = _tables().interval_bounds(
                 star[:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
             )
             low, high = float(bounds[0][0]), float(bounds[1][0])
@@ -251,7 +258,9 @@ def _holm(gaps: pl.DataFrame) -> pl.DataFrame:
     parts = []
     for _, part in gaps.with_row_index("_row").group_by(keys, maintain_order=True):
         p = part["p_value"].to_numpy()
-        adjusted = holm(p) if not np.isnan(p.astype(float)).any() else np.full(p.size, np.nan)
+        adjusted = (
+            _tables().holm(p) if not np.isnan(p.astype(float)).any() else np.full(p.size, np.nan)
+        )
         parts.append(part.with_columns(pl.Series("p_adjusted", adjusted)))
     return (
         pl.concat(parts).sort("_row").drop("_row").with_columns(pl.col("p_adjusted").fill_nan(None))

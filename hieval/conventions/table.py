@@ -71,7 +71,7 @@ def strictly_above(decided: pl.DataFrame, threshold: float | None) -> pl.DataFra
     return decided.filter(pl.col("score").is_null() | (pl.col("score") != threshold))
 
 
-def model_rows(
+def model_rows(  # noqa: PLR0913 (one model's tables, each read once by the caller)
     model: str,
     *,
     gold: pl.DataFrame,

@@ -212,7 +212,7 @@ def gold_weights(
     return labels_weights(labels, levels=levels, params=params, threads=threads)
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913 (keyword-only settings of the one pass; tests call it directly)
     gold: Source,
     predictions: Source,
     ancestors: Source,

@@ -29,7 +29,7 @@ import polars as pl
 
 from hieval import paths
 from hieval.atomic import atomic_path, write_parquet
-from hieval.codes import DX, PROC
+from hieval.codes.icd9 import DX, PROC
 from hieval.errors import HievalError
 from hieval.hierarchy.table import read_level_table
 

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from hieval import codes
 from hieval.checksums import sha256_file
+from hieval.codes import icd9 as codes
 from hieval.errors import HierarchyError
 from hieval.hierarchy import icd9, ranges, sources
 from hieval.hierarchy import table as table_module

@@ -31,7 +31,7 @@ mistaken for a code:
   list) but derives e.g. ``E08.37X1`` straight from ``E08.37``; the missing ``E08.37X`` is
   added (untitled), so every code has an ancestor at every level from its depth to the root.
 - PCS codes are themselves (``0DTJ4ZZ``); their prefixes are ``PCS:0DTJ4Z`` .. ``PCS:0``
-  (see :data:`hieval.icd10.PCS_PREFIX` for the collisions bare prefixes would have). PCS
+  (see :data:`hieval.codes.icd10.PCS_PREFIX` for the collisions bare prefixes would have). PCS
   prefixes have no title except the 17 sections.
 - The root is ``root``, as in the ICD-9 tables.
 
@@ -49,14 +49,23 @@ import json
 import logging
 import re
 import warnings
+from collections.abc import Iterable
 from importlib import metadata, resources
 from pathlib import Path
 
 import polars as pl
 
 from hieval import paths
-from hieval.codes import DX, PROC
-from hieval.errors import HierarchyError, preview
+from hieval.codes.icd9 import DX, PROC
+from hieval.codes.icd10 import (
+    ICD10_LEVELS,
+    code_depth,
+    icd10_kind,
+    pcs_depth,
+    pcs_node,
+    syntactic_ancestors,
+)
+from hieval.errors import CodeError, HierarchyError, preview
 from hieval.hierarchy.cache_folder import MANIFEST, damaged, publish, verified
 from hieval.hierarchy.icd9 import RANGE, ROOT
 from hieval.hierarchy.table import (
@@ -65,13 +74,7 @@ from hieval.hierarchy.table import (
     validate,
     write_level_table,
 )
-from hieval.icd10 import (
-    ICD10_LEVELS,
-    code_depth,
-    pcs_depth,
-    pcs_node,
-    syntactic_ancestors,
-)
+from hieval.hints import setting
 
 __all__ = [
     "ICD10_CONTENT_SHA256",
@@ -434,3 +437,76 @@ def _read_cached(folder: Path) -> tuple[LevelTable, list[str]]:
     ):
         raise damaged(folder, _WHAT, "does not match its manifest")
     return table, leaves
+
+
+def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
+    """Long ``code, level, ancestor`` rows for canonical ICD-10 codes absent from ``table``,
+    placed where their characters say.
+
+    A code hangs under its deepest prefix that the table has (for a retired CM code usually a
+    subcategory or its category, which brings the block and chapter); prefixes the table lacks
+    in between become nodes too, so that every level is filled as for a code of the table.
+    Like ICD-9's ``placed_ancestors``, only rows of nodes new to the table are returned, and a
+    code with no known prefix (its CM category or PCS section is unknown) is an error.
+    """
+    codes = sorted(set(codes))
+    empty = pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
+    if not codes:
+        return empty
+    if table.levels != ICD10_LEVELS:
+        raise CodeError(
+            f"codes not in the hierarchy ({preview(codes)}) cannot be placed by ICD-10 syntax in "
+            f"a non-ICD-10 hierarchy; set {setting('unknown_codes', 'drop')} or "
+            f"{setting('unknown_codes', 'error')}"
+        )
+    frame = table.frame
+    columns = table.ancestor_columns
+    rank = ICD10_LEVELS.index
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    kinds: dict[str, str] = {}
+    lookup: set[str] = set()
+    for code in codes:
+        kind = icd10_kind(code)
+        if kind is None:
+            raise CodeError(f"{code!r} is not a canonical ICD-10 code; normalise it first")
+        chain = syntactic_ancestors(code, kind)
+        wanted[code] = chain
+        kinds[code] = kind
+        lookup.update(node for _level, node in chain)
+    known = {
+        row["code"]: row
+        for row in frame.filter(pl.col("code").is_in(sorted(lookup))).iter_rows(named=True)
+    }
+    rows: dict[str, dict] = {}
+    unplaced = []
+    for code, chain in wanted.items():
+        anchor = next((i for i, (_level, node) in enumerate(chain) if node in known), None)
+        if anchor is None:
+            unplaced.append(code)
+            continue
+        base = known[chain[anchor][1]]
+        new_levels = dict(chain[:anchor])
+        for level, node in chain[:anchor]:
+            # below its depth a node has no ancestors; from there up: the new prefixes, then
+            # whatever the deepest known prefix has
+            rows.setdefault(
+                node,
+                {"code": node, "kind": kinds[code], "depth": level}
+                | {
+                    col: new_levels.get(col, base[col]) if rank(col) >= rank(level) else None
+                    for col in columns
+                },
+            )
+    if unplaced:
+        raise CodeError(
+            "codes not in the hierarchy have no ICD-10 category (or PCS section) in it, so they "
+            f"cannot be placed: {preview(unplaced)}; set {setting('unknown_codes', 'drop')} or "
+            "fix the codes"
+        )
+    if not rows:
+        return empty
+    placed = pl.DataFrame(
+        [{**r, "title": None} for r in rows.values()],
+        schema=dict.fromkeys(frame.columns, pl.String),
+    )
+    return LevelTable(frame=placed, levels=table.levels, root=table.root).ancestors()

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from hieval.codes import ICD9_LEVELS, IcdCode
+from hieval.codes.icd9 import ICD9_LEVELS, IcdCode
 from hieval.errors import HierarchyError, preview
 from hieval.hierarchy.ranges import RangeTable, icd9_ranges
 from hieval.hierarchy.table import LevelTable
@@ -32,7 +32,7 @@ def icd9_nodes(
     nodes: dict[str, dict] = {}
     unplaced: list[str] = []
 
-    def add(code, kind, depth, e1, e0, c, chapter, title, leaf=False):
+    def add(code, kind, depth, e1, e0, c, chapter, title, leaf=False):  # noqa: PLR0913 (a row)
         row = dict(zip(_COLUMNS, (code, kind, depth, e1, e0, c, chapter, title), strict=True))
         if leaf or code not in nodes:
             nodes[code] = row

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from importlib import resources
 
-from hieval.codes import DX, PROC
+from hieval.codes.icd9 import DX, PROC
 
 
 def category_key(category: str) -> tuple[str, int]:

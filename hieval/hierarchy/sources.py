@@ -22,7 +22,7 @@ import polars as pl
 from hieval import paths
 from hieval.atomic import atomic_path
 from hieval.checksums import sha256_file
-from hieval.codes import DX, ICD9_LEVELS, PROC, undotted_to_dotted
+from hieval.codes.icd9 import DX, ICD9_LEVELS, PROC, undotted_to_dotted
 from hieval.errors import VALUE_CHARS, CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table
@@ -381,6 +381,52 @@ def _first_line(exc: Exception) -> str:
     return reason if len(reason) <= limit else f"{reason[:limit]}…"
 
 
+def _rooted(parent_of: dict[str, str | None], source: str) -> str:
+    """The root of the edge list's tree: its one top node, or with several a synthetic
+    ``root`` above them (added to ``parent_of``); no top node means a cycle, named."""
+    tops = sorted(c for c, p in parent_of.items() if p is None)
+    if not tops:
+        trail, node = [], min(parent_of)
+        while node not in trail:
+            trail.append(node)
+            node = parent_of[node]
+        cycle = [*trail[trail.index(node) :], node]
+        raise HierarchyError(
+            f"{source}: every node has a parent, so the tree has no root; "
+            f"cycle through {' -> '.join(cycle)}"
+        )
+    root = tops[0] if len(tops) == 1 else ROOT
+    if len(tops) > 1:
+        if ROOT in parent_of:
+            raise HierarchyError(f"{source}: several top nodes and a node named {ROOT!r}")
+        for top in tops:
+            parent_of[top] = ROOT
+        parent_of[ROOT] = None
+    return root
+
+
+def _paths(parent_of: dict[str, str | None], root: str, source: str) -> dict[str, list[str]]:
+    """Each node's ancestors from d1 down to the node itself (the root's list is empty); a
+    cycle is named."""
+    paths: dict[str, list[str]] = {root: []}
+    for start in parent_of:
+        trail, seen, node = [], set(), start
+        while node not in paths:
+            if node in seen:
+                cycle = trail[trail.index(node) :]
+                raise HierarchyError(f"{source}: cycle through {' -> '.join([*cycle, node])}")
+            seen.add(node)
+            trail.append(node)
+            node = parent_of[node]
+            if node is None:  # a second top node cannot happen: tops were rooted above
+                break
+        base = paths[node] if node is not None else []
+        for member in reversed(trail):
+            base = [*base, member]
+            paths[member] = base
+    return paths
+
+
 def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[str]]:
     """Level table from a ``child,parent`` edge list; levels are depths ``d1`` (children of the
     root), ``d2``, ... A single node without a parent is the root; several make a forest under
@@ -406,42 +452,8 @@ def edge_list_table(edges: pl.DataFrame, source: str) -> tuple[LevelTable, list[
     for parent in list(parent_of.values()):
         if parent is not None and parent not in parent_of:
             parent_of[parent] = None
-    tops = sorted(c for c, p in parent_of.items() if p is None)
-    if not tops:
-        trail, node = [], min(parent_of)
-        while node not in trail:
-            trail.append(node)
-            node = parent_of[node]
-        cycle = [*trail[trail.index(node) :], node]
-        raise HierarchyError(
-            f"{source}: every node has a parent, so the tree has no root; "
-            f"cycle through {' -> '.join(cycle)}"
-        )
-    root = tops[0] if len(tops) == 1 else ROOT
-    if len(tops) > 1:
-        if ROOT in parent_of:
-            raise HierarchyError(f"{source}: several top nodes and a node named {ROOT!r}")
-        for top in tops:
-            parent_of[top] = ROOT
-        parent_of[ROOT] = None
-
-    # node -> its ancestors from d1 down to the node itself (the root's list is empty)
-    paths: dict[str, list[str]] = {root: []}
-    for start in parent_of:
-        trail, seen, node = [], set(), start
-        while node not in paths:
-            if node in seen:
-                cycle = trail[trail.index(node) :]
-                raise HierarchyError(f"{source}: cycle through {' -> '.join([*cycle, node])}")
-            seen.add(node)
-            trail.append(node)
-            node = parent_of[node]
-            if node is None:  # a second top node cannot happen: tops were rooted above
-                break
-        base = paths[node] if node is not None else []
-        for member in reversed(trail):
-            base = [*base, member]
-            paths[member] = base
+    root = _rooted(parent_of, source)
+    paths = _paths(parent_of, root, source)
     max_depth = max(len(p) for p in paths.values())
     if max_depth == 0:
         raise HierarchyError(f"{source}: the tree has no nodes below the root")

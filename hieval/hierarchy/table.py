@@ -84,31 +84,12 @@ class LevelTable:
         )
 
 
-def validate(table: LevelTable, leaves: list[str] | None = None, strict: bool = True) -> list[str]:
-    """Check that the table is a tree of levels; raise on violations, return warnings.
-
-    Checks: codes are unique and non-empty; depths are known levels; each node is its own
-    ancestor at its depth and has none below it; every referenced ancestor exists; every leaf
-    code of the source is present. With ``strict`` (hierarchies hieval builds itself), an
-    ancestor must also sit at or above the level it is referenced at and agree with the node on
-    every level above, so each node has exactly one path to the root. Published graphs such as
-    CoPHE's have known irregularities; for them these become warnings.
-    """
-    frame, levels = table.frame, table.levels
-    problems: list[str] = []
-
-    if frame["code"].null_count() or (frame["code"] == "").any():
-        problems.append("some nodes have an empty code")
-    dupes = frame.filter(pl.col("code").is_duplicated())["code"].unique().sort().to_list()
-    if dupes:
-        problems.append(f"codes listed more than once: {preview(dupes)}")
-    bad_depth = frame.filter(~pl.col("depth").is_in(list(levels)))["code"].to_list()
-    if bad_depth:
-        problems.append(f"nodes with an unknown depth (levels are {levels}): {preview(bad_depth)}")
-
-    rank = {level: i for i, level in enumerate(levels)}
-    rows = {r["code"]: r for r in frame.iter_rows(named=True)}
-    warnings: list[str] = []
+def _path_problems(table: LevelTable) -> tuple[set[str], list[str]]:
+    """The ancestors referenced but not defined as nodes, and what keeps nodes from a single
+    path to the root (an ancestor below a node's depth, or above the level it is used at, or
+    disagreeing with the node on a level above), as :func:`validate` reports them."""
+    rank = {level: i for i, level in enumerate(table.levels)}
+    rows = {r["code"]: r for r in table.frame.iter_rows(named=True)}
     missing_anc: set[str] = set()
     inconsistent: list[str] = []
     for code, row in rows.items():
@@ -136,6 +117,33 @@ def validate(table: LevelTable, leaves: list[str] | None = None, strict: bool = 
                         f"{anc} has {parent[above]!r} (two paths to the root)"
                     )
                     break
+    return missing_anc, inconsistent
+
+
+def validate(table: LevelTable, leaves: list[str] | None = None, strict: bool = True) -> list[str]:
+    """Check that the table is a tree of levels; raise on violations, return warnings.
+
+    Checks: codes are unique and non-empty; depths are known levels; each node is its own
+    ancestor at its depth and has none below it; every referenced ancestor exists; every leaf
+    code of the source is present. With ``strict`` (hierarchies hieval builds itself), an
+    ancestor must also sit at or above the level it is referenced at and agree with the node on
+    every level above, so each node has exactly one path to the root. Published graphs such as
+    CoPHE's have known irregularities; for them these become warnings.
+    """
+    frame, levels = table.frame, table.levels
+    problems: list[str] = []
+
+    if frame["code"].null_count() or (frame["code"] == "").any():
+        problems.append("some nodes have an empty code")
+    dupes = frame.filter(pl.col("code").is_duplicated())["code"].unique().sort().to_list()
+    if dupes:
+        problems.append(f"codes listed more than once: {preview(dupes)}")
+    bad_depth = frame.filter(~pl.col("depth").is_in(list(levels)))["code"].to_list()
+    if bad_depth:
+        problems.append(f"nodes with an unknown depth (levels are {levels}): {preview(bad_depth)}")
+
+    warnings: list[str] = []
+    missing_anc, inconsistent = _path_problems(table)
     if missing_anc:
         problems.append(
             f"ancestors referenced but not defined as nodes: {preview(sorted(missing_anc))}"
@@ -146,7 +154,7 @@ def validate(table: LevelTable, leaves: list[str] | None = None, strict: bool = 
         else:
             warnings.append(f"{len(inconsistent)} irregular nodes, e.g. {preview(inconsistent, 3)}")
     if leaves is not None:
-        absent = sorted(set(leaves) - rows.keys())
+        absent = sorted(set(leaves) - set(frame["code"].to_list()))
         if absent:
             problems.append(f"leaf codes of the source missing from the table: {preview(absent)}")
     if problems:

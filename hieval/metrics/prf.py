@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.metrics.arithmetic import exact_mean
 from hieval.metrics.count_measures import COUNT_MEASURES
 from hieval.metrics.registry import OVERALL, PRF_METRICS

@@ -351,9 +351,7 @@ def level_arrays(
     return pooled, int((node_of < 0).sum())
 
 
-# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
-# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
-def score_rows(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
+def score_rows(
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,

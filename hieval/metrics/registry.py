@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.counts import FAMILIES
 from hieval.engine.keys import LEAF
 from hieval.metrics.arithmetic import divide, exact_mean  # noqa: F401 (exact_mean re-exported)

@@ -19,9 +19,7 @@ from hieval.metrics.registry import BY_PAPER, paper_level, sort_tidy
 from hieval.metrics.suite import DEFAULT_LABEL_SET, icm_values, suite_rows
 
 
-# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
-# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
-def model_rows(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
+def model_rows(  # noqa: PLR0913 (three tables and the pipeline stages' keyword-only options)
     nodes: pl.DataFrame,
     docs: pl.DataFrame,
     items: pl.DataFrame,

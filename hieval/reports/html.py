@@ -78,12 +78,14 @@ class ReportInputs:
     """What the report is made of (all read from files the run wrote)."""
 
     tidy: pl.DataFrame
-    nodes: dict[str, pl.DataFrame]  # per model: the CoPHE node report (hieval.report.node_report)
+    nodes: dict[
+        str, pl.DataFrame
+    ]  # per model: the CoPHE node report (hieval.reports.summary.node_report)
     levels_frame: pl.DataFrame  # the level table (titles, ancestors per level)
     levels: tuple[str, ...]  # evaluated levels, deepest first
     all_levels: tuple[str, ...]  # every level of the tree, ending with the root
     models: list[str]
-    records: list[dict]  # input records (hieval.inputs.InputRecord as dicts)
+    records: list[dict]  # input records (hieval.inputs.normalize.InputRecord as dicts)
     hierarchy: str
     version: str
     settings: dict = field(default_factory=dict)
@@ -265,55 +267,72 @@ def _family_level(inputs: ReportInputs) -> str:
 def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
     frame = inputs.levels_frame
     titles = dict(zip(frame["code"].to_list(), frame["title"].fill_null("").to_list(), strict=True))
+    parts = ["<h2 id='errors'>Where each model goes wrong (CoPHE)</h2>"]
+    parts += _disagreement(inputs, titles, drawn)
+    parts += _family_tables(inputs, titles)
+    return "".join(parts)
+
+
+def _disagreement(inputs: ReportInputs, titles: dict[str, str], drawn: dict[str, str]) -> list[str]:
+    """Over- and under-prediction at the highest evaluated level, summed per top-level group:
+    the heatmap (added to ``drawn``) and its note."""
+    frame = inputs.levels_frame
     top_level = inputs.all_levels[-2]  # the level just below the root (chapters)
     block_level = inputs.levels[-1]  # the highest evaluated level (max_level)
-    parts = ["<h2 id='errors'>Where each model goes wrong (CoPHE)</h2>"]
-    # Over- and under-prediction at the highest evaluated level, summed per top-level group.
-    if top_level in frame.columns or top_level == block_level:
-        group_of = (
-            frame.select(pl.col("code").alias("node"), pl.col(top_level).alias("group"))
-            if top_level in frame.columns
-            else frame.select(pl.col("code").alias("node"), pl.col("code").alias("group"))
-        )
-        counts = pl.concat(
-            [
-                nodes.filter(pl.col("level") == block_level)
-                .join(group_of, on="node", how="left")
-                .with_columns(pl.col("group").fill_null(pl.col("node")))
-                .group_by("group")
-                .agg(pl.col("over", "under").sum())
-                .with_columns(pl.lit(model).alias("model"))
-                for model, nodes in inputs.nodes.items()
-            ]
-            or [
-                pl.DataFrame(
-                    schema={
-                        "group": pl.String,
-                        "over": pl.Int64,
-                        "under": pl.Int64,
-                        "model": pl.String,
-                    }
-                )
-            ]
-        )
-        groups = (
-            counts.group_by("group")
-            .agg((pl.col("over") + pl.col("under")).sum().alias("total"))
-            .sort(["total", "group"], descending=[True, False])
-            .head(25)["group"]
-            .to_list()
-        )
-        if groups:
-            parts.append(
-                f"<p class='note'>CoPHE false positives (over) and false negatives (under) at "
-                f"level <code>{_esc(block_level)}</code>, summed per <code>{_esc(top_level)}"
-                "</code>; the 25 groups with most disagreement.</p>"
+    parts: list[str] = []
+    if not (top_level in frame.columns or top_level == block_level):
+        return parts
+    group_of = (
+        frame.select(pl.col("code").alias("node"), pl.col(top_level).alias("group"))
+        if top_level in frame.columns
+        else frame.select(pl.col("code").alias("node"), pl.col("code").alias("group"))
+    )
+    counts = pl.concat(
+        [
+            nodes.filter(pl.col("level") == block_level)
+            .join(group_of, on="node", how="left")
+            .with_columns(pl.col("group").fill_null(pl.col("node")))
+            .group_by("group")
+            .agg(pl.col("over", "under").sum())
+            .with_columns(pl.lit(model).alias("model"))
+            for model, nodes in inputs.nodes.items()
+        ]
+        or [
+            pl.DataFrame(
+                schema={
+                    "group": pl.String,
+                    "over": pl.Int64,
+                    "under": pl.Int64,
+                    "model": pl.String,
+                }
             )
-            svg = figures.disagreement_heatmap(
-                counts, groups=groups, models=inputs.models, titles=titles, series=_series(inputs)
-            )
-            drawn["disagreement"] = svg
-            parts.append(f"<figure class='wide'>{svg}</figure>")
+        ]
+    )
+    groups = (
+        counts.group_by("group")
+        .agg((pl.col("over") + pl.col("under")).sum().alias("total"))
+        .sort(["total", "group"], descending=[True, False])
+        .head(25)["group"]
+        .to_list()
+    )
+    if groups:
+        parts.append(
+            f"<p class='note'>CoPHE false positives (over) and false negatives (under) at "
+            f"level <code>{_esc(block_level)}</code>, summed per <code>{_esc(top_level)}"
+            "</code>; the 25 groups with most disagreement.</p>"
+        )
+        svg = figures.disagreement_heatmap(
+            counts, groups=groups, models=inputs.models, titles=titles, series=_series(inputs)
+        )
+        drawn["disagreement"] = svg
+        parts.append(f"<figure class='wide'>{svg}</figure>")
+    return parts
+
+
+def _family_tables(inputs: ReportInputs, titles: dict[str, str]) -> list[str]:
+    """Per model, the families most over- and under-predicted at the family level."""
+    frame = inputs.levels_frame
+    parts: list[str] = []
     level = _family_level(inputs)
     parent = inputs.levels[inputs.levels.index(level) + 1] if level != inputs.levels[-1] else None
     context = {}
@@ -363,7 +382,7 @@ def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
                 if len(inputs.models) <= MODELS_OPEN
                 else f"<details><summary>{heading}</summary>{table}</details>"
             )
-    return "".join(parts)
+    return parts
 
 
 def _describe(node: str, title: str | None, context: dict[str, str]) -> str:

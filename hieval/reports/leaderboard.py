@@ -3,7 +3,7 @@ click away) or per model of its own, its columns in groups shown as tabs, so no 
 than a laptop screen however many metrics a run computed.
 
 The tabs are radio buttons and CSS (no script): the page works offline and prints every group.
-A row of a system is the mean of its runs (:func:`hieval.report.system_table`, the numbers
+A row of a system is the mean of its runs (:func:`hieval.reports.summary.system_table`, the numbers
 ``systems.parquet`` holds), so the leaderboard, the paper tables and ``systems.parquet`` agree.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hieval.metrics.registry import SCORE_METRICS, SUITE, lookup, paper_level
-from hieval.report import system_table
 from hieval.reports.numbers import percent
+from hieval.reports.summary import system_table
 
 #: The groups of the leaderboard, in tab order: (title, families shown in it).
 GROUPS = (

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL
-from hieval.report import system_table
 from hieval.reports.escaping import latex, markdown
+from hieval.reports.summary import system_table
 
 HEADLINE = (("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL))
 PRF = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
@@ -57,8 +57,8 @@ def _rows_by_system(
 ) -> tuple[pl.DataFrame, list[str], str]:
     """``tidy`` with each system's runs replaced by one row per metric holding their mean (the
     row's ``model`` is the system; a model without a system is a row of its own), the row names
-    in sheet order, and the caption's note. The means are :func:`hieval.report.system_table`'s,
-    the ones systems.parquet holds."""
+    in sheet order, and the caption's note. The means are
+    :func:`hieval.reports.summary.system_table`'s, the ones systems.parquet holds."""
     row_of = {model: systems.get(model) or model for model in models}
     means = system_table(tidy, row_of).select(
         pl.col("system").alias("model"), "family", "level", "average", "metric",

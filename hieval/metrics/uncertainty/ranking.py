@@ -132,9 +132,7 @@ def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray]
     return out
 
 
-# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
-# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
-def ranking_units(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
+def ranking_units(
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.keys import LEAF
 from hieval.metrics.count_measures import COUNT_MEASURES
 from hieval.metrics.registry import (

@@ -22,8 +22,7 @@ import numpy as np
 from numba import njit
 
 
-# PLR0913 kept: numba compiles this loop in nopython mode, so its arrays are plain arguments.
-def _state_sums_py(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
+def _state_sums_py(
     swapped: np.ndarray,
     indptr: np.ndarray,
     docs: np.ndarray,

@@ -275,9 +275,7 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-# PLR0913 kept: keyword-only options with defaults, called by hieval.pipeline's stages; the
-# stages' settings objects (issue 32, the part outside metrics/) are to carry them.
-def uncertainty_tables(  # noqa: PLR0913, RUF100 (PLR0913 not yet enabled repo-wide)
+def uncertainty_tables(
     tidy: dict[str, pl.DataFrame],
     units: dict[str, Units],
     *,

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.counts import family_counts
 from hieval.engine.groups import Groups
 from hieval.engine.icm import IcmParams

@@ -1,7 +1,7 @@
 """What normalisation saw and did to one label file: the record that travels with its output.
 
-Kept apart from the readers so that both ways of normalising (:mod:`hieval.inputs`, the general
-one, and :mod:`hieval.normalize_ranks`, the common case) fill in the same record.
+Kept apart from the readers so that both ways of normalising (:mod:`hieval.inputs.normalize`,
+the general one, and :mod:`hieval.inputs.parquet_fast`, the common case) fill in the same record.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The unknown-code and unknown-document policies: what is refused, and how it is said.
 
-Both ways of normalising a label file (:mod:`hieval.inputs` in DuckDB, and
-:mod:`hieval.normalize_ranks` over integer ranks) find the unknown codes and documents their
+Both ways of normalising a label file (:mod:`hieval.inputs.normalize` in DuckDB, and
+:mod:`hieval.inputs.parquet_fast` over integer ranks) find the unknown codes and documents their
 own way, then hand them here, so that a file gets the same verdict and the same words whichever
 way it was read. The callers drop the rows themselves.
 """

@@ -19,21 +19,18 @@ as PCS ``B200ZZZ``. Such a string needs the file's ``code_type``; conversion ref
 A code's depth is its number of characters without the dot: 3 is a ``category``, 4 to 7 are
 ``sub4`` .. ``sub7``; its syntactic ancestors are its prefixes down to the category (for PCS
 down to the section). That is also how a code missing from the hierarchy (a retired code) is
-placed, :func:`placed_icd10_ancestors`, mirroring ICD-9's ``unknown_codes: place``.
+placed (:func:`hieval.hierarchy.icd10.placed_icd10_ancestors`), mirroring ICD-9's
+``unknown_codes: place``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
 
-import polars as pl
-
-from hieval.codes import CODE_TYPES, DX, PROC, kind_of_dotted
-from hieval.codes import parse_code as normalize_icd9
-from hieval.errors import CodeError, preview, preview_value
-from hieval.hierarchy.table import LevelTable
+from hieval.codes.icd9 import CODE_TYPES, DX, PROC, kind_of_dotted
+from hieval.codes.icd9 import parse_code as normalize_icd9
+from hieval.errors import CodeError, preview_value
 from hieval.hints import setting
 
 #: Depth levels of the ICD-10 hierarchy, deepest first, then the root. A code's depth is its
@@ -57,10 +54,6 @@ _CM_UNDOTTED = re.compile(r"^[A-Z][0-9A][0-9A-Z]{1,5}$")
 _PCS = re.compile(r"^[0-9BCDFGHX][0-9A-HJ-NP-Z]{6}$")
 
 ICD9, ICD10 = "icd9", "icd10"
-
-
-def _rank(level: str) -> int:
-    return ICD10_LEVELS.index(level)
 
 
 def _clean(raw: str) -> str:
@@ -240,82 +233,10 @@ def node_kind(node: str) -> str | None:
     range, a ``PCS:`` prefix), None for the root or anything else.
 
     CM and PCS subtrees only meet at the root, so diagnoses and procedures can be reported
-    apart from node names alone (as ``hieval.codes.icd9_branch`` does for ICD-9).
+    apart from node names alone (as ``hieval.codes.icd9.icd9_branch`` does for ICD-9).
     """
     if node.startswith(PCS_PREFIX):
         return PROC
     if _CM_RANGE.match(node):
         return DX
     return icd10_kind(node)
-
-
-def placed_icd10_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
-    """Long ``code, level, ancestor`` rows for canonical ICD-10 codes absent from ``table``,
-    placed where their characters say.
-
-    A code hangs under its deepest prefix that the table has (for a retired CM code usually a
-    subcategory or its category, which brings the block and chapter); prefixes the table lacks
-    in between become nodes too, so that every level is filled as for a code of the table.
-    Like ICD-9's ``placed_ancestors``, only rows of nodes new to the table are returned, and a
-    code with no known prefix (its CM category or PCS section is unknown) is an error.
-    """
-    codes = sorted(set(codes))
-    empty = pl.DataFrame(schema={"code": pl.String, "level": pl.String, "ancestor": pl.String})
-    if not codes:
-        return empty
-    if table.levels != ICD10_LEVELS:
-        raise CodeError(
-            f"codes not in the hierarchy ({preview(codes)}) cannot be placed by ICD-10 syntax in "
-            f"a non-ICD-10 hierarchy; set {setting('unknown_codes', 'drop')} or "
-            f"{setting('unknown_codes', 'error')}"
-        )
-    frame = table.frame
-    columns = table.ancestor_columns
-    wanted: dict[str, list[tuple[str, str]]] = {}
-    kinds: dict[str, str] = {}
-    lookup: set[str] = set()
-    for code in codes:
-        kind = icd10_kind(code)
-        if kind is None:
-            raise CodeError(f"{code!r} is not a canonical ICD-10 code; normalise it first")
-        chain = syntactic_ancestors(code, kind)
-        wanted[code] = chain
-        kinds[code] = kind
-        lookup.update(node for _level, node in chain)
-    known = {
-        row["code"]: row
-        for row in frame.filter(pl.col("code").is_in(sorted(lookup))).iter_rows(named=True)
-    }
-    rows: dict[str, dict] = {}
-    unplaced = []
-    for code, chain in wanted.items():
-        anchor = next((i for i, (_level, node) in enumerate(chain) if node in known), None)
-        if anchor is None:
-            unplaced.append(code)
-            continue
-        base = known[chain[anchor][1]]
-        new_levels = dict(chain[:anchor])
-        for level, node in chain[:anchor]:
-            # below its depth a node has no ancestors; from there up: the new prefixes, then
-            # whatever the deepest known prefix has
-            rows.setdefault(
-                node,
-                {"code": node, "kind": kinds[code], "depth": level}
-                | {
-                    col: new_levels.get(col, base[col]) if _rank(col) >= _rank(level) else None
-                    for col in columns
-                },
-            )
-    if unplaced:
-        raise CodeError(
-            "codes not in the hierarchy have no ICD-10 category (or PCS section) in it, so they "
-            f"cannot be placed: {preview(unplaced)}; set {setting('unknown_codes', 'drop')} or "
-            "fix the codes"
-        )
-    if not rows:
-        return empty
-    placed = pl.DataFrame(
-        [{**r, "title": None} for r in rows.values()],
-        schema=dict.fromkeys(frame.columns, pl.String),
-    )
-    return LevelTable(frame=placed, levels=table.levels, root=table.root).ancestors()

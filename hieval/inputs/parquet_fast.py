@@ -2,24 +2,24 @@
 
 Why: nearly every label file an evaluation meets is already clean — Parquet, ``doc_id, code``,
 canonical codes, a few thousand distinct codes over millions of rows. Normalising it in DuckDB
-(:mod:`hieval.inputs`) materialises the trimmed file, sorts millions of strings and reads the
-output back to find duplicates. Here the two columns are read dictionary-encoded (each distinct
-value once, an integer per row) and every decision about values — trimming, reading codes as
-the code system does, codes the hierarchy lacks, documents the gold lacks — is taken on the
-dictionaries. Rows become one int64 key, ``doc rank << 24 | code rank``, whose sort is the
-output's order and puts duplicates side by side; the strings are written back from the sorted
-dictionaries.
+(:mod:`hieval.inputs.normalize`) materialises the trimmed file, sorts millions of strings and
+reads the output back to find duplicates. Here the two columns are read dictionary-encoded
+(each distinct value once, an integer per row) and every decision about values — trimming,
+reading codes as the code system does, codes the hierarchy lacks, documents the gold lacks —
+is taken on the dictionaries. Rows become one int64 key, ``doc rank << 24 | code rank``,
+whose sort is the output's order and puts duplicates side by side; the strings are written back
+from the sorted dictionaries.
 
 Whatever is out of the ordinary — a score or ``code_type`` column, values with surrounding
 whitespace or empty, a code the code system refuses, a null, nothing left to write — returns
 None, and the general path reads the file with its row-level messages. Both paths write the
-same rows and the same record (``tests/test_normalize_ranks.py`` compares them).
+same rows and the same record (``tests/test_parquet_fast.py`` compares them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hieval import codesystem
 from hieval.atomic import atomic_path
-from hieval.background import PendingFile
-from hieval.checksums import sha256_file
+from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, preview_value
-from hieval.formats import wide
-from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs
-from hieval.input_record import UNSCORED_SELECTION, InputRecord
-from hieval.label_options import LabelOptions
+from hieval.inputs.detect import LabelFile
+from hieval.inputs.job import LabelJob
+from hieval.inputs.policies import check_unknown_codes, check_unknown_docs
+from hieval.inputs.record import UNSCORED_SELECTION, InputRecord
+from hieval.pending_file import PendingFile
 
 log = logging.getLogger(__name__)
 
@@ -55,56 +53,93 @@ _SCORE_COLUMNS = (("doc_id", pa.string()), ("code", pa.string()), ("score", pa.f
 _EMPTY_SCORES = pa.schema([pa.field(name, kind, nullable=False) for name, kind in _SCORE_COLUMNS])
 
 
-def normalize(
-    path: Path,
-    *,
-    name: str,
-    is_gold: bool,
-    out: str | Path,
-    hierarchy: LevelTable,
-    options: LabelOptions,
-    unknown_codes: str,
-    gold_docs: str | Path | None,
-    unknown_docs: str,
-    scores_out: str | Path | None,
-    memory_budget: int | None = None,
-    accepted: Callable[[], None] | None = None,
-) -> InputRecord | None:
-    """Normalise ``path`` to ``out`` as :func:`hieval.inputs.normalize_labels` does, when it
-    is the common case; None (nothing written) otherwise. ``unknown_codes`` is the resolved
-    policy. Policy errors (unknown codes or documents refused) are raised as the general path
-    raises them. ``accepted`` is called once the file is known to be the common case (read
-    and checked, before the sort and the write): what runs beside this one may then start.
+def normalize(source: LabelFile, job: LabelJob) -> InputRecord | None:
+    """Normalise ``source`` to ``job.out`` as :func:`hieval.inputs.normalize.normalize_labels`
+    does, when it is the common case; None (nothing written) otherwise. ``job.unknown_codes``
+    is the resolved policy. Policy errors (unknown codes or documents refused) are raised as the
+    general path raises them. ``job.on_fast_path`` is called once the file is known to be the
+    common case (read and checked, before the sort and the write): what runs beside this one
+    may then start.
 
     The file's indices and keys are held in memory (:func:`planned_bytes`): with a
-    ``memory_budget`` (a user's ``engine.memory_limit``) that the plan exceeds, the file is left
-    to the general path, whose DuckDB spills to disk instead."""
-    if path.suffix.lower() != ".parquet" or options.format not in ("auto", "long"):
+    ``job.memory_budget`` (a user's ``engine.memory_limit``) that the plan exceeds, the file is
+    left to the general path, whose DuckDB spills to disk instead."""
+    if not _may_take(source, job):
         return None
-    if options.code_list or options.doc_list:
-        return None  # lists belong to dense matrices: the general path refuses them here
-    if not path.is_file():
-        return None  # the general path says what is wrong with it
-    if options.format == "auto" and wide.looks_wide(path):
-        return None  # read as a wide table, as format detection says
-    if memory_budget is not None and planned_bytes(path) > memory_budget:
-        return None
-    read = _read(path, is_gold=is_gold)
+    read = _read(source.path, is_gold=job.is_gold)
     if read is None:
         return None
     doc_index, doc_values, code_index, code_values = read
     rows = doc_index.size
     if rows == 0 or not (_clean(doc_values) and _clean(code_values)):
         return None
-    system = codesystem.of_table(hierarchy)
+    coded = _rank_codes(code_index, code_values, job)
+    if coded is None:
+        return None
+    record = InputRecord(
+        name=source.name,
+        path=str(source.path),
+        sha256=source.sha256,
+        format="long",
+        rows=rows,
+        code_format=coded.code_format,
+        unknown_code_policy=job.unknown_codes,
+        code_system=job.system.name,
+        selection="" if job.is_gold else SELECTION,
+    )
+    drop_code = _unknown_codes(coded, record, source, job)
+    if job.on_fast_path is not None:
+        job.on_fast_path()
+    docs, doc_rank = _ranks(doc_values)
+    keys = _sorted_keys(doc_index, doc_rank, coded.index, coded.rank)
+    del doc_index, code_index
+    keys = _distinct(keys, record, docs, coded.codes, source.name)
+    if drop_code.any():
+        keys = keys[~drop_code[keys & _RANK_MASK]]
+    return _finish(keys, docs, coded.codes, record, source, job)
+
+
+def _may_take(source: LabelFile, job: LabelJob) -> bool:
+    """Whether the file may be the common case at all, from its name, options, format and
+    size: a long Parquet file without side lists, whose plan fits the memory budget."""
+    options = job.options
+    if source.path.suffix.lower() != ".parquet" or options.format not in ("auto", "long"):
+        return False
+    if options.code_list or options.doc_list:
+        return False  # lists belong to dense matrices: the general path refuses them here
+    if not source.path.is_file():
+        return False  # the general path says what is wrong with it
+    if source.format != "long":
+        return False  # read as a wide table, as format detection says
+    return job.memory_budget is None or planned_bytes(source.path) <= job.memory_budget
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """The file's codes read as the code system reads them: ``codes`` (sorted, distinct,
+    canonical), the rank in it of each dictionary entry (``rank``, -1 for entries no row
+    uses), the rows' dictionary ``index``, each used entry's ``canonical`` code and row count,
+    and the code format they were read in."""
+
+    codes: list[str]
+    rank: np.ndarray
+    index: np.ndarray
+    canonical: list[str]
+    rows: list[int]
+    code_format: str
+
+
+def _rank_codes(code_index: np.ndarray, code_values: pa.Array, job: LabelJob) -> _Codes | None:
+    """Read the used dictionary entries as codes; None when one is refused (the general path
+    names its rows) or there are more distinct codes than a key holds."""
     code_rows = np.bincount(code_index, minlength=len(code_values))
     used = np.flatnonzero(code_rows)
     raw = code_values.take(_arrow(used)).to_pylist()
-    fmt = options.code_format
+    fmt = job.options.code_format
     if fmt == "auto":
         fmt = "dotted" if any("." in code for code in raw) else "undotted"
     try:
-        canonical = _canonical(system, raw, fmt, options.code_type)
+        canonical = _canonical(job.system, raw, fmt, job.options.code_type)
     except CodeError:
         return None  # the general path names the rows of bad codes
     codes = sorted(set(canonical))
@@ -113,55 +148,74 @@ def normalize(
     rank_of = {code: rank for rank, code in enumerate(codes)}
     code_rank = np.full(len(code_values), -1, dtype=np.int64)
     code_rank[used] = [rank_of[code] for code in canonical]
+    return _Codes(codes, code_rank, code_index, canonical, code_rows[used].tolist(), fmt)
 
-    record = InputRecord(
-        name=name,
-        path=str(path),
-        sha256=sha256_file(path),
-        format="long",
-        rows=rows,
-        code_format=fmt,
-        unknown_code_policy=unknown_codes,
-        code_system=system.name,
-        selection="" if is_gold else SELECTION,
-    )
-    known = hierarchy.known_codes
+
+def _unknown_codes(
+    coded: _Codes, record: InputRecord, source: LabelFile, job: LabelJob
+) -> np.ndarray:
+    """Record the codes the hierarchy lacks and apply the policy to them (an error is the
+    general path's); the codes to drop, as a mask over the ranks."""
+    known = job.hierarchy.known_codes
     unknown: dict[str, int] = {}
-    for code, n in zip(canonical, code_rows[used].tolist(), strict=True):
+    for code, n in zip(coded.canonical, coded.rows, strict=True):
         if code not in known:
             unknown[code] = unknown.get(code, 0) + n
     record.unknown_codes = dict(sorted(unknown.items()))
-    check_unknown_codes(unknown, hierarchy=hierarchy, policy=unknown_codes, path=path, name=name)
-    if accepted is not None:
-        accepted()
-    drop_code = np.zeros(len(codes), dtype=bool)
-    if unknown and unknown_codes == "drop":
+    check_unknown_codes(
+        unknown,
+        hierarchy=job.hierarchy,
+        policy=job.unknown_codes,
+        path=source.path,
+        name=source.name,
+    )
+    drop_code = np.zeros(len(coded.codes), dtype=bool)
+    if unknown and job.unknown_codes == "drop":
+        rank_of = {code: rank for rank, code in enumerate(coded.codes)}
         drop_code[[rank_of[code] for code in unknown]] = True
+    return drop_code
 
-    docs, doc_rank = _ranks(doc_values)
-    keys = _sorted_keys(doc_index, doc_rank, code_index, code_rank)
-    del doc_index, code_index
+
+def _distinct(
+    keys: np.ndarray, record: InputRecord, docs: pa.Array, codes: list[str], name: str
+) -> np.ndarray:
+    """The sorted keys with repeats removed, counted in the record and logged with an
+    example."""
+    rows = keys.size
     distinct = np.concatenate(([True], keys[1:] != keys[:-1]))
     record.duplicates_removed = rows - int(np.count_nonzero(distinct))
-    if record.duplicates_removed:
-        first = int(keys[np.argmin(distinct)])  # the first False: the smallest repeated pair
-        log.info(
-            "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %s code %s",
-            name,
-            record.duplicates_removed,
-            preview_value(docs[first >> RANK_BITS].as_py()),
-            preview_value(codes[first & _RANK_MASK]),
-        )
-        keys = keys[distinct]
-    if drop_code.any():
-        keys = keys[~drop_code[keys & _RANK_MASK]]
+    if not record.duplicates_removed:
+        return keys
+    first = int(keys[np.argmin(distinct)])  # the first False: the smallest repeated pair
+    log.info(
+        "%s: %d duplicate (doc_id, code) rows counted once, e.g. document %s code %s",
+        name,
+        record.duplicates_removed,
+        preview_value(docs[first >> RANK_BITS].as_py()),
+        preview_value(codes[first & _RANK_MASK]),
+    )
+    return keys[distinct]
+
+
+def _finish(
+    keys: np.ndarray,
+    docs: pa.Array,
+    codes: list[str],
+    record: InputRecord,
+    source: LabelFile,
+    job: LabelJob,
+) -> InputRecord | None:
+    """Apply the unknown-document policy, write the keys (and an empty scores file) and
+    complete the record; None when nothing is left to write."""
+    gold_docs, policy = job.gold_docs, job.unknown_docs
+    path, name = source.path, source.name
     # Refused rather than dropped, unknown documents leave the rows as they are: while the gold
-    # is still being written (hieval.background), the file is written first and checked after.
-    check_after = unknown_docs != "drop" and isinstance(gold_docs, PendingFile)
+    # is still being written (hieval.pending_file), the file is written first and checked after.
+    check_after = policy != "drop" and isinstance(gold_docs, PendingFile)
     check_after = check_after and not gold_docs.ready()
     if gold_docs is not None and not check_after:
         extra, outside = _outside_gold(keys, docs, gold_docs)
-        check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
+        check_unknown_docs(extra, policy=policy, path=path, name=name)
         if extra:
             record.unknown_documents_dropped = len(extra)
             drop_doc = np.zeros(len(docs), dtype=bool)
@@ -172,13 +226,13 @@ def normalize(
     record.labels = int(keys.size)
     record.documents = int(_documents(keys).size)
     code_values = pl.Series(codes, dtype=pl.String).to_arrow()
-    with atomic_path(out) as tmp:
-        _write(keys, docs, code_values, tmp, with_score=not is_gold)
+    with atomic_path(job.out) as tmp:
+        _write(keys, docs, code_values, tmp, with_score=not job.is_gold)
         if check_after:  # kept only when no document is outside the gold
             extra, _ = _outside_gold(keys, docs, gold_docs)
-            check_unknown_docs(extra, policy=unknown_docs, path=path, name=name)
-    if scores_out is not None:  # no scores: an empty table, typed as the general path's
-        with atomic_path(scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
+            check_unknown_docs(extra, policy=policy, path=path, name=name)
+    if job.scores_out is not None:  # no scores: an empty table, typed as the general path's
+        with atomic_path(job.scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
             pass
     log.info("%s", record.summary())
     return record
@@ -190,7 +244,7 @@ _PARSED_MAX = 1 << 20
 
 
 def _canonical(
-    system: codesystem.CodeSystem, raw: list[str], code_format: str, code_type: str | None
+    system: CodeSystem, raw: list[str], code_format: str, code_type: str | None
 ) -> list[str]:
     """The raw codes' canonical forms, each parsed once per process: the Evaluator's batches,
     and a notebook's repeated evaluations, read the same few thousand codes again and again

@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 
 from hieval.errors import InputError, preview, preview_value
-from hieval.formats import Format
+from hieval.inputs.formats import Format
 
 
 def check_cell_repeats(

@@ -1,8 +1,8 @@
 """How a label file is read: the options of one file (:class:`LabelOptions`), thresholds tuned on
 a validation set, and the policies for codes and documents the gold or the hierarchy lacks.
 
-Apart from the reader (:mod:`hieval.inputs`) because the workflow's config validation needs
-them at every Snakemake start, and the reader loads DuckDB and pyarrow.
+Apart from the reader (:mod:`hieval.inputs.normalize`) because the workflow's config
+validation needs them at every Snakemake start, and the reader loads DuckDB and pyarrow.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from hieval.errors import InputError, preview, preview_value
-from hieval.formats import text
 from hieval.hints import setting
+from hieval.inputs.formats import text
 
 
 def _read_list(path: Path, name: str, what: str) -> tuple[list[str], list[int]]:

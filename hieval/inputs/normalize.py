@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -25,13 +25,15 @@ import polars as pl
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hieval import codesystem, normalize_ranks
+from hieval import codesystem
 from hieval.atomic import atomic_path
-from hieval.checksums import sha256_file
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
-from hieval.formats import (
+from hieval.hierarchy.table import LevelTable
+from hieval.inputs import parquet_fast
+from hieval.inputs.detect import MIMIC4_FORMATS, LabelFile
+from hieval.inputs.formats import (
     FORMATS,
     GOLD,
     PREDICTIONS,
@@ -44,11 +46,9 @@ from hieval.formats import (
     open_source,
     read_error,
 )
-from hieval.formats.repeats import check_cell_repeats
-from hieval.hierarchy.table import LevelTable
-from hieval.input_policies import check_unknown_codes, check_unknown_docs, gold_of
-from hieval.input_record import UNSCORED_SELECTION, InputRecord
-from hieval.label_options import (
+from hieval.inputs.formats.repeats import check_cell_repeats
+from hieval.inputs.job import LabelJob
+from hieval.inputs.options import (
     CODE_FORMATS,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
@@ -58,6 +58,8 @@ from hieval.label_options import (
     TunedThresholds,
     check_threshold,
 )
+from hieval.inputs.policies import check_unknown_codes, check_unknown_docs, gold_of
+from hieval.inputs.record import UNSCORED_SELECTION, InputRecord
 from hieval.paths import duckdb_path
 
 log = logging.getLogger(__name__)
@@ -244,7 +246,7 @@ def placed_ancestors(codes: Iterable[str], table: LevelTable) -> pl.DataFrame:
     return codesystem.of_table(table).placed_ancestors(set(codes), table)
 
 
-def normalize_labels(
+def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one LabelJob)
     path: str | Path,
     *,
     name: str,
@@ -276,20 +278,53 @@ def normalize_labels(
     ``duckdb_config`` bounds the engine (``memory_limit``, ``temp_directory``): the work and
     the output stay in DuckDB, which spills beyond the limit, and the result is written by
     DuckDB straight to Parquet. A clean Parquet file is normalised over integer ranks in
-    memory instead (:mod:`hieval.normalize_ranks`), unless its plan exceeds
+    memory instead (:mod:`hieval.inputs.parquet_fast`), unless its plan exceeds
     ``memory_budget`` (the user's memory limit, in bytes; None: no limit was set).
     ``on_fast_path`` is called when the file is found to be that case (what runs beside this
-    one may then start: :mod:`hieval.background`); a ``gold_docs`` still being written is
+    one may then start: :mod:`hieval.pending_file`); a ``gold_docs`` still being written is
     waited for before a file is read in DuckDB, so DuckDB never works beside another file.
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
     ``unknown_codes`` None is that system's default.
+
+    The file is looked at once (:class:`~hieval.inputs.detect.LabelFile`: its format and
+    sha256) and the settings are checked once (:class:`~hieval.inputs.job.LabelJob`); both
+    ways of normalising receive those two values.
     """
     options = options or LabelOptions()
     path = Path(path)
+    system, unknown_codes = _check_settings(
+        name=name, role=role, options=options, default_threshold=default_threshold,
+        unknown_codes=unknown_codes, hierarchy=hierarchy,
+    )  # fmt: skip
+    job = LabelJob(
+        role=role, out=out, hierarchy=hierarchy, system=system, options=options,
+        unknown_codes=unknown_codes, gold_docs=gold_docs,
+        unknown_docs=unknown_docs, default_threshold=default_threshold, tuned=tuned,
+        scores_out=scores_out, duckdb_config=duckdb_config, memory_budget=memory_budget,
+        on_fast_path=on_fast_path,
+    )  # fmt: skip
+    check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
+    source = LabelFile(path, name, options.format, system)
+    common = parquet_fast.normalize(source, job)
+    if common is not None:  # the usual clean file: normalised over integer ranks
+        return common
+    return _normalize_in_duckdb(source, job)
+
+
+def _check_settings(
+    *,
+    name: str,
+    role: str,
+    options: LabelOptions,
+    default_threshold: float,
+    unknown_codes: str | None,
+    hierarchy: LevelTable,
+) -> tuple[CodeSystem, str]:
+    """Refuse settings no file could be read with; the hierarchy's code system and the
+    unknown-code policy (None: that system's default)."""
     if role not in ROLES:
         raise ConfigError(f"role must be one of {ROLES}, not {role!r}")
-    is_gold = role == GOLD
     check_threshold(default_threshold, "default_threshold")
     if unknown_codes not in (None, *UNKNOWN_CODE_POLICIES):
         raise InputError(
@@ -304,66 +339,114 @@ def normalize_labels(
         raise InputError(f"{name}: code_format must be one of {CODE_FORMATS}")
     if options.code_type not in (None, *CODE_TYPES):
         raise InputError(f"{name}: code_type must be dx or proc, not {options.code_type!r}")
-    check_file(path, name)  # before any reader looks at it: one message for a path it cannot use
-    common = normalize_ranks.normalize(
-        path,
-        name=name,
-        is_gold=is_gold,
-        out=out,
-        hierarchy=hierarchy,
-        options=options,
-        unknown_codes=unknown_codes,
-        gold_docs=gold_docs,
-        unknown_docs=unknown_docs,
-        scores_out=scores_out,
-        memory_budget=memory_budget,
-        accepted=on_fast_path,
+    return system, unknown_codes
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A file opened in DuckDB as the view ``src``: the connection, the file, the format it
+    is read as and its columns (lower case), and whether it has scores (predictions only)
+    and a ``code_type`` column."""
+
+    con: duckdb.DuckDBPyConnection
+    file: LabelFile
+    format: str
+    columns: list[str]
+    has_score: bool
+    has_type: bool
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    def where(self, rows) -> dict[int, str]:
+        """Each row's place in the file, in the file's terms (looked up only for messages)."""
+        return locate(self.path, self.format, self.name, rows)
+
+    def where_one(self, row: int) -> str:
+        return self.where([row])[row]
+
+    def legacy_rows(self) -> None:
+        _legacy_rows(self.con, self.columns, has_score=self.has_score, has_type=self.has_type)
+
+
+def _normalize_in_duckdb(file: LabelFile, job: LabelJob) -> InputRecord:
+    """The general path: every format, every oddity, row-level messages, DuckDB's spilling."""
+    if job.gold_docs is not None:  # a gold still being written: wait for it (see above)
+        job = replace(job, gold_docs=Path(job.gold_docs))
+    con = duckdb.connect(config=job.duckdb_config or {})
+    src = _open(con, file, job)
+    record = InputRecord(
+        name=file.name,
+        path=str(file.path),
+        sha256=file.sha256,
+        format=src.format,
+        unknown_code_policy=job.unknown_codes,
+        code_system=job.system.name,
     )
-    if common is not None:  # the usual clean file: normalised over integer ranks
-        return common
-    if gold_docs is not None:
-        gold_docs = Path(gold_docs)  # a gold still being written: wait for it (see above)
-    con = duckdb.connect(config=duckdb_config or {})
+    if src.format in MIMIC4_FORMATS:
+        record.other_version_rows = mimic4.other_version_rows(con, MIMIC4_FORMATS[src.format])
+    empty = _read_labels(src, record, is_gold=job.is_gold)
+    grouped = _read_codes(src, record, job)
+    _select(src, record, job)
+    if src.has_score or grouped:
+        _count_duplicates(con, record, file.name)
+    _apply_unknown_codes(con, record, job.hierarchy, job.unknown_codes, file.path, file.name)
+    if job.gold_docs is not None:
+        _apply_unknown_docs(con, record, job.gold_docs, job.unknown_docs, file.path, file.name)
+    _count_labels(src, record, is_gold=job.is_gold)
+    _write_labels(src, record, job, empty=empty, grouped=grouped)
+    if job.scores_out is not None:
+        _write_scores(
+            con,
+            record,
+            job.scores_out,
+            has_score=src.has_score,
+            known=job.hierarchy,
+            gold_docs=job.gold_docs,
+            name=file.name,
+        )
+    log.info("%s", record.summary())
+    return record
+
+
+def _open(con, file: LabelFile, job: LabelJob) -> _Source:
+    """Register ``src`` for the file, read as its format, and check its columns."""
+    options = job.options
     extras = Extras(code_list=options.code_list, doc_list=options.doc_list)
-    file_format = open_source(
-        con,
-        path,
-        name,
-        role,
-        fmt=_mimic4_format(path, name, options.format, system),
-        extras=extras,
-    )
+    file_format = open_source(con, file.path, file.name, job.role, fmt=file.format, extras=extras)
     try:
         src = con.sql("SELECT * FROM src LIMIT 0")
         columns = [c.lower() for c in src.columns]
     except duckdb.Error as exc:
-        raise read_error(path, file_format, name, exc) from None
-    _check_columns(path, name, src.columns, src.types)
-    record = InputRecord(
-        name=name,
-        path=str(path),
-        sha256=sha256_file(path),
-        format=file_format,
-        unknown_code_policy=unknown_codes,
-        code_system=system.name,
+        raise read_error(file.path, file_format, file.name, exc) from None
+    _check_columns(file.path, file.name, src.columns, src.types)
+    return _Source(
+        con,
+        file,
+        file_format,
+        columns,
+        has_score="score" in columns and not job.is_gold,
+        has_type="code_type" in columns,
     )
-    if file_format in _MIMIC4_FORMATS:
-        record.other_version_rows = mimic4.other_version_rows(con, _MIMIC4_FORMATS[file_format])
 
-    def where(rows) -> dict[int, str]:
-        return locate(path, file_format, name, rows)
 
-    def where_one(row: int) -> str:
-        return where([row])[row]
+def _read_labels(src: _Source, record: InputRecord, *, is_gold: bool) -> int:
+    """Read the file once into ``labels``, count its rows and refuse the first bad row;
+    the number of rows without a code.
 
-    has_score = "score" in columns and not is_gold
-    has_type = "code_type" in columns
-    # One read of the file into ``labels``: scored files as their distinct rows with their
-    # multiplicity ``n`` (the distinct (doc_id, code, score) keys keep all that the selection
-    # and counts need); unscored files row by row (n = 1), their duplicates found in the sorted
-    # output instead (_write_unscored), which is far cheaper than grouping millions of rows that
-    # are nearly always distinct. A row's place in the file is looked up only when a message
-    # needs it (_legacy_rows).
+    Scored files are read as their distinct rows with their multiplicity ``n`` (the distinct
+    (doc_id, code, score) keys keep all that the selection and counts need); unscored files
+    row by row (n = 1), their duplicates found in the sorted output instead
+    (:func:`_write_unscored`), which is far cheaper than grouping millions of rows that are
+    nearly always distinct. A row's place in the file is looked up only when a message needs
+    it (:func:`_legacy_rows`).
+    """
+    has_score, has_type = src.has_score, src.has_type
     type_expr = "nullif(lower(trim(CAST(code_type AS VARCHAR))), '')" if has_type else "NULL"
     score_expr = "TRY_CAST(score AS DOUBLE)" if has_score else "NULL::DOUBLE"
     bad_score = (
@@ -373,7 +456,7 @@ def normalize_labels(
     )
     keys = "doc_id, code" + (", code_type" if has_type else "") + ", score"
     try:  # the file is read here, so its read errors (bad bytes, corrupt pages) surface here
-        con.execute(f"""
+        src.con.execute(f"""
             CREATE TEMP TABLE labels AS
             SELECT doc_id, code, {"code_type" if has_type else "NULL::VARCHAR AS code_type"},
                    {"score" if has_score else "NULL::DOUBLE AS score"},
@@ -383,7 +466,7 @@ def normalize_labels(
                          {type_expr} AS code_type, {score_expr} AS score
                   FROM src)
             {f"GROUP BY {keys}" if has_score else ""}""")
-        rows, bad_docs, bad_types, bad_scores, empty = con.execute(f"""
+        rows, bad_docs, bad_types, bad_scores, empty = src.con.execute(f"""
             SELECT coalesce(sum(n), 0)::BIGINT,
                    count(*) FILTER (doc_id IS NULL OR doc_id = ''),
                    {"count(*) FILTER (code_type NOT IN ('dx', 'proc'))" if has_type else "0"},
@@ -391,30 +474,36 @@ def normalize_labels(
                    count(*) FILTER (code IS NULL)
             FROM labels""").fetchall()[0]
     except duckdb.Error as exc:
-        raise read_error(path, file_format, name, exc) from None
+        raise read_error(src.path, src.format, src.name, exc) from None
     record.rows = rows
     if record.rows == 0 and is_gold:
-        raise InputError(f"{name}: {path} holds no rows; the gold needs labels")
+        raise InputError(f"{src.name}: {src.path} holds no rows; the gold needs labels")
     if bad_docs or bad_types or bad_scores:
-        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
-        _raise_bad_row(con, name, where_one, has_score=has_score, has_type=has_type)
+        src.legacy_rows()
+        _raise_bad_row(src.con, src.name, src.where_one, has_score=has_score, has_type=has_type)
+    return empty
 
+
+def _read_codes(src: _Source, record: InputRecord, job: LabelJob) -> bool:
+    """Replace the raw codes by canonical ones (:func:`_map_codes`, :func:`_apply_mapping`)
+    and refuse a code that repeats within one cell; whether the rows were grouped again."""
+    con = src.con
     raw_codes = con.sql("""
         SELECT DISTINCT code, code_type FROM labels WHERE code IS NOT NULL
         ORDER BY code, code_type""").pl()
-    fmt = options.code_format
+    fmt = job.options.code_format
     if fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
     record.code_format = fmt
 
     def code_rows() -> pl.DataFrame:
-        _legacy_rows(con, columns, has_score=has_score, has_type=has_type)
+        src.legacy_rows()
         return con.sql("""
             SELECT code, code_type, min(row) FROM raw WHERE code IS NOT NULL
             GROUP BY code, code_type ORDER BY code, code_type""").pl()
 
-    code_where, first_rows = where, code_rows
-    if file_format == "dense":  # codes are the code list's lines, not matrix rows
+    code_where, first_rows = src.where, code_rows
+    if src.format == "dense":  # codes are the code list's lines, not matrix rows
 
         def code_where(lines) -> dict[int, str]:
             return dense.code_places(con, lines)
@@ -425,84 +514,89 @@ def normalize_labels(
     mapping = _map_codes(
         raw_codes,
         fmt,
-        options.code_type,
-        system=system,
+        job.options.code_type,
+        system=job.system,
         where=code_where,
-        path=path,
-        name=name,
+        path=src.path,
+        name=src.name,
         rows=first_rows,
     )
-    grouped = _apply_mapping(con, mapping, has_type=has_type)
+    grouped = _apply_mapping(con, mapping, has_type=src.has_type)
     check_cell_repeats(
         con,
         mapping,
-        FORMATS[file_format],
-        role=role,
-        has_score=has_score,
-        path=path,
-        name=name,
+        FORMATS[src.format],
+        role=job.role,
+        has_score=src.has_score,
+        path=src.path,
+        name=src.name,
     )
+    return grouped
 
-    if has_score and scores_out is not None:
-        con.execute("""
+
+def _select(src: _Source, record: InputRecord, job: LabelJob) -> None:
+    """Keep every score aside for ``scores_out``, then select predictions by their scores
+    (unscored predictions are all kept)."""
+    if src.has_score and job.scores_out is not None:
+        src.con.execute("""
             CREATE TEMP TABLE scored AS SELECT doc_id, code, max(score) AS score FROM labels
             WHERE code IS NOT NULL GROUP BY doc_id, code""")
-    if has_score:
-        _select_by_score(con, record, options, default_threshold, tuned)
-    elif not is_gold:
+    if src.has_score:
+        _select_by_score(src.con, record, job.options, job.default_threshold, job.tuned)
+    elif not job.is_gold:
         record.selection = UNSCORED_SELECTION
 
-    if has_score or grouped:
-        _count_duplicates(con, record, name)
 
-    _apply_unknown_codes(con, record, hierarchy, unknown_codes, path, name)
-    if gold_docs is not None:
-        _apply_unknown_docs(con, record, gold_docs, unknown_docs, path, name)
-
-    if has_score:
+def _count_labels(src: _Source, record: InputRecord, *, is_gold: bool) -> None:
+    """Count documents and labels (unscored files: in the sorted output, by
+    :func:`_write_unscored`; here only whether there is a label); refuse a gold without
+    labels, on which every count would be zero and every metric undefined."""
+    con = src.con
+    if src.has_score:
         record.documents, record.labels = con.execute("""
             SELECT count(DISTINCT doc_id), count(DISTINCT (doc_id, code)) FILTER (code IS NOT NULL)
             FROM labels""").fetchone()
-    else:  # counted in the sorted output (_write_unscored); here only whether there is a label
+    else:
         record.labels = con.execute(
             "SELECT count(*) FROM (SELECT 1 FROM labels WHERE code IS NOT NULL LIMIT 1)"
         ).fetchone()[0]
     if is_gold and record.labels == 0:
         record.documents = con.execute("SELECT count(DISTINCT doc_id) FROM labels").fetchone()[0]
-        # Every count would be zero and every metric undefined: say so instead of reporting.
         dropped = " once codes not in the hierarchy were dropped" if record.unknown_codes else ""
         raise InputError(
-            f"{name}: the gold holds no labels: all {record.documents} document(s) in {path} "
-            f"are empty{dropped}; a gold needs at least one code to evaluate against"
+            f"{src.name}: the gold holds no labels: all {record.documents} document(s) in "
+            f"{src.path} are empty{dropped}; a gold needs at least one code to evaluate against"
         )
-    # Predictions keep each decision's score (a duplicated pair its highest, as top-k ranks it).
-    # A document's empty-code row is kept only when it has no code; without such rows (the
-    # usual case) neither that filter nor (unscored) a grouping is needed.
+
+
+def _write_labels(
+    src: _Source, record: InputRecord, job: LabelJob, *, empty: int, grouped: bool
+) -> None:
+    """Write ``labels`` to ``job.out``, sorted.
+
+    Predictions keep each decision's score (a duplicated pair its highest, as top-k ranks it).
+    A document's empty-code row is kept only when it has no code; without such rows (the
+    usual case) neither that filter nor (unscored) a grouping is needed.
+    """
     keep = (
         "WHERE code IS NOT NULL OR doc_id NOT IN (SELECT doc_id FROM labels WHERE code IS NOT NULL)"
         if empty
         else ""
     )
-    with atomic_path(out) as tmp:
-        if has_score:
+    with atomic_path(job.out) as tmp:
+        if src.has_score:
             select = f"SELECT doc_id, code, max(score) AS score FROM labels {keep} GROUP BY ALL"
-            _copy_sorted(con, select, tmp)
+            _copy_sorted(src.con, select, tmp)
         else:
             _write_unscored(
-                con, record, tmp, keep=keep, is_gold=is_gold, name=name, check=not grouped
+                src.con,
+                record,
+                tmp,
+                keep=keep,
+                is_gold=job.is_gold,
+                name=src.name,
+                check=not grouped,
             )
-    if scores_out is not None:
-        _write_scores(
-            con,
-            record,
-            scores_out,
-            has_score=has_score,
-            known=hierarchy,
-            gold_docs=gold_docs,
-            name=name,
-        )
-    log.info("%s", record.summary())
-    return record
 
 
 def _copy_sorted(con, select: str, out: Path) -> None:
@@ -619,34 +713,6 @@ def _write_unscored(
         FROM labels""").fetchone()
     score = "" if is_gold else ", max(score) AS score"
     _copy_sorted(con, f"SELECT doc_id, code{score} FROM labels {keep} GROUP BY ALL", out)
-
-
-_MIMIC4_FORMATS = {f"mimic4_icd{version}": version for version in mimic4.VERSIONS}
-
-
-def _mimic4_format(path: Path, name: str, fmt: str, system: CodeSystem) -> str:
-    """The format to read ``path`` with, given the evaluation's code system.
-
-    MIMIC-IV tables hold ICD-9 and ICD-10 rows; with ``auto``, an ICD evaluation keeps the rows
-    of its own version. A MIMIC-IV format naming the other version is refused: its codes could
-    never match the tree.
-    """
-    version = _MIMIC4_FORMATS.get(fmt)
-    if version is not None and system.mimic4_version not in (None, version):
-        raise InputError(
-            f"{name}: {path} is read as {fmt}, which keeps the ICD-{version} rows, but this "
-            f"evaluation's code system is {system.name} ({system.title}); use the format "
-            f"mimic4_icd{system.mimic4_version}, or an ICD-{version} hierarchy"
-        )
-    if (
-        fmt == "auto"
-        and system.mimic4_version is not None
-        and path.suffix.lower() in (".csv", ".tsv", ".txt", ".gz")
-        and path.is_file()
-        and mimic4.looks_like_mimic4(path, name)
-    ):
-        return f"mimic4_icd{system.mimic4_version}"
-    return fmt
 
 
 def pool_labels(

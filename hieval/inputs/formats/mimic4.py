@@ -15,7 +15,7 @@ Diagnosis or procedure? The code syntax cannot say (``4019`` is diagnosis 401.9 
 (files get renamed): ``procedures_icd`` is the table with ``chartdate``. A file name that says
 the opposite (``diagnoses_icd`` with a ``chartdate`` column) is refused as a likely mix-up.
 
-Gzip: DuckDB's CSV reader decompresses ``.gz`` by itself, and :mod:`hieval.formats.text`
+Gzip: DuckDB's CSV reader decompresses ``.gz`` by itself, and :mod:`hieval.inputs.formats.text`
 (header, BOM, over-long and corrupt lines) reads through ``gzip``. Places of bad values in
 messages are data-row numbers (``row 12``), not file lines.
 """
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import duckdb
 
-from hieval.codes import DX, PROC
+from hieval.codes.icd9 import DX, PROC
 from hieval.errors import InputError, preview, preview_value
-from hieval.formats import long, text
+from hieval.inputs.formats import long, text
 
 log = logging.getLogger(__name__)
 

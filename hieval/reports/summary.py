@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from hieval.atomic import atomic_path, write_parquet, write_text
-from hieval.codes import CODE_TYPES
+from hieval.codes.icd9 import CODE_TYPES
 from hieval.metrics.registry import (
     FAMILY_TITLES,
     HEADLINE,
@@ -70,7 +70,7 @@ def _prf_table(
     return lines
 
 
-def summary_markdown(
+def summary_markdown(  # noqa: PLR0913 (write_reports' keywords, handed on)
     tidy: pl.DataFrame,
     *,
     levels: tuple[str, ...],
@@ -92,7 +92,6 @@ def summary_markdown(
     file scores differently under another system, so the header says which one it was."""
     micro = wide(tidy.filter(pl.col("average") == "micro"))
     lookup = {(r["model"], r["family"], r["level"]): r for r in micro.iter_rows(named=True)}
-    headline = [("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL)]
     lines = [
         "# Evaluation summary",
         "",
@@ -102,6 +101,55 @@ def summary_markdown(
         "Scores are percentages, micro-averaged unless named macro; flat compares leaf codes "
         "only. Documents and labels: what the model's file holds after normalisation.",
         "",
+        *_headline_table(tidy, lookup, models, records),
+    ]
+    for family in ("set", "cophe"):
+        lines += _prf_table(
+            f"{FAMILY_TITLES[family]} per level (P / R / F1, micro)",
+            [(level, family, level) for level in levels],
+            models,
+            lookup,
+        )
+    if any(family in SPLIT_FAMILIES for family in micro["family"].unique()):
+        lines += _prf_table(
+            "Diagnoses and procedures (overall, P / R / F1, micro)", _SPLIT, models, lookup
+        )
+    lines += _suite_table(tidy, models)
+    lines += _score_table(tidy, models, notes)
+    if intervals is not None:
+        lines += uncertainty_markdown(intervals, comparisons, models)
+    if systems:
+        lines += systems_markdown(tidy, systems)
+    if conventions is not None:
+        lines += conventions_markdown(*conventions, models)
+    lines_notes = _collapse_notes(
+        [(r["name"], "", _record_note(r)) for r in records]
+        + [(n["model"], " (scores)", _score_note(n)) for n in notes]
+    )
+    if lines_notes:
+        lines += ["", "## Input notes", "", *lines_notes]
+    return "\n".join(lines) + "\n"
+
+
+#: The diagnoses/procedures table's columns: (title, family, level).
+_SPLIT = [
+    (
+        f"{FAMILY_TITLES[family]} {kind}",
+        f"{family}_{kind}",
+        LEAF if family == "flat" else OVERALL,
+    )
+    for family in ("flat", "cophe")
+    for kind in CODE_TYPES
+]
+
+
+def _headline_table(
+    tidy: pl.DataFrame, lookup: dict, models: list[str], records: list[dict]
+) -> list[str]:
+    """One row per model: its documents and labels, the headline P / R / F1, the macro F1s
+    and how its predictions were selected."""
+    headline = [("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL)]
+    lines = [
         "| Model | Documents | Labels | "
         + " | ".join(
             f"{FAMILY_TITLES[f].split('-')[0]} {m}" for f, _ in headline for m in ("P", "R", "F1")
@@ -130,59 +178,32 @@ def summary_markdown(
             cells.append(_pct(value) if value is not None else "-")
         cells.append(md(record.get("selection") or "-"))
         lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
-    for family in ("set", "cophe"):
-        lines += _prf_table(
-            f"{FAMILY_TITLES[family]} per level (P / R / F1, micro)",
-            [(level, family, level) for level in levels],
-            models,
-            lookup,
-        )
-    split = [
-        (
-            f"{FAMILY_TITLES[family]} {kind}",
-            f"{family}_{kind}",
-            LEAF if family == "flat" else OVERALL,
-        )
-        for family in ("flat", "cophe")
-        for kind in CODE_TYPES
-    ]
-    if any(family in SPLIT_FAMILIES for family in micro["family"].unique()):
-        lines += _prf_table(
-            "Diagnoses and procedures (overall, P / R / F1, micro)", split, models, lookup
-        )
+    return lines
+
+
+def _suite_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
+    """ICM and the comparison metrics, one row per model (nothing when none was computed)."""
     suite = tidy.filter(pl.col("family").is_in([m.family for m in SUITE]))
-    if suite.height:
-        values = {
-            (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
-            for r in suite.iter_rows(named=True)
-        }
-        lines += [
-            "",
-            "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
-            "",
-            "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
-            "",
-            f"| Model | {' | '.join(m.paper for m in SUITE)} |",
-            "|---|" + "---:|" * len(SUITE),
-        ]
-        for model in models:
-            keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
-            cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
-            lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
-    lines += _score_table(tidy, models, notes)
-    if intervals is not None:
-        lines += uncertainty_markdown(intervals, comparisons, models)
-    if systems:
-        lines += systems_markdown(tidy, systems)
-    if conventions is not None:
-        lines += conventions_markdown(*conventions, models)
-    lines_notes = _collapse_notes(
-        [(r["name"], "", _record_note(r)) for r in records]
-        + [(n["model"], " (scores)", _score_note(n)) for n in notes]
-    )
-    if lines_notes:
-        lines += ["", "## Input notes", "", *lines_notes]
-    return "\n".join(lines) + "\n"
+    if not suite.height:
+        return []
+    values = {
+        (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
+        for r in suite.iter_rows(named=True)
+    }
+    lines = [
+        "",
+        "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
+        "",
+        "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
+        "",
+        f"| Model | {' | '.join(m.paper for m in SUITE)} |",
+        "|---|" + "---:|" * len(SUITE),
+    ]
+    for model in models:
+        keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
+        cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
+        lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) -> list[str]:
@@ -449,7 +470,7 @@ def node_report(
     )
 
 
-def write_reports(
+def write_reports(  # noqa: PLR0913 (final_reports' tables and the summary's inputs)
     tidy: pl.DataFrame,
     out_dir: str | Path,
     *,

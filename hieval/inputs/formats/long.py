@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 
 from hieval.errors import InputError, preview, preview_value
-from hieval.formats import text
+from hieval.inputs.formats import text
 from hieval.paths import duckdb_path
 
 SEPARATORS = {".csv": ",", ".tsv": "\t", ".txt": "\t"}
@@ -67,10 +67,10 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
     """Register ``src``; CSV/TSV are read as text so codes keep their leading zeros.
 
     ``_line`` numbers the data records from 1 (blank lines not counted); the physical line is
-    worked out only when a message needs it (:func:`hieval.formats.locate`).
+    worked out only when a message needs it (:func:`hieval.inputs.formats.locate`).
     """
     if path.suffix.lower() == ".parquet":
-        # A read error surfaces in open_source, which words it (hieval.formats.read_error).
+        # A read error surfaces in open_source, which words it (hieval.inputs.formats.read_error).
         con.read_parquet(duckdb_path(path)).create_view("src", replace=True)
         return
     separator = SEPARATORS.get(path.suffix.lower())

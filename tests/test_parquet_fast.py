@@ -1,6 +1,6 @@
-"""Normalisation over integer ranks (hieval.normalize_ranks), the path clean Parquet files take,
-checked against the general DuckDB path (hieval.inputs, forced here by switching the rank path
-off) and against the plain-Python reference of test_normalize_onepass: the same rows, the same
+"""Normalisation over integer ranks (hieval.inputs.parquet_fast), the path clean Parquet files take,
+checked against the general DuckDB path (hieval.inputs.normalize, forced here by switching the rank
+path off) and against the plain-Python reference of test_normalize_onepass: the same rows, the same
 record, the same scores file and the same error messages; and the files it must hand on to the
 general path (it writes nothing for them).
 """
@@ -18,10 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hieval import normalize_ranks
+from hieval.codesystem import code_system
 from hieval.errors import InputError
 from hieval.hierarchy.table import write_level_table
-from hieval.inputs import normalize_labels
+from hieval.inputs import parquet_fast
+from hieval.inputs.detect import LabelFile
+from hieval.inputs.job import LabelJob
+from hieval.inputs.normalize import normalize_labels
+from hieval.inputs.options import LabelOptions
 from tests.test_normalize_onepass import KNOWN, SPELLINGS, UNKNOWN, reference
 
 
@@ -57,14 +61,14 @@ class Paths:
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.taken: list[bool] = []
         self.general = False
-        real = normalize_ranks.normalize
+        real = parquet_fast.normalize
 
         def spy(*args, **kwargs):
             result = None if self.general else real(*args, **kwargs)
             self.taken.append(result is not None)
             return result
 
-        monkeypatch.setattr(normalize_ranks, "normalize", spy)
+        monkeypatch.setattr(parquet_fast, "normalize", spy)
 
     def run(self, *, general: bool, **kwargs):
         self.general = general
@@ -109,7 +113,7 @@ def test_rank_path_writes_what_the_general_path_writes(
 ):
     rng = random.Random(f"{seed}-{spellings}-{policy}-{layout}")
     paths = Paths(monkeypatch)
-    monkeypatch.setattr(normalize_ranks, "ROWS_PER_WRITE", 4)  # several row groups written
+    monkeypatch.setattr(parquet_fast, "ROWS_PER_WRITE", 4)  # several row groups written
     gold_rows = [*clean_rows(rng, docs=8, spellings=spellings), ("d1", "401.9")]
     pred_rows = [*clean_rows(rng, docs=11, spellings=spellings), ("d2", "412")]
     gold_in = write(tmp_path / "gold_in.parquet", gold_rows, layout=layout)
@@ -211,18 +215,13 @@ def test_refusals_are_worded_as_the_general_path_words_them(
 def test_files_out_of_the_ordinary_are_left_to_the_general_path(icd9, tmp_path, columns, role):
     source = tmp_path / "in.parquet"
     pq.write_table(pa.table(columns), source)
-    found = normalize_ranks.normalize(
-        source,
-        name="x",
-        is_gold=role == "gold",
-        out=tmp_path / "out.parquet",
-        hierarchy=icd9,
-        options=normalize_ranks.LabelOptions(),
-        unknown_codes="place",
-        gold_docs=None,
-        unknown_docs="error",
-        scores_out=None,
-    )
+    job = LabelJob(
+        role=role, out=tmp_path / "out.parquet", hierarchy=icd9, system=code_system("icd9"),
+        options=LabelOptions(), unknown_codes="place", gold_docs=None, unknown_docs="error",
+        default_threshold=0.5, tuned=None, scores_out=None, duckdb_config=None,
+        memory_budget=None, on_fast_path=None,
+    )  # fmt: skip
+    found = parquet_fast.normalize(LabelFile(source, "x", "auto", job.system), job)
     assert found is None
     assert not (tmp_path / "out.parquet").exists()
 
@@ -253,7 +252,7 @@ def test_normalising_and_encoding_a_clean_file_loads_no_pandas(icd9, tmp_path):
 import sys
 from hieval.engine.driver import encode_labels
 from hieval.hierarchy.table import read_level_table
-from hieval.inputs import normalize_labels
+from hieval.inputs.normalize import normalize_labels
 table = read_level_table({str(levels)!r})
 out = {str(tmp_path / "gold.parquet")!r}
 normalize_labels({str(source)!r}, name="gold", role="gold", out=out, hierarchy=table)
@@ -304,11 +303,11 @@ def test_a_memory_limit_below_the_plan_leaves_the_file_to_duckdb(icd9, tmp_path)
     same either way."""
     rows = [(f"d{i % 40}", KNOWN[i % len(KNOWN)]) for i in range(300)]
     source = write(tmp_path / "in.parquet", rows, layout="strings")
-    plan = normalize_ranks.planned_bytes(source)
-    assert plan == normalize_ranks.BASE_BYTES + normalize_ranks.BYTES_PER_ROW * len(rows)
+    plan = parquet_fast.planned_bytes(source)
+    assert plan == parquet_fast.BASE_BYTES + parquet_fast.BYTES_PER_ROW * len(rows)
     options = {"path": source, "name": "gold", "role": "gold", "hierarchy": icd9}
     taken = []
-    real = normalize_ranks.normalize
+    real = parquet_fast.normalize
 
     def spy(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -316,7 +315,7 @@ def test_a_memory_limit_below_the_plan_leaves_the_file_to_duckdb(icd9, tmp_path)
         return result
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(normalize_ranks, "normalize", spy)
+        patch.setattr(parquet_fast, "normalize", spy)
         low = normalize_labels(out=tmp_path / "low.parquet", memory_budget=plan - 1, **options)
         high = normalize_labels(out=tmp_path / "high.parquet", memory_budget=plan, **options)
     assert taken == [False, True]
@@ -332,14 +331,14 @@ def test_keys_and_documents_built_in_pieces_match_a_plain_computation(monkeypatc
     with buffers reused across pieces: any piece size gives the whole-array answer."""
     import numpy as np
 
-    monkeypatch.setattr(normalize_ranks, "_SLICE", piece)
+    monkeypatch.setattr(parquet_fast, "_SLICE", piece)
     rng = np.random.default_rng(piece)
     doc_rank, code_rank = rng.permutation(40), rng.permutation(25)
     doc_index = rng.integers(0, 40, 500).astype(np.int32)
     code_index = rng.integers(0, 25, 500).astype(np.int32)
-    keys = normalize_ranks._sorted_keys(doc_index, doc_rank, code_index, code_rank)
-    plain = np.sort((doc_rank[doc_index] << normalize_ranks.RANK_BITS) | code_rank[code_index])
+    keys = parquet_fast._sorted_keys(doc_index, doc_rank, code_index, code_rank)
+    plain = np.sort((doc_rank[doc_index] << parquet_fast.RANK_BITS) | code_rank[code_index])
     assert np.array_equal(keys, plain)
-    documents = normalize_ranks._documents(keys)
-    assert np.array_equal(documents, np.unique(plain >> normalize_ranks.RANK_BITS))
-    assert normalize_ranks._documents(keys[:0]).size == 0
+    documents = parquet_fast._documents(keys)
+    assert np.array_equal(documents, np.unique(plain >> parquet_fast.RANK_BITS))
+    assert parquet_fast._documents(keys[:0]).size == 0

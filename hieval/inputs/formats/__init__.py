@@ -3,7 +3,7 @@
 Every adapter registers a DuckDB view ``src`` with the columns ``doc_id, code`` and optionally
 ``score``, ``code_type`` and ``_line`` (the PSV line, CSV record, table row or JSON record that
 produced the row; :func:`locate` turns it into words for error messages). Validation and
-normalisation then happen once, in :mod:`hieval.inputs`, whatever the format. Nothing here
+normalisation then happen once, in :mod:`hieval.inputs.normalize`, whatever the format. Nothing here
 unpickles: NumPy files are loaded with ``allow_pickle=False``.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 
 from hieval.errors import InputError
-from hieval.formats import caml, dense, long, mimic4, text, wide
 from hieval.hints import setting
+from hieval.inputs.formats import caml, dense, long, mimic4, text, wide
 
 GOLD, PREDICTIONS = "gold", "predictions"
 
@@ -110,8 +110,11 @@ class Extras:
     doc_list: str | None = None
 
 
-def detect(path: Path, name: str) -> str:
-    """The format of ``path`` when the file says so unambiguously; otherwise an error."""
+def detect(path: Path, name: str, *, mimic4_version: int | None = None) -> str:
+    """The format of ``path`` when the file says so unambiguously; otherwise an error.
+
+    A MIMIC-IV table is read at ``mimic4_version`` (an ICD evaluation's own version); without
+    one, the user is asked to name the version."""
     suffix = path.suffix.lower()
     by_suffix = {
         ".psv": "caml_psv",
@@ -127,6 +130,8 @@ def detect(path: Path, name: str) -> str:
     if suffix == ".parquet":
         return "wide" if wide.looks_wide(path) else "long"
     if suffix in (".csv", ".tsv", ".txt", ".gz") and mimic4.looks_like_mimic4(path, name):
+        if mimic4_version is not None:
+            return f"mimic4_icd{mimic4_version}"
         # Both ICD versions share MIMIC-IV's tables; which one is evaluated is the user's call.
         raise InputError(
             f"{name}: {path} is a MIMIC-IV diagnoses_icd/procedures_icd table; name its format "

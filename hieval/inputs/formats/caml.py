@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from hieval.errors import InputError, preview, preview_value
-from hieval.formats import long, text
+from hieval.inputs.formats import long, text
 
 _ROWS = {"_line": pl.Int64, "doc_id": pl.String, "code": pl.String}
 # CAML's logistic-regression baseline writes label indices (0..N-1 into its label list), not
