@@ -19,7 +19,7 @@ import pytest
 
 from hieval.cli import main
 from hieval.experiments.demo import MODELS, make_demo
-from hieval.pipeline import publish_reports
+from hieval.pipeline import ReportJob, publish_reports
 from hieval.reports import figures
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -68,21 +68,24 @@ def _publish(out: Path, dest: Path, systems: dict[str, str]) -> Path:
     models = list(dict.fromkeys(pl.read_parquet(out / "metrics.parquet")["model"]))
     predictions = work / "inputs" / "predictions"
     publish_reports(
-        tidy=out / "metrics.parquet",
-        nodes={m: work / "counts" / m / "nodes.parquet" for m in models},
-        records=[work / "inputs" / "gold.json", *(predictions / f"{m}.json" for m in models)],
-        levels_file=work / "hierarchy" / "levels.parquet",
-        max_level=None,
-        hierarchy="package",
-        settings={},
-        html_out=dest / "report.html",
-        tex_out=dest / "tables.tex",
-        markdown_out=dest / "tables.md",
-        figures_out=dest / "figures",
-        systems=systems,
-        train_gold=work / "inputs" / "train_gold.parquet",
-        notes=[work / "ranking" / f"{m}.json" for m in models],
+        ReportJob(
+            tidy=out / "metrics.parquet",
+            nodes={m: work / "counts" / m / "nodes.parquet" for m in models},
+            records=[work / "inputs" / "gold.json", *(predictions / f"{m}.json" for m in models)],
+            levels_file=work / "hierarchy" / "levels.parquet",
+            max_level=None,
+            hierarchy="package",
+            settings={},
+            html_out=dest / "report.html",
+            tex_out=dest / "tables.tex",
+            markdown_out=dest / "tables.md",
+            figures_out=dest / "figures",
+            systems=systems,
+            train_gold=work / "inputs" / "train_gold.parquet",
+            notes=[work / "ranking" / f"{m}.json" for m in models],
+        )
     )
+
     return dest / "report.html"
 
 
