@@ -23,6 +23,7 @@ from hieval.analysis.tree import tree_of
 from hieval.atomic import write_parquet
 from hieval.engine.counts import evaluated_levels
 from hieval.hierarchy.table import read_level_table
+from hieval.inputs.counted import counted_statuses
 from hieval.metrics.uncertainty.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ def model_error_analysis(
     predicted = paths.read_parquet(labels, columns=["doc_id", "code"])
     train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
     every = [truth, predicted, *([] if train is None else [train])]
-    tree = tree_of(table, paths.read_parquet(ancestors), pl.concat([f["code"] for f in every]))
+    codes = pl.concat([f["code"] for f in every])
+    tree = tree_of(table, paths.read_parquet(ancestors), codes, counted_statuses(labels))
     rows = error_rows(truth, predicted, tree)
     write_parquet(error_distance(rows, tree, model=model, settings=settings), distance_out)
     write_parquet(confusions(truth, predicted, tree), confusions_out)

@@ -30,7 +30,12 @@ from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, HievalError, preview_value
 from hieval.hierarchy.table import read_level_table
-from hieval.inputs.options import DEFAULT_UNKNOWN_CODES, DEFAULT_UNKNOWN_DOCS, LabelOptions
+from hieval.inputs.options import (
+    DEFAULT_MALFORMED_CODES,
+    DEFAULT_UNKNOWN_CODES,
+    DEFAULT_UNKNOWN_DOCS,
+    LabelOptions,
+)
 from hieval.metrics import registry
 from hieval.metrics.ranking import DEFAULT_KS
 from hieval.metrics.suite import DEFAULT_LABEL_SET
@@ -425,6 +430,7 @@ def _run_options(
         cache=Path(kw["cache"]),
         max_level=kw["max_level"],
         unknown_codes=_checked("unknown_codes", kw["unknown_codes"]),
+        malformed_codes=_checked("malformed_codes", kw["malformed_codes"]),
         unknown_docs=_checked("unknown_docs", kw["unknown_docs"]),
         threshold=_checked("threshold", kw["threshold"]),
         dev_gold=None if kw["dev_gold"] is None else file_of(kw["dev_gold"], "dev_gold", "gold"),
@@ -470,6 +476,7 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
     cache: str | os.PathLike = "resources",
     max_level: str | None = DEFAULT_MAX_LEVEL,
     unknown_codes: str | None = DEFAULT_UNKNOWN_CODES,
+    malformed_codes: str = DEFAULT_MALFORMED_CODES,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     threshold: float | str | None = None,
     top_k: int | None = None,

@@ -30,9 +30,11 @@ from hieval.errors import VALUE_CHARS, HievalError, preview_value
 from hieval.inputs.formats import FORMATS
 from hieval.inputs.options import (
     CODE_FORMATS,
+    DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
+    MALFORMED_CODE_POLICIES,
     UNKNOWN_CODE_POLICIES,
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
@@ -294,8 +296,17 @@ def _policy_options(ev: argparse.ArgumentParser) -> None:
         "--unknown-codes",
         choices=UNKNOWN_CODE_POLICIES,
         default=DEFAULT_UNKNOWN_CODES,
-        help="codes not in the hierarchy: error, place by ICD syntax, or drop (default: place "
-        "for ICD-9 and ICD-10, error for your own tree, where place is refused)",
+        help="codes not in the hierarchy: error, place by ICD syntax, drop, or count "
+        "(predictions only: kept, placed nowhere, a false positive at the leaf level only) "
+        "(default: place for ICD-9 and ICD-10, error for your own tree, where place is refused)",
+    )
+    ev.add_argument(
+        "--malformed-codes",
+        choices=MALFORMED_CODE_POLICIES,
+        default=DEFAULT_MALFORMED_CODES,
+        help="predictions that are not codes at all (a generative coder's 'hypertension'): "
+        "error (default), or count (a false positive at the leaf level, code_status invalid); "
+        "malformed gold is always an error",
     )
     ev.add_argument(
         "--unknown-docs",
@@ -400,7 +411,8 @@ def _code_options(ev: argparse.ArgumentParser) -> None:
         "--code-format",
         choices=CODE_FORMATS,
         default=LabelOptions.code_format,
-        help="how files write codes: auto (dotted if any code has a dot), dotted, undotted",
+        help="how files write codes: auto (dotted if any code has a dot), dotted, undotted, or "
+        "lenient (predictions only: '401.9 - Unspecified ...' read as 401.9; the gold as auto)",
     )
     ev.add_argument(
         "--code-type",

@@ -130,6 +130,8 @@ def report_settings(config: dict, model_options: dict[str, LabelOptions]) -> dic
         key: config[key]
         for key in ("hierarchy", "max_level", "unknown_codes", "unknown_docs", "threshold")
     }
+    if config.get("malformed_codes", "error") != "error":  # only when set: old keys unchanged
+        run["malformed_codes"] = config["malformed_codes"]
     run["icm"] = dataclasses.asdict(icm_params(config))
     run["label_set"] = config["comparison"]["label_set"]
     models = {name: dataclasses.asdict(options) for name, options in model_options.items()}

@@ -30,6 +30,9 @@ What needs more than one batch, and how it is handled (exactly, never approximat
 - **Tuning** (``threshold="tune"``, ``dev_gold``, ``dev_predictions``) chooses one threshold
   from a dev set before any test document is decided, and ``train_gold``, ``doc_list`` and
   ``doc_groups`` name whole inputs: they are refused here (use :func:`hieval.evaluate`).
+  So are a generative coder's policies (``unknown_codes="count"``, ``malformed_codes="count"``,
+  ``code_format="lenient"``): their counted codes are listed per input (in the normalised
+  file's metadata and record), not yet reduced over batches.
 - **Settings that look across documents** act within a batch, which holds each document's
   gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
   the batch's gold (a prediction for a document of another batch is unknown in this one), and
@@ -72,7 +75,7 @@ from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
-from hieval.inputs.options import TUNE
+from hieval.inputs.options import COUNT, LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
 from hieval.resources import Resources
 
@@ -166,6 +169,18 @@ class Evaluator:
             raise InputError(
                 f"Evaluator: {', '.join(whole)} needs whole inputs at once (a threshold is "
                 "tuned on a dev set before any document is decided); use hieval.evaluate"
+            )
+        generative = [
+            f"{name}={options[name]!r}"
+            for name, value in (("unknown_codes", COUNT), ("malformed_codes", COUNT))
+            if options.get(name) == value
+        ]
+        if options.get("code_format") == LENIENT:
+            generative.append(f"code_format={LENIENT!r}")
+        if generative:
+            raise InputError(
+                f"Evaluator: {', '.join(generative)} is not reduced over batches yet (its "
+                "counted codes and lenient readings are listed per input); use hieval.evaluate"
             )
         self._keywords: dict[str, Any] = {
             **api.evaluate.__kwdefaults__,
@@ -274,6 +289,7 @@ class Evaluator:
             common = {
                 "levels_file": setup.table,
                 "unknown_codes": config["unknown_codes"],
+                "malformed_codes": config["malformed_codes"],
                 "resources": setup.resources,
                 "coverage": False,  # judged over all batches, at compute
             }
@@ -449,6 +465,7 @@ class Evaluator:
         common = {
             "levels_file": levels,
             "unknown_codes": setup.config["unknown_codes"],
+            "malformed_codes": setup.config["malformed_codes"],
             "resources": setup.resources,
         }
         with api._api_errors():

@@ -45,7 +45,9 @@ from hieval.hierarchy.table import (
     write_level_table,
 )
 from hieval.hints import setting
+from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
 from hieval.inputs.options import (
+    DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_DOCS,
     TUNE,
@@ -157,6 +159,7 @@ def normalize_file(
     levels_file: str | Path | LevelTable,
     options: LabelOptions,
     unknown_codes: str | None,
+    malformed_codes: str = DEFAULT_MALFORMED_CODES,
     gold: str | Path | None = None,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     default_threshold: float | str = DEFAULT_THRESHOLD,
@@ -218,6 +221,7 @@ def normalize_file(
                 hierarchy=hierarchy,
                 options=options,
                 unknown_codes=unknown_codes,
+                malformed_codes=malformed_codes,
                 gold_docs=gold,
                 unknown_docs=unknown_docs,
                 default_threshold=default_threshold,
@@ -529,15 +533,19 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 
 
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
-    """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax)."""
+    """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
+    for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
-    return _placed_codes(codes, table)
+    return _placed_codes(codes, table, counted=counted_codes(predictions))
 
 
-def _placed_codes(codes: pl.Series, table: LevelTable) -> pl.DataFrame | None:
-    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax)."""
+def _placed_codes(
+    codes: pl.Series, table: LevelTable, counted: frozenset[str] = frozenset()
+) -> pl.DataFrame | None:
+    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax), but
+    for the ``counted`` ones: with no ancestors they are false positives at the leaf only."""
     known = table.known_codes
-    unknown = {c for c in codes.to_list() if c not in known}
+    unknown = {c for c in codes.to_list() if c not in known and c not in counted}
     return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
 
 
@@ -604,7 +612,8 @@ def count_model(
         evaluated=evaluated,
         params=params,
         weights=paths.read_parquet(weights) if weights is not None else None,
-        placed=functools.partial(_placed_codes, table=table),  # of the codes the encoder reads
+        # of the codes the encoder reads
+        placed=functools.partial(_placed_codes, table=table, counted=counted_codes(predictions)),
         threads=resources.threads,
         docs_out=Path(docs_out),
     )
@@ -628,7 +637,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
     makes per-document counts add up exactly. The hash is taken once per distinct document (in
     DuckDB, as ``md5_number(doc_id) % n``); the table is streamed in slices, each appended to
     its shards' files, so memory stays bounded (the input's order, sorted for a normalised
-    table, is kept). Returns the rows per shard.
+    table, is kept). Returns the rows per shard. Each shard keeps the source's counted codes
+    (:mod:`hieval.inputs.counted`), so that no shard's count places them.
     """
     import duckdb
     import pyarrow.parquet as pq
@@ -640,6 +650,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
         params={"n": len(outputs), "source": paths.duckdb_path(source)},
     ).pl()
     sizes = [0] * len(outputs)
+    counted = pq.read_schema(source).metadata or {}
+    counted = {k: v for k, v in counted.items() if k == COUNTED_CODES_KEY}
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
         writers: list[pq.ParquetWriter | None] = [None] * len(outputs)
@@ -648,6 +660,8 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
             batch = batch.join(shard_of, on="doc_id", how="left", maintain_order="left")
             for index, part in batch.partition_by("shard", as_dict=True).items():
                 table = part.drop("shard").to_arrow()
+                if counted:
+                    table = table.replace_schema_metadata(counted)
                 shard = int(index[0])
                 if writers[shard] is None:
                     writers[shard] = stack.enter_context(
@@ -657,7 +671,9 @@ def split_by_document(source: str | Path, outputs: list[str | Path]) -> list[int
                 sizes[shard] += part.height
         empty = scan.head(0).collect()
         for tmp, writer in zip(tmps, writers, strict=True):
-            if writer is None:  # no document hashed here: an empty shard, with the columns
+            if writer is None and counted:  # an empty shard, with the columns and the codes
+                pq.write_table(empty.to_arrow().replace_schema_metadata(counted), tmp)
+            elif writer is None:  # no document hashed here: an empty shard, with the columns
                 empty.write_parquet(tmp)
     return sizes
 

@@ -46,9 +46,11 @@ from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.hints import DEV_SUFFIX, setting
 from hieval.inputs.formats import GOLD, PREDICTIONS
 from hieval.inputs.options import (
+    DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
+    LENIENT,
     LabelOptions,
 )
 from hieval.metrics.ranking import DEFAULT_KS
@@ -98,6 +100,7 @@ class EvaluateOptions:
     cache: Path = Path("resources")
     max_level: str | None = DEFAULT_MAX_LEVEL
     unknown_codes: str = DEFAULT_UNKNOWN_CODES
+    malformed_codes: str = DEFAULT_MALFORMED_CODES
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS
     threshold: float | str | None = None
     dev_gold: Path | None = None
@@ -284,10 +287,12 @@ def config_from_args(args: EvaluateOptions) -> dict:
         "gold_format": gold_file.get("format", "auto"),
         "gold_code_list": gold_file.get("code_list"),
         "gold_doc_list": gold_file.get("doc_list"),
-        "gold_code_format": args.code_format,
+        # lenient reads predictions only: the gold's codes are read as codes
+        "gold_code_format": "auto" if args.code_format == LENIENT else args.code_format,
         "gold_code_type": gold_file.get("code_type", _every_file_code_type(args)),
         "max_level": args.max_level,
         "unknown_codes": args.unknown_codes,
+        "malformed_codes": args.malformed_codes,
         "unknown_docs": args.unknown_docs,
         "threshold": TUNE if args.threshold == TUNE else DEFAULT_THRESHOLD,
         "dev_gold": str(args.dev_gold) if args.dev_gold else None,
@@ -416,6 +421,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     common = {
         "levels_file": levels,
         "unknown_codes": config["unknown_codes"],
+        "malformed_codes": config["malformed_codes"],
         "resources": resources,
     }
     return _Run(

@@ -19,6 +19,7 @@ def main(smk):
         levels_file=smk.input.levels,
         options=LabelOptions(**json.loads(smk.params.options)),
         unknown_codes=smk.params.unknown_codes,
+        malformed_codes=smk.params.malformed_codes,
         gold=smk.input.gold if hasattr(smk.input, "gold") else None,
         unknown_docs=smk.params.unknown_docs,
         default_threshold=smk.params.threshold,

@@ -249,7 +249,7 @@ def test_config_errors_one_line_each_no_schema_dump(tmp_path):
         tmp_path,
         config,
         "config key 'icm.beta': 'x' is not of type 'number'",
-        "config key 'unknown_codes': 'ignore' is not one of ['error', 'place', 'drop']",
+        "config key 'unknown_codes': 'ignore' is not one of ['error', 'place', 'drop', 'count']",
         "config key 'shards': 0 is less than the minimum of 1",
         "config key 'colour' is unknown",
     )

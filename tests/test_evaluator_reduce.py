@@ -6,6 +6,7 @@ batch once it is counted."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +223,21 @@ def test_no_rows_of_a_batch_are_kept(icd9, cache):
 )
 def test_options_needing_whole_inputs_are_refused(cache, options):
     with pytest.raises(hieval.InputError, match=r"use hieval\.evaluate"):
+        hieval.Evaluator(cache=cache, **options)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"unknown_codes": "count"}, "unknown_codes='count'"),
+        ({"malformed_codes": "count"}, "malformed_codes='count'"),
+        ({"code_format": "lenient"}, "code_format='lenient'"),
+    ],
+)
+def test_generative_coder_policies_are_refused_naming_them(cache, options, named):
+    """Their counted codes and lenient readings are listed per input, not summed over batches:
+    refused rather than reduced wrongly."""
+    with pytest.raises(hieval.InputError, match=re.escape(named) + r".*use hieval\.evaluate"):
         hieval.Evaluator(cache=cache, **options)
 
 

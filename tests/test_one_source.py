@@ -26,9 +26,12 @@ from hieval.hierarchy.sources import SOURCES
 from hieval.inputs.formats import FORMAT_NAMES, FORMATS, GOLD, PREDICTIONS
 from hieval.inputs.options import (
     CODE_FORMATS,
+    DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
+    GOLD_CODE_FORMATS,
+    MALFORMED_CODE_POLICIES,
     UNKNOWN_CODE_POLICIES,
     UNKNOWN_DOC_POLICIES,
     LabelOptions,
@@ -61,7 +64,8 @@ def test_config_schema_enums_are_the_code_constants():
     assert enum(CONFIG["hierarchy"]["properties"]["source"]) == list(SOURCES)
     gold_formats = ["auto", *(n for n, f in FORMATS.items() if GOLD in f.roles)]
     assert enum(CONFIG["gold_format"]) == gold_formats
-    assert enum(CONFIG["gold_code_format"]) == list(CODE_FORMATS)
+    assert enum(CONFIG["gold_code_format"]) == list(GOLD_CODE_FORMATS)
+    assert enum(CONFIG["malformed_codes"]) == list(MALFORMED_CODE_POLICIES)
     assert enum(CONFIG["gold_code_type"]) == list(CODE_TYPES)
     assert enum(CONFIG["unknown_codes"]) == list(UNKNOWN_CODE_POLICIES)
     assert enum(CONFIG["unknown_docs"]) == list(UNKNOWN_DOC_POLICIES)
@@ -81,6 +85,7 @@ def test_config_schema_defaults_are_the_code_defaults():
     assert CONFIG["threshold"]["default"] == DEFAULT_THRESHOLD
     assert CONFIG["unknown_codes"]["default"] == DEFAULT_UNKNOWN_CODES
     assert CONFIG["unknown_docs"]["default"] == DEFAULT_UNKNOWN_DOCS
+    assert CONFIG["malformed_codes"]["default"] == DEFAULT_MALFORMED_CODES
     assert CONFIG["gold_code_format"]["default"] == LabelOptions.code_format
     assert CONFIG["gold_format"]["default"] == LabelOptions.format
     for key in ("alpha1", "alpha2", "beta", "empty_gold"):
@@ -133,6 +138,7 @@ def test_cli_defaults_are_the_config_defaults_and_cover_every_key():
         (["--max-level", "e0"], ("max_level",), "e0"),
         (["--unknown-codes", "drop"], ("unknown_codes",), "drop"),
         (["--unknown-docs", "drop"], ("unknown_docs",), "drop"),
+        (["--malformed-codes", "count"], ("malformed_codes",), "count"),
         (["--code-format", "undotted"], ("gold_code_format",), "undotted"),
         (["--code-type", "proc"], ("gold_code_type",), "proc"),
         (["--icm-alpha1", "1.5"], ("icm", "alpha1"), 1.5),

@@ -23,7 +23,7 @@ import polars as pl
 from hieval import paths
 from hieval.errors import InputError, preview_value
 from hieval.metrics.count_measures import PRF_MEASURES
-from hieval.metrics.registry import OVERALL
+from hieval.metrics.registry import HEADLINE_FAMILIES, OVERALL
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
@@ -31,7 +31,6 @@ from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 MISSING = "(missing)"
 #: The (family, level) of the headline rows, micro-averaged: flat F1 at the leaves, set-based
 #: and CoPHE pooled over the evaluated levels.
-HEADLINE = (("flat", "leaf"), ("set", OVERALL), ("cophe", OVERALL))
 COLUMNS = (
     "attribute", "group", "model", "family", "level", "average", "metric",
     "value", "low", "high", "documents",
@@ -103,7 +102,7 @@ def headline_counts(docs: pl.DataFrame, doc_ids: pl.Series) -> dict[tuple[str, s
     order) from a model's per-document count table (levels summed for ``overall``)."""
     index = pl.DataFrame({"doc_id": doc_ids}).with_row_index("_doc")
     out = {}
-    for family, level in HEADLINE:
+    for family, level in HEADLINE_FAMILIES:
         rows = docs.filter(pl.col("family") == family)
         if level != OVERALL:
             rows = rows.filter(pl.col("level") == level)

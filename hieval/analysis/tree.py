@@ -13,11 +13,15 @@ import polars as pl
 
 from hieval import codesystem
 from hieval.hierarchy.table import LevelTable
+from hieval.inputs.counted import INVALID, UNKNOWN
 
 #: The status of a label's code: in the release, placed by ICD syntax though not in the release,
-#: or not a code at all (a generative coder's malformed output).
-VALID, PLACED, INVALID = "valid", "placed", "invalid"
-CODE_STATUSES = (VALID, PLACED, INVALID)
+#: not in the release and placed nowhere (``unknown_codes: count``: a generative coder's
+#: invented code, a false positive at the leaf level only), or not a code at all
+#: (``malformed_codes: count``). ``unknown`` is a value of its own because ``placed`` codes
+#: earn partial credit at the levels above and these earn none: the two must not be summed.
+VALID, PLACED = "valid", "placed"
+CODE_STATUSES = (VALID, PLACED, UNKNOWN, INVALID)
 #: The LCA level of an error whose document has no error on the other side at all.
 NONE = "none"
 ROOT = "root"
@@ -58,13 +62,24 @@ def category_level(table: LevelTable) -> str:
     return table.levels[1] if len(table.levels) > 2 else table.levels[0]
 
 
-def tree_of(table: LevelTable, ancestors: pl.DataFrame, codes: pl.Series) -> Tree:
+def tree_of(
+    table: LevelTable,
+    ancestors: pl.DataFrame,
+    codes: pl.Series,
+    counted: dict[str, str] | None = None,
+) -> Tree:
     """The :class:`Tree` of ``codes`` (every code of the labels analysed): their rows of the
     hierarchy's ``ancestors`` table, and rows placed by syntax for codes the release lacks
-    (normalisation kept them only under ``unknown_codes: place``)."""
+    (normalisation kept them only under ``unknown_codes: place``). ``counted`` (code -> status,
+    :func:`hieval.inputs.counted.counted_statuses`) are the predictions' codes placed nowhere:
+    no ancestor rows, so they meet every other code at the root only."""
+    counted = counted or {}
     codes = codes.drop_nulls().unique()
     known = table.frame.select("code")
-    unknown = codes.filter(~codes.is_in(known["code"].implode()))
+    unknown = codes.filter(
+        ~codes.is_in(known["code"].implode())
+        & ~codes.is_in(pl.Series(list(counted), dtype=pl.String).implode())
+    )
     rows = ancestors.filter(pl.col("code").is_in(codes.implode()))
     if unknown.len():
         placed = codesystem.of_table(table).placed_ancestors(unknown.to_list(), table)
@@ -72,7 +87,7 @@ def tree_of(table: LevelTable, ancestors: pl.DataFrame, codes: pl.Series) -> Tre
     statuses = pl.DataFrame({"code": codes}).with_columns(
         pl.when(pl.col("code").is_in(unknown.implode()))
         .then(pl.lit(PLACED))
-        .otherwise(pl.lit(VALID))
+        .otherwise(pl.col("code").replace_strict(counted, default=VALID, return_dtype=pl.String))
         .alias("code_status")
     )
     titles = table.frame.select("code", pl.col("title").cast(pl.String))

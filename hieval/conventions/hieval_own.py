@@ -11,7 +11,7 @@ from hieval.metrics.registry import LEAF
 
 #: (family, average, metric) of the rows shown, by their name in conventions.parquet; the @K
 #: rows (``ranking``, ``mean``) follow, one per K of the run.
-HEADLINE = {
+OWN_ROWS = {
     "precision_micro": ("flat", "micro", "precision"),
     "recall_micro": ("flat", "micro", "recall"),
     "f1_micro": ("flat", "micro", "f1"),
@@ -31,7 +31,7 @@ def hieval_metrics(tidy: pl.DataFrame) -> dict[str, float]:
     value = {
         (r["family"], r["average"], r["metric"]): r["value"] for r in leaf.iter_rows(named=True)
     }
-    out = {name: value[key] for name, key in HEADLINE.items() if key in value}
+    out = {name: value[key] for name, key in OWN_ROWS.items() if key in value}
     for (family, average, metric), v in value.items():
         if family == "ranking" and average == "mean" and metric.startswith(RANKED):
             out[metric] = v

@@ -79,6 +79,7 @@ def write_conventions(
                 ),
                 icd9=icd9,
                 notes=notes.setdefault(model, {}),
+                asked=conventions is not None,
             )
         )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
@@ -88,5 +89,6 @@ def write_conventions(
     arrow = arrow.replace_schema_metadata({NOTES_KEY: json.dumps(notes, sort_keys=True)})
     with atomic_path(out) as tmp:
         pq.write_table(arrow, tmp)
-    log.info("%d convention rows (%s) for %d models", table.height, ", ".join(names), len(models))
+    computed = ", ".join(table["convention"].unique(maintain_order=True).to_list())
+    log.info("%d convention rows (%s) for %d models", table.height, computed, len(models))
     return table

@@ -21,6 +21,12 @@ log = logging.getLogger(__name__)
 
 SCHEMA = {"model": pl.String, "convention": pl.String, "metric": pl.String, "value": pl.Float64}
 
+#: CAML's and Edin et al.'s conventions work on dense documents x label space matrices (about
+#: 60 bytes a cell at the peak, sorts included: 1.9 GB for CAML's 3,372 x 8,922). Beyond this
+#: many cells they run only when asked for by name; by default they are left out, said in the
+#: log and the notes, so a default run at MIMIC-IV scale does not exhaust the machine's memory.
+MAX_DEFAULT_CELLS = 50_000_000
+
 
 def check_names(names: Sequence[str] | None) -> tuple[str, ...]:
     """The conventions asked for, in the registry's order; None: every one."""
@@ -85,13 +91,18 @@ def model_rows(  # noqa: PLR0913 (one model's tables, each read once by the call
     threshold: float | None = None,
     icd9: bool = True,
     notes: dict | None = None,
+    asked: bool = True,
 ) -> pl.DataFrame:
     """The rows of ``model`` under each of ``conventions``; with ``label_space`` None, CAML's and
     Edin et al.'s label space is the codes observed in the gold and the decided predictions.
     ``notes``, when given, receives what the report says about them (the label space, the
-    pairs left outside it, the threshold of Edin et al.'s decisions)."""
+    pairs left outside it, the threshold of Edin et al.'s decisions). ``asked``: the
+    conventions were named by the user (not the default), so they run at any size."""
     rows: list[tuple[str, str, float]] = []
     matrix_conventions = [c for c in conventions if c != "hieval"]
+    if matrix_conventions and not asked:
+        matrix_conventions = _fits(model, matrix_conventions, gold, decided, label_space, notes)
+        conventions = [c for c in conventions if c == "hieval" or c in matrix_conventions]
     if matrix_conventions:
         if label_space is None:
             labels = observed_labels(gold, decided)
@@ -123,6 +134,31 @@ def model_rows(  # noqa: PLR0913 (one model's tables, each read once by the call
             values = edin_metrics(m, strict.yhat, filter_codes=convention == "edin")
         rows += [(convention, name, float(v)) for name, v in values.items()]
     return pl.DataFrame([(model, *row) for row in rows], schema=SCHEMA, orient="row")
+
+
+def _fits(
+    model: str,
+    matrix_conventions: list[str],
+    gold: pl.DataFrame,
+    decided: pl.DataFrame,
+    label_space: list[str] | None,
+    notes: dict | None,
+) -> list[str]:
+    """The matrix conventions when their matrices are small enough for a default run; none,
+    said in the log and the notes, when they are not (:data:`MAX_DEFAULT_CELLS`)."""
+    codes = len(label_space) if label_space is not None else len(observed_labels(gold, decided))
+    cells = gold["doc_id"].n_unique() * codes
+    if cells <= MAX_DEFAULT_CELLS:
+        return matrix_conventions
+    why = (
+        f"{', '.join(matrix_conventions)} left out: their dense matrices would hold {cells:,} "
+        f"cells (documents x {codes:,} codes; about {cells * 60 / 1e9:.0f} GB at the peak); "
+        "name them (--conventions / config conventions) to compute them anyway"
+    )
+    log.warning("%s: %s", model, why)
+    if notes is not None:
+        notes["left_out"] = why
+    return []
 
 
 def _check_label_space(outside: dict[str, int], gold: pl.DataFrame, name: str | None) -> None:

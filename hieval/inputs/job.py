@@ -38,6 +38,8 @@ class LabelJob:
     duckdb_config: dict | None
     memory_budget: int | None
     on_fast_path: Callable[[], None] | None
+    #: ``error`` or ``count`` (predictions only; always ``error`` for the gold).
+    malformed_codes: str = "error"
 
     @property
     def is_gold(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
 from hieval.hierarchy.table import LevelTable
 from hieval.inputs import parquet_fast
+from hieval.inputs.counted import INVALID, UNKNOWN, mark_counted
 from hieval.inputs.detect import MIMIC4_FORMATS, LabelFile
 from hieval.inputs.formats import (
     FORMATS,
@@ -50,9 +52,13 @@ from hieval.inputs.formats.repeats import check_cell_repeats
 from hieval.inputs.job import LabelJob
 from hieval.inputs.options import (
     CODE_FORMATS,
+    COUNT,
+    DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
     DEFAULT_UNKNOWN_CODES,
     DEFAULT_UNKNOWN_DOCS,
+    LENIENT,
+    MALFORMED_CODE_POLICIES,
     UNKNOWN_CODE_POLICIES,
     LabelOptions,
     TunedThresholds,
@@ -104,13 +110,13 @@ _INTEGER_TYPES = {
 def _map_codes(
     raw: pl.DataFrame,
     fmt: str,
-    default_type: str | None,
+    job: LabelJob,
     *,
-    system: CodeSystem,
     where,
     path: Path,
     name: str,
     rows,
+    lenient: bool = False,
 ) -> pl.DataFrame:
     """Normalise each distinct (raw code, code_type) once, as the code system reads codes;
     fail with examples on bad codes (and say so when they look like the other ICD system); a
@@ -120,14 +126,24 @@ def _map_codes(
     milliseconds; the rows are mapped by one join (:func:`_apply_mapping`). ``rows()`` gives
     each (code, code_type) its first row, and ``where`` maps rows to their place in the file:
     both are asked only when there are bad codes to show.
+
+    The job gives the code system, the file's ``code_type`` and ``malformed_codes``.
+    ``lenient`` reads the code before a description (:func:`lenient_code`); ``malformed_codes:
+    count`` keeps a string that is no code as it is written, its kind ``invalid``
+    (:data:`INVALID_KIND`), instead of refusing the file.
     """
+    system, default_type, malformed = job.system, job.options.code_type, job.malformed_codes
     mapped, errors = [], []
     for code, ctype in raw.iter_rows():
         try:
-            canonical, kind = system.normalize(code, ctype, fmt, default_type=default_type)
+            text = lenient_code(code) if lenient else code
+            canonical, kind = system.normalize(text, ctype, fmt, default_type=default_type)
             mapped.append((code, ctype, canonical, kind))
         except CodeError as exc:
-            errors.append((code, ctype, str(exc)))
+            if malformed == COUNT:
+                mapped.append((code, ctype, code, INVALID_KIND))
+            else:
+                errors.append((code, ctype, str(exc)))
     if errors:
         first = {(code, ctype): row for code, ctype, row in rows().iter_rows()}
         shown_errors = [(first[code, ctype], code, msg) for code, ctype, msg in errors[:10]]
@@ -154,6 +170,23 @@ def _map_codes(
     return pl.DataFrame(
         mapped, schema=dict.fromkeys(["raw", "raw_type", "code", "kind"], pl.String), orient="row"
     )
+
+
+#: The kind of a prediction kept under ``malformed_codes: count`` though it is no code.
+INVALID_KIND = "invalid"
+
+#: A code, then a description: ``401.9 - Unspecified ...``, ``I10 (Essential ...)``,
+#: ``I10: Essential ...``. The code is the first word; what follows must start with a dash, a
+#: parenthesis or a colon, so that a bare word (``hypertension``) stays what it is.
+_LENIENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9.]*)\s*(?:[-\u2013\u2014:(\[]|\s)(?:.*)$", re.S)
+
+
+def lenient_code(raw: str) -> str:
+    """The code of ``raw`` read leniently (``code_format: lenient``, predictions only): the
+    first word of a code written with a description after it; ``raw`` itself otherwise (then
+    read, and refused or counted, as any code)."""
+    match = _LENIENT.match(raw)
+    return match.group(1).rstrip(".") if match else raw
 
 
 def _apply_mapping(con, mapping: pl.DataFrame, *, has_type: bool) -> bool:
@@ -255,6 +288,7 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
     hierarchy: LevelTable,
     options: LabelOptions | None = None,
     unknown_codes: str | None = DEFAULT_UNKNOWN_CODES,
+    malformed_codes: str = DEFAULT_MALFORMED_CODES,
     gold_docs: str | Path | None = None,
     unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
     default_threshold: float = DEFAULT_THRESHOLD,
@@ -285,7 +319,12 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
     waited for before a file is read in DuckDB, so DuckDB never works beside another file.
 
     Codes are read as the hierarchy's code system reads them (:mod:`hieval.codesystem`);
-    ``unknown_codes`` None is that system's default.
+    ``unknown_codes`` None is that system's default. ``unknown_codes: count`` and
+    ``malformed_codes: count`` keep a prediction the release lacks, or that is no code at all,
+    as a code placed nowhere (a false positive at the leaf level only); the normalised file lists
+    them in its metadata (:mod:`hieval.inputs.counted`) so that nothing downstream places them.
+    The gold stays strict: for it ``count`` means the system's default and a malformed code is
+    an error.
 
     The file is looked at once (:class:`~hieval.inputs.detect.LabelFile`: its format and
     sha256) and the settings are checked once (:class:`~hieval.inputs.job.LabelJob`); both
@@ -297,9 +336,14 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
         name=name, role=role, options=options, default_threshold=default_threshold,
         unknown_codes=unknown_codes, hierarchy=hierarchy,
     )  # fmt: skip
+    if malformed_codes not in MALFORMED_CODE_POLICIES:
+        raise InputError(
+            f"malformed_codes must be one of {MALFORMED_CODE_POLICIES}, not {malformed_codes!r}"
+        )
     job = LabelJob(
         role=role, out=out, hierarchy=hierarchy, system=system, options=options,
         unknown_codes=unknown_codes, gold_docs=gold_docs,
+        malformed_codes=DEFAULT_MALFORMED_CODES if role == GOLD else malformed_codes,
         unknown_docs=unknown_docs, default_threshold=default_threshold, tuned=tuned,
         scores_out=scores_out, duckdb_config=duckdb_config, memory_budget=memory_budget,
         on_fast_path=on_fast_path,
@@ -331,6 +375,13 @@ def _check_settings(
             f"unknown_codes must be one of {UNKNOWN_CODE_POLICIES}, not {unknown_codes!r}"
         )
     system = codesystem.of_table(hierarchy)
+    if role == GOLD and unknown_codes == COUNT:  # the gold stays strict: its codes are the truth
+        unknown_codes = None
+    if role == GOLD and options.code_format == LENIENT:
+        raise InputError(
+            f"{name}: code_format lenient reads predictions only; the gold's codes must be "
+            "written as codes (auto, dotted or undotted)"
+        )
     try:
         unknown_codes = system.resolve_unknown_codes(unknown_codes)
     except CodeError as exc:
@@ -387,6 +438,7 @@ def _normalize_in_duckdb(file: LabelFile, job: LabelJob) -> InputRecord:
         format=src.format,
         unknown_code_policy=job.unknown_codes,
         code_system=job.system.name,
+        malformed_code_policy=job.malformed_codes,
     )
     if src.format in MIMIC4_FORMATS:
         record.other_version_rows = mimic4.other_version_rows(con, MIMIC4_FORMATS[src.format])
@@ -395,7 +447,7 @@ def _normalize_in_duckdb(file: LabelFile, job: LabelJob) -> InputRecord:
     _select(src, record, job)
     if src.has_score or grouped:
         _count_duplicates(con, record, file.name)
-    _apply_unknown_codes(con, record, job.hierarchy, job.unknown_codes, file.path, file.name)
+    _apply_unknown_codes(con, record, job, file.path, file.name)
     if job.gold_docs is not None:
         _apply_unknown_docs(con, record, job.gold_docs, job.unknown_docs, file.path, file.name)
     _count_labels(src, record, is_gold=job.is_gold)
@@ -492,9 +544,14 @@ def _read_codes(src: _Source, record: InputRecord, job: LabelJob) -> bool:
         SELECT DISTINCT code, code_type FROM labels WHERE code IS NOT NULL
         ORDER BY code, code_type""").pl()
     fmt = job.options.code_format
-    if fmt == "auto":
+    lenient = fmt == LENIENT
+    if lenient:
+        read = raw_codes["code"].map_elements(lenient_code, return_dtype=pl.String)
+        record.codes_read_leniently = int((read != raw_codes["code"]).sum())
+        fmt = "dotted" if read.str.contains(".", literal=True).any() else "undotted"
+    elif fmt == "auto":
         fmt = "dotted" if raw_codes["code"].str.contains(".", literal=True).any() else "undotted"
-    record.code_format = fmt
+    record.code_format = f"{LENIENT} {fmt}" if lenient else fmt
 
     def code_rows() -> pl.DataFrame:
         src.legacy_rows()
@@ -514,12 +571,15 @@ def _read_codes(src: _Source, record: InputRecord, job: LabelJob) -> bool:
     mapping = _map_codes(
         raw_codes,
         fmt,
-        job.options.code_type,
-        system=job.system,
+        job,
         where=code_where,
         path=src.path,
         name=src.name,
         rows=first_rows,
+        lenient=lenient,
+    )
+    record.invalid_codes = dict.fromkeys(
+        mapping.filter(pl.col("kind") == INVALID_KIND)["code"].unique().sort().to_list(), 0
     )
     grouped = _apply_mapping(con, mapping, has_type=src.has_type)
     check_cell_repeats(
@@ -597,6 +657,10 @@ def _write_labels(
                 name=src.name,
                 check=not grouped,
             )
+        if record.counted_codes:
+            invalid = record.invalid_codes
+            statuses = {c: INVALID if c in invalid else UNKNOWN for c in record.counted_codes}
+            mark_counted(tmp, statuses)
 
 
 def _copy_sorted(con, select: str, out: Path) -> None:
@@ -865,28 +929,76 @@ def _write_scores(
         con.register("known_codes", known.frame.select("code"))
         con.execute("DELETE FROM scored WHERE code NOT IN (SELECT code FROM known_codes)")
     record.scored_pairs = con.execute("SELECT count(*) FROM scored").fetchone()[0]
+    counted = _counted_scores(con, record, known, gold_docs) if has_score else {}
     with atomic_path(out) as tmp:
         con.execute(f"""
             COPY (SELECT doc_id, code, score FROM scored ORDER BY doc_id, code)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd)""")
+        if counted:
+            mark_counted(tmp, counted)
     if has_score:
         log.info("%s: %d scores kept for ranking", name, record.scored_pairs)
 
 
-def _apply_unknown_codes(
-    con, record: InputRecord, hierarchy: LevelTable, policy: str, path: Path, name: str
-) -> None:
+def _counted_scores(
+    con, record: InputRecord, known: LevelTable, gold_docs: str | Path | None
+) -> dict[str, str]:
+    """The scored codes ranking must not place (code -> status): the decisions' counted codes,
+    and under ``unknown_codes: count`` every scored code the hierarchy and the gold lack
+    (selected or not)."""
+    counted = {c: INVALID if c in record.invalid_codes else UNKNOWN for c in record.counted_codes}
+    if record.unknown_code_policy != COUNT:
+        return counted
+    codes = {c for (c,) in con.execute("SELECT DISTINCT code FROM scored").fetchall()}
+    codes -= set(known.frame["code"].to_list())
+    if codes and gold_docs is not None:
+        gold = con.execute(
+            "SELECT DISTINCT code FROM read_parquet(?)", [duckdb_path(gold_docs)]
+        ).fetchall()
+        codes -= {c for (c,) in gold}
+    return dict.fromkeys(sorted(codes), UNKNOWN) | counted
+
+
+def _apply_unknown_codes(con, record: InputRecord, job: LabelJob, path: Path, name: str) -> None:
+    """Apply the unknown-code policy to the codes the hierarchy lacks; the malformed
+    predictions kept under ``malformed_codes: count`` are counted apart (``invalid_codes``), and
+    with the non-existent codes kept under ``unknown_codes: count`` they are the file's counted
+    codes, placed nowhere, unless the gold holds the same code (then it is the gold's, placed
+    as the gold's is: a match)."""
+    hierarchy, policy = job.hierarchy, job.unknown_codes
     codes = con.execute("""
         SELECT code, sum(n)::BIGINT FROM labels WHERE code IS NOT NULL GROUP BY code
         ORDER BY code
     """).fetchall()
     known = set(hierarchy.frame["code"].to_list())
-    record.unknown_codes = {code: n for code, n in codes if code not in known}
+    invalid = record.invalid_codes
+    record.invalid_codes = {code: n for code, n in codes if code in invalid}
+    record.unknown_codes = {
+        code: n for code, n in codes if code not in known and code not in invalid
+    }
     check_unknown_codes(
         record.unknown_codes, hierarchy=hierarchy, policy=policy, path=path, name=name
     )
     if record.unknown_codes and policy == "drop":
         _drop(con, "list_contains(?, code)", [list(record.unknown_codes)])
+    counted = dict.fromkeys(record.invalid_codes, INVALID)
+    if policy == COUNT:
+        counted |= dict.fromkeys(record.unknown_codes, UNKNOWN)
+    if counted and job.gold_docs is not None:
+        gold = con.execute(
+            "SELECT DISTINCT code FROM read_parquet(?) WHERE code IS NOT NULL",
+            [duckdb_path(job.gold_docs)],
+        ).fetchall()
+        for (code,) in gold:
+            counted.pop(code, None)
+    record.counted_codes = sorted(counted)
+    if counted:
+        record.warnings.append(
+            f"model {name}: {len(counted)} predicted code(s) are not codes of the release or "
+            f"not codes at all ({preview(sorted(counted), 5)}): each is a false positive at the "
+            "leaf level (flat) and at no other level (set-based, CoPHE); ICM, hierarchical F and "
+            "PROP-F leave them out"
+        )
 
 
 def _apply_unknown_docs(

@@ -15,12 +15,25 @@ from hieval.errors import InputError
 DEFAULT_THRESHOLD = 0.5
 #: The threshold that is tuned on a validation set (sheet, config and ``--threshold``).
 TUNE = "tune"
-UNKNOWN_CODE_POLICIES = ("error", "place", "drop")
+#: ``count`` (predictions only): a code the release lacks is kept, placed nowhere, and so is a
+#: false positive at the leaf level and nowhere else (a generative coder's invented code).
+COUNT = "count"
+UNKNOWN_CODE_POLICIES = ("error", "place", "drop", COUNT)
 #: None: the code system's default (``place`` for ICD-9 and ICD-10, ``error`` for your own tree).
 DEFAULT_UNKNOWN_CODES = None
 UNKNOWN_DOC_POLICIES = ("error", "drop")
 DEFAULT_UNKNOWN_DOCS = "error"
-CODE_FORMATS = ("auto", "dotted", "undotted")
+#: A prediction that is not a code at all (``hypertension``): ``error`` stops the run; ``count``
+#: keeps it as a false positive at the leaf level (``code_status`` invalid). The gold is always
+#: strict.
+MALFORMED_CODE_POLICIES = ("error", COUNT)
+DEFAULT_MALFORMED_CODES = "error"
+#: ``lenient`` (predictions only) reads a code written with a description after it
+#: (``401.9 - Unspecified essential hypertension``, ``I10 (Essential hypertension)``) as the code.
+LENIENT = "lenient"
+CODE_FORMATS = ("auto", "dotted", "undotted", LENIENT)
+#: The gold is read strictly: no lenient reading.
+GOLD_CODE_FORMATS = CODE_FORMATS[:-1]
 
 
 @dataclass

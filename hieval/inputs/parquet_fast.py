@@ -33,6 +33,7 @@ from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, preview_value
 from hieval.inputs.detect import LabelFile
 from hieval.inputs.job import LabelJob
+from hieval.inputs.options import COUNT, LENIENT
 from hieval.inputs.policies import check_unknown_codes, check_unknown_docs
 from hieval.inputs.record import UNSCORED_SELECTION, InputRecord
 from hieval.pending_file import PendingFile
@@ -105,6 +106,8 @@ def _may_take(source: LabelFile, job: LabelJob) -> bool:
     options = job.options
     if source.path.suffix.lower() != ".parquet" or options.format not in ("auto", "long"):
         return False
+    if COUNT in (job.unknown_codes, job.malformed_codes) or options.code_format == LENIENT:
+        return False  # a generative coder's codes: kept, counted and recorded by the general path
     if options.code_list or options.doc_list:
         return False  # lists belong to dense matrices: the general path refuses them here
     if not source.path.is_file():

@@ -24,7 +24,7 @@ def check_unknown_codes(
 ) -> None:
     """Apply ``policy`` to the codes the hierarchy lacks (code -> rows): ``error`` raises,
     naming them; ``place`` makes sure each can be placed by its syntax; ``drop`` only logs (the
-    caller removes the rows)."""
+    caller removes the rows); ``count`` only logs (the rows stay, placed nowhere)."""
     if not unknown:
         return
     listing = preview(sorted(unknown))
@@ -43,6 +43,14 @@ def check_unknown_codes(
             + advice
             + (f"\n  {mismatch}" if mismatch else "")
         )
+    if policy == "count":  # kept, placed nowhere: false positives at the leaf level only
+        log.info(
+            "%s: %d codes not in the hierarchy counted as false positives at the leaf level: %s",
+            name,
+            len(unknown),
+            listing,
+        )
+        return
     if policy == "drop":
         log.info(
             "%s: dropped %d rows with %d codes not in the hierarchy: %s",

@@ -40,6 +40,13 @@ class InputRecord:
     #: How predictions were decided: "score >= 0.5", "top 15", "as given (no scores)", ...
     selection: str = ""
     tuned_threshold: dict = field(default_factory=dict)
+    #: ``malformed_codes: count``: the predictions that are no code (code -> rows), kept.
+    invalid_codes: dict[str, int] = field(default_factory=dict)
+    #: ``code_format: lenient``: distinct codes read from a code with a description after it.
+    codes_read_leniently: int = 0
+    malformed_code_policy: str = "error"
+    #: Codes kept but placed nowhere (invalid, and non-existent under ``unknown_codes: count``).
+    counted_codes: list[str] = field(default_factory=list)
     #: What makes this file's numbers other than they seem (partial coverage of the gold, a
     #: setting ignored, tuning without signal): logged once, and shown in the report's notes.
     warnings: list[str] = field(default_factory=list)
@@ -51,5 +58,19 @@ class InputRecord:
         )
 
     def to_json(self) -> str:
-        """A stable JSON rendering (sorted keys) so reruns are byte-identical."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        """A stable JSON rendering (sorted keys) so reruns are byte-identical. The generative
+        coders' fields appear only when used: the default record is as it always was."""
+        fields = asdict(self)
+        for key, default in _GENERATIVE_DEFAULTS.items():
+            if fields[key] == default:
+                del fields[key]
+        return json.dumps(fields, indent=2, sort_keys=True) + "\n"
+
+
+#: Fields of :class:`InputRecord` written only when they differ from these values.
+_GENERATIVE_DEFAULTS = {
+    "invalid_codes": {},
+    "codes_read_leniently": 0,
+    "malformed_code_policy": "error",
+    "counted_codes": [],
+}

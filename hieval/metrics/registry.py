@@ -277,6 +277,9 @@ BY_PAPER = {m.paper: m for m in REGISTRY if m.paper and m.source != SCORES}
 #: The headline rows, (heading, family, level, average, metric): summary.md gives them
 #: intervals, tests and its system tables; the HTML leaderboard (:data:`LEADERBOARD`) shows them
 #: among its columns. The one list of them.
+#: The three count families' headline cells (family, level): flat at the leaves, set-based and
+#: CoPHE pooled over the evaluated levels (the paper tables' and the subgroups' columns).
+HEADLINE_FAMILIES = (("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL))
 HEADLINE = (
     ("Flat F1", "flat", LEAF, "micro", "f1"),
     ("Set-based F1", "set", OVERALL, "micro", "f1"),

@@ -144,6 +144,8 @@ def conventions_markdown(
 
 
 def _note(model: str, note: dict) -> str:
+    if note.get("left_out"):
+        return f"- {md(model)}: {md(note['left_out'])}."
     space = note.get("label_space", "observed")
     over = (
         f"the {note['codes']:,} codes observed in the gold and its predictions (no label space "

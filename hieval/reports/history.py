@@ -28,7 +28,7 @@ from hieval.errors import InputError
 from hieval.metrics.registry import BY_PAPER, paper_level
 
 #: The headline metrics kept per evaluation (paper names of the registry).
-HEADLINE = ("F-flat", "F-set", "F-CoPHE", "ICM", "EB-F")
+HISTORY_METRICS = ("F-flat", "F-set", "F-CoPHE", "ICM", "EB-F")
 SCHEMA = {
     "timestamp": pl.String,
     "model": pl.String,
@@ -75,7 +75,7 @@ def history_rows(
             {"run": settings.get("run"), "model": settings.get("models", {}).get(model)}
         )
         key = digest([gold, inputs, settings_sha, version])
-        for name in HEADLINE:
+        for name in HISTORY_METRICS:
             metric = BY_PAPER[name]
             value = values.get(
                 (model, metric.family, paper_level(metric), metric.average, metric.metric)

@@ -25,6 +25,7 @@ from hieval.metrics.registry import (
     paper_level,
 )
 from hieval.reports import error_sections, figures, leaderboard
+from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
 #: read most easily; other trees use the level above their deepest.
@@ -541,6 +542,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         + ".</p>"
         f"<figure>{drawn['per_level']}</figure>",
         _where_wrong(inputs, drawn),
+        rates_html(inputs.records),
         error_sections.render(
             inputs.analysis,
             models=inputs.models,

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hieval.metrics.registry import FAMILY_TITLES, LEAF, OVERALL
+from hieval.metrics.registry import FAMILY_TITLES, HEADLINE_FAMILIES
 from hieval.reports.escaping import latex, markdown
 from hieval.reports.summary import system_table
 
-HEADLINE = (("flat", LEAF), ("set", OVERALL), ("cophe", OVERALL))
-PRF = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
+PRF_COLUMNS = (("precision", "P"), ("recall", "R"), ("f1", "F1"))
 
 
 @dataclass(frozen=True)
@@ -93,10 +92,17 @@ def paper_tables(
     headline = Table(
         caption="Micro-averaged precision, recall and F1 (%): flat on leaf codes, set-based "
         f"and CoPHE pooled over the evaluated levels{note}",
-        groups=[(FAMILY_TITLES[f], 3) for f, _ in HEADLINE],
-        columns=[short for _ in HEADLINE for _, short in PRF],
+        groups=[(FAMILY_TITLES[f], 3) for f, _ in HEADLINE_FAMILIES],
+        columns=[short for _ in HEADLINE_FAMILIES for _, short in PRF_COLUMNS],
         rows=[
-            (model, [values.get((model, f, lv, m)) for f, lv in HEADLINE for m, _ in PRF])
+            (
+                model,
+                [
+                    values.get((model, f, lv, m))
+                    for f, lv in HEADLINE_FAMILIES
+                    for m, _ in PRF_COLUMNS
+                ],
+            )
             for model in models
         ],
     )

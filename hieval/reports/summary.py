@@ -25,6 +25,7 @@ from hieval.metrics.registry import (
 from hieval.reports.conventions import conventions_markdown
 from hieval.reports.escaping import csv_safe
 from hieval.reports.escaping import markdown as md
+from hieval.reports.generative import rates_markdown
 from hieval.reports.numbers import percent
 
 
@@ -122,6 +123,7 @@ def summary_markdown(  # noqa: PLR0913 (write_reports' keywords, handed on)
         lines += systems_markdown(tidy, systems)
     if conventions is not None:
         lines += conventions_markdown(*conventions, models)
+    lines += rates_markdown(records, md)
     lines_notes = _collapse_notes(
         [(r["name"], "", _record_note(r)) for r in records]
         + [(n["model"], " (scores)", _score_note(n)) for n in notes]

@@ -36,6 +36,7 @@ if not SHARDED:
             hieval=HIEVAL_CODE,
             options=model_options,
             unknown_codes=config["unknown_codes"],
+            malformed_codes=config["malformed_codes"],
             unknown_docs=config["unknown_docs"],
             threshold=config["threshold"],
             max_level=config["max_level"],

@@ -21,6 +21,7 @@ rule normalize_gold:
         role="gold",
         options=gold_options(),
         unknown_codes=config["unknown_codes"],
+        malformed_codes=config["malformed_codes"],
         unknown_docs=config["unknown_docs"],
         threshold=config["threshold"],
     script:
@@ -53,6 +54,7 @@ if SHARDED:
             role="predictions",
             options=model_options,
             unknown_codes=config["unknown_codes"],
+            malformed_codes=config["malformed_codes"],
             unknown_docs=config["unknown_docs"],
             threshold=config["threshold"],
         script:
@@ -79,6 +81,7 @@ rule normalize_train_gold:
         role="gold",
         options=other_gold_options(),
         unknown_codes=config["unknown_codes"],
+        malformed_codes=config["malformed_codes"],
         unknown_docs=config["unknown_docs"],
         threshold=config["threshold"],
     script:
@@ -105,6 +108,7 @@ rule normalize_dev_gold:
         role="gold",
         options=other_gold_options(),
         unknown_codes=config["unknown_codes"],
+        malformed_codes=config["malformed_codes"],
         unknown_docs=config["unknown_docs"],
         threshold=0.5,
     script:
@@ -133,6 +137,7 @@ rule normalize_dev_predictions:
         role="predictions",
         options=dev_model_options,
         unknown_codes=config["unknown_codes"],
+        malformed_codes=config["malformed_codes"],
         unknown_docs=config["unknown_docs"],
         threshold=0.5,
     script:
