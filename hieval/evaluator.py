@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from hieval import api, codesystem, memory, paths, pipeline, run
 from hieval.atomic import write_parquet, write_text
@@ -378,17 +380,24 @@ class Evaluator:
         params = icm_params(config)
         gold_counts = labels_gold_counts(labels, params=params, threads=threads)
         # Of the ancestor rows, only the placed codes' are the batch's own (the tree's rows
-        # are added once at compute; a union of every batch's rows took seconds).
-        placed = gold_counts.ancestors.filter(~pl.col("code").is_in(setup.codes.implode()))
+        # are added once at compute; a union of every batch's rows took seconds). A batch in
+        # the whole tree's space has no placed code: none of its rows is its own.
+        ancestors = gold_counts.ancestors
+        if labels.space is setup.space:
+            placed = ancestors.clear()
+        else:
+            placed = ancestors.filter(~pl.col("code").is_in(setup.codes.implode()))
         gold_counts = dataclasses.replace(gold_counts, ancestors=placed)
         # The gold's documents are the encoded ones it lists (an empty-code row lists one too).
         gold_docs = labels.doc_ids.filter(pl.Series(labels.in_gold)).to_frame("doc_id")
-        covered = [pipeline._doc_ids(labels_file), pipeline._doc_ids(scores_file)]
+        covered = [pipeline._doc_ids(labels_file)]
+        if pq.read_metadata(scores_file).num_rows:
+            covered.append(pipeline._doc_ids(scores_file))
+        else:
+            scores_file.unlink()  # hard predictions: nothing is ranked
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        if not paths.scan_parquet(scores_file).select(pl.len()).collect().item():
-            scores_file.unlink()  # hard predictions: nothing is ranked
         return sums, doc_rows, gold_counts, labels, missing
 
     def _space_for(self, codes: pl.Series) -> CodeSpace:
@@ -515,12 +524,31 @@ class Evaluator:
         whole input (documents are disjoint across batches, so nothing else changes)."""
         parts = [batch / name for batch in self._batches if (batch / name).exists()]
         frames = [paths.read_parquet(p) for p in parts]
+        frames = [frame for frame in frames if frame.height] or frames[:1]
         if not frames:
             if schema is None:
                 return
             frames = [pl.DataFrame(schema=schema)]
-        pooled = pl.concat(frames, how="vertical").sort(order, nulls_last=False)
+        in_order = _in_document_order(frames)
+        if in_order is not None:  # each batch sorted, their documents apart: no sort needed
+            pooled = pl.concat(in_order, how="vertical", rechunk=True)
+        else:
+            pooled = pl.concat(frames, how="vertical").sort(order, nulls_last=False)
         write_parquet(pooled, out)
+
+
+def _in_document_order(frames: list[pl.DataFrame]) -> list[pl.DataFrame] | None:
+    """The batches' normalised tables (each sorted by ``doc_id``, none empty) in an order
+    whose concatenation is sorted, when their ranges of documents do not interleave (the
+    usual case: a validation loop's batches come in document order, or in any order of
+    contiguous runs of documents); None otherwise. Python orders strings by code point, as
+    Polars sorts UTF-8 text by its bytes."""
+    if not all(frame.height and frame.schema["doc_id"] == pl.String for frame in frames):
+        return None
+    bounds = sorted((frame["doc_id"][0], frame["doc_id"][-1], i) for i, frame in enumerate(frames))
+    if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
+        return None
+    return [frames[i] for _, _, i in bounds]
 
 
 _SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}

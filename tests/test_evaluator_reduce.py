@@ -117,6 +117,34 @@ def test_random_zoo_in_batches_equals_one_evaluate(icd9, cache, seed, kind, opti
     assert ours.records["cautious_coder"]["warnings"] == whole.records["cautious_coder"]["warnings"]
 
 
+@pytest.mark.parametrize("order", ["interleaved", "reversed"])
+def test_batches_in_any_document_order_equal_one_evaluate(icd9, cache, order):
+    """Batches whose documents interleave (pooled by a sort) or come in reverse order (pooled
+    by concatenating the batches in document order) give the same tables as one evaluate."""
+    gold, models = random_zoo(icd9.frame, 5, documents=30)
+    docs = sorted(gold["doc_id"].unique().to_list())
+    if order == "interleaved":
+        parts = [docs[i::4] for i in range(4)]
+    else:
+        parts = [docs[i : i + 7] for i in range(0, len(docs), 7)][::-1]
+    evaluator = hieval.Evaluator(cache=cache, **BOOTSTRAP)
+    for part in parts:
+        keep = pl.col("doc_id").is_in(part)
+        evaluator.update(gold.filter(keep), {n: f.filter(keep) for n, f in models.items()})
+    ours, whole = evaluator.compute(), hieval.evaluate(gold, models, cache=cache, **BOOTSTRAP)
+    same(ours, whole)
+    # The pooled normalised tables are sorted as normalisation sorts a whole input.
+    inputs = Path("work", "inputs")
+    tables = sorted(
+        p.relative_to(whole._folder) for p in (whole._folder / inputs).rglob("*.parquet")
+    )
+    assert len(tables) == 1 + 2 * len(models)
+    for table in tables:
+        assert_frame_equal(
+            pl.read_parquet(ours._folder / table), pl.read_parquet(whole._folder / table)
+        )
+
+
 def test_dense_score_batches_equal_one_evaluate(cache):
     codes = ["401.9", "428.0", "250.00", "V10.3", "038.9"]
     rng = np.random.default_rng(8)
