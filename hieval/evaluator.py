@@ -74,7 +74,7 @@ from hieval.engine.driver import (
     relevant_ancestors,
 )
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
-from hieval.engine.keys import CodeSpace, Labels, encode
+from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.options import COUNT, LENIENT, TUNE
@@ -497,17 +497,21 @@ class Evaluator:
         weights = node_weights(
             ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
         )
-        fixed = FixedWeights.of(weights, setup.space)  # once for the batches sharing the space
+        threads = setup.resources.threads
+        # Each batch with codes of its own in its own space; the others in one pass (per-item
+        # sums do not depend on which documents are counted together).
         items = [
-            labels_item_sums(
-                labels,
-                weights,
-                params=params,
-                threads=setup.resources.threads,
-                fixed=fixed if labels.space is setup.space else None,
-            )
+            labels_item_sums(labels, weights, params=params, threads=threads)
             for labels in model.labels
+            if labels.space is not setup.space
         ]
+        shared = [labels for labels in model.labels if labels.space is setup.space]
+        if shared:
+            fixed = FixedWeights.of(weights, setup.space)
+            joined = _joined(shared)
+            items.append(
+                labels_item_sums(joined, weights, params=params, threads=threads, fixed=fixed)
+            )
         nodes = model.nodes
         if model.sums is not None:
             nodes = [*nodes, node_frame(model.sums, setup.space)]
@@ -549,6 +553,24 @@ def _in_document_order(frames: list[pl.DataFrame]) -> list[pl.DataFrame] | None:
     if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
         return None
     return [frames[i] for _, _, i in bounds]
+
+
+def _joined(batches: list[Labels]) -> Labels:
+    """The encoded labels of batches sharing one code space as one: each batch's documents
+    numbered after the earlier batches' (its keys stay sorted, and so does the whole)."""
+    offsets = np.cumsum([0, *(labels.doc_ids.len() for labels in batches[:-1])])
+    keys = np.concatenate(
+        [
+            labels.keys + (int(offset) << DOC_SHIFT)
+            for labels, offset in zip(batches, offsets, strict=True)
+        ]
+    )
+    return Labels(
+        keys,
+        pl.concat([labels.doc_ids for labels in batches]),
+        np.concatenate([labels.in_gold for labels in batches]),
+        batches[0].space,
+    )
 
 
 _SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
