@@ -19,7 +19,8 @@ What needs more than one batch, and how it is handled (exactly, never approximat
   node (:class:`hieval.engine.icm.GoldCounts`), so each batch keeps its own and the weights are
   computed once, at :meth:`~Evaluator.compute`. The per-item ICM, HF and PROP-F sums depend on
   those weights, so each batch keeps its labels *encoded* (the engine's int64 keys, 8 bytes a
-  label, :mod:`hieval.engine.keys`), and the item pass runs over them with the final weights.
+  label, :mod:`hieval.engine.keys`), and the item pass runs over them with the final weights
+  (one pass over the joined keys of every batch encoded in the whole tree's space).
 - **Scores** (ranking, ROC-AUC, calibration) and the **bootstrap** read the normalised score
   and label tables: exact ROC-AUC ranks every scored pair of all documents together. Each
   batch's normalised tables (the stage's own Parquet output, not the rows given) stay in the
