@@ -13,6 +13,12 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# The demo's own settings, between config.yaml and the command line's (config/demo.yaml).
+if config.get("gold") == "results/demo/gold.parquet":
+
+    configfile: "config/demo.yaml"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/resources.smk"
 include: "workflow/rules/hierarchy.smk"
@@ -45,6 +51,6 @@ rule all:
     default_target: True
     input:
         rules.report.output,
-        expand("results/report/nodes/{model}.csv", model=MODEL_NAMES),
+        expand(results("report/nodes/{model}.csv"), model=MODEL_NAMES),
         # the CoPHE paper's worked example is ICD-9: regenerated for ICD-9 evaluations only
         rules.paper_table1.output if CODE_SYSTEM == "icd9" else [],

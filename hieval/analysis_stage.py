@@ -9,22 +9,37 @@ count or metric changes with it.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from hieval import codesystem, paths
 from hieval.analysis.confusions import confusions
-from hieval.analysis.errors import error_distance, error_rows
-from hieval.analysis.groups import MISSING, assignment, group_rows, headline_counts, read_doc_groups
-from hieval.analysis.per_code import code_table
-from hieval.analysis.tree import tree_of
+from hieval.analysis.errors import error_distance, error_rows, model_errors
+from hieval.analysis.groups import (
+    MISSING,
+    GroupIcm,
+    assignment,
+    group_icm,
+    group_rows,
+    headline_counts,
+    icm_recount,
+    read_doc_groups,
+)
+from hieval.analysis.per_code import code_table, node_counts
+from hieval.analysis.tree import Tree, tree_of
 from hieval.atomic import write_parquet
 from hieval.engine.counts import evaluated_levels
+from hieval.engine.driver import evaluate as count_labels
+from hieval.engine.icm import IcmParams
 from hieval.hierarchy.table import read_level_table
-from hieval.inputs.counted import counted_statuses
+from hieval.inputs.counted import counted_codes, counted_statuses
 from hieval.metrics.uncertainty.settings import Settings
+from hieval.pipeline import _placed_codes  # the one rule for placing a run's codes
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +49,7 @@ def model_error_analysis(
     model: str,
     gold: str | Path,
     labels: str | Path,
+    nodes: str | Path,
     levels_file: str | Path,
     ancestors: str | Path,
     max_level: str | None,
@@ -45,20 +61,27 @@ def model_error_analysis(
 ) -> None:
     """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
     interval), near-miss confusions and per-code table (with ``train_frequency`` given
-    ``train_gold``): a job of its own per model, so a changed model reruns alone."""
+    ``train_gold``): a job of its own per model, so a changed model reruns alone. The per-code
+    counts are the count engine's, read from the model's ``nodes`` table."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
-    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
-    predicted = paths.read_parquet(labels, columns=["doc_id", "code"])
     train = paths.read_parquet(train_gold, columns=["doc_id", "code"]) if train_gold else None
-    every = [truth, predicted, *([] if train is None else [train])]
-    codes = pl.concat([f["code"] for f in every])
-    tree = tree_of(table, paths.read_parquet(ancestors), codes, counted_statuses(labels))
-    rows = error_rows(truth, predicted, tree)
-    write_parquet(error_distance(rows, tree, model=model, settings=settings), distance_out)
-    write_parquet(confusions(truth, predicted, tree), confusions_out)
-    write_parquet(code_table(truth, predicted, tree, levels=levels, train_gold=train), codes_out)
+    counted = counted_statuses(labels)
+    hierarchy = paths.read_parquet(ancestors)
+    train_codes = [] if train is None else [train["code"]]
+
+    def tree_for(codes: pl.Series) -> Tree:  # the codes of the gold and the predictions
+        return tree_of(table, hierarchy, pl.concat([codes, *train_codes]), counted)
+
+    errors = model_errors(gold, labels, tree_for)
+    tree = errors.tree
+    rows = error_rows(errors)
+    distance = error_distance(rows, tree, model=model, doc_ids=errors.doc_ids, settings=settings)
+    write_parquet(distance, distance_out)
+    write_parquet(confusions(errors), confusions_out)
+    counts = node_counts(paths.read_parquet(nodes), counted=tuple(counted))
+    write_parquet(code_table(counts, tree, levels=levels, train_gold=train), codes_out)
     log.info("%s: %d errors analysed", model, rows.height)
 
 
@@ -71,6 +94,7 @@ def error_analysis(
     *,
     gold: str | Path,
     labels: dict[str, str | Path],
+    nodes: dict[str, str | Path],
     levels_file: str | Path,
     ancestors: str | Path,
     max_level: str | None,
@@ -90,6 +114,7 @@ def error_analysis(
             model=model,
             gold=gold,
             labels=path,
+            nodes=nodes[model],
             levels_file=levels_file,
             ancestors=ancestors,
             max_level=max_level,
@@ -106,18 +131,23 @@ def group_analysis(
     *,
     gold: str | Path,
     docs: dict[str, str | Path],
+    labels: dict[str, str | Path],
+    levels_file: str | Path,
+    ancestors: str | Path,
+    params: IcmParams,
     doc_groups: str | Path,
     settings: Settings,
     groups_out: str | Path,
     gaps_out: str | Path,
 ) -> None:
     """Headline P/R/F1 of every model per group of every attribute of ``doc_groups``
-    (:mod:`hieval.analysis.groups`), from each model's per-document count table ``docs``;
-    with ``settings.bootstrap`` replicates, intervals, and the largest gap per attribute with
-    its interval and permutation p-value."""
+    (:mod:`hieval.analysis.groups`), from each model's per-document count table ``docs``, and
+    ICM from each group's gold and ``labels`` evaluated alone; with ``settings.bootstrap``
+    replicates, intervals, and the largest gap per attribute with its interval and permutation
+    p-value (ICM's recounting each shuffled group)."""
     table = read_doc_groups(doc_groups)
     doc_ids = paths.read_parquet(gold, columns=["doc_id"])["doc_id"].unique().sort()
-    labels = assignment(doc_ids, table)
+    assigned = assignment(doc_ids, table)
     unlisted = doc_ids.filter(~doc_ids.is_in(table["doc_id"].implode())).len()
     if unlisted:
         log.warning(
@@ -130,7 +160,59 @@ def group_analysis(
     counts = {
         model: headline_counts(paths.read_parquet(path), doc_ids) for model, path in docs.items()
     }
-    groups, gaps = group_rows(labels, counts, doc_ids, settings)
+    icm, recounts = _group_icm(
+        assigned,
+        gold=gold,
+        labels=labels,
+        doc_ids=doc_ids,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        params=params,
+    )
+    groups, gaps = group_rows(assigned, counts, doc_ids, settings, icm, recounts)
     write_parquet(groups, groups_out)
     write_parquet(gaps, gaps_out)
     log.info("%d group rows over %d attribute(s)", groups.height, table.width - 1)
+
+
+def _group_icm(
+    assigned: pl.DataFrame,
+    *,
+    gold: str | Path,
+    labels: dict[str, str | Path],
+    doc_ids: pl.Series,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    params: IcmParams,
+) -> tuple[dict[str, dict[tuple[str, str], GroupIcm]], dict[str, Callable[[np.ndarray], float]]]:
+    """Per model, each group's ICM with the group's own information content: the count
+    engine's item sums over the group's documents alone, codes outside the hierarchy placed
+    as a count of the model places them (a model's counted codes nowhere); and the same
+    recount of any set of documents, for ICM's permutation test."""
+    table = read_level_table(levels_file)
+    hierarchy = paths.read_parquet(ancestors)
+    truth = paths.read_parquet(gold, columns=["doc_id", "code"])
+    out, recounts = {}, {}
+    for model, path in labels.items():
+        item_sums = functools.partial(
+            _item_sums,
+            hierarchy=hierarchy,
+            levels=table.levels,
+            params=params,
+            placed=functools.partial(_placed_codes, table=table, counted=counted_codes(path)),
+        )
+        predicted = paths.read_parquet(path, columns=["doc_id", "code"])
+        out[model] = group_icm(
+            assigned, truth, predicted, doc_ids, item_sums=item_sums, params=params
+        )
+        recounts[model] = icm_recount(truth, predicted, doc_ids, item_sums=item_sums, params=params)
+    return out, recounts
+
+
+def _item_sums(
+    gold: pl.DataFrame, predicted: pl.DataFrame, *, hierarchy, levels, params, placed
+) -> pl.DataFrame:
+    """The count engine's per-item sums (IC of P, G, P ∪ G) of these labels alone."""
+    return count_labels(
+        gold, predicted, hierarchy, levels=levels, evaluated=(), params=params, placed=placed
+    ).item_sums

@@ -27,6 +27,7 @@ import polars as pl
 from hieval import cli, hints, memory, paths, run
 from hieval.atomic import staged_folder
 from hieval.codesystem import DEFAULT_MAX_LEVEL
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE
 from hieval.engine.icm import IcmParams
 from hieval.errors import ConfigError, HievalError, preview_value
 from hieval.hierarchy.table import read_level_table
@@ -237,6 +238,13 @@ class Evaluation:
         return self._read("conventions.parquet")
 
     @functools.cached_property
+    def conventions_tests(self) -> pl.DataFrame:
+        """Edin et al.'s McNemar test of each pair of models with the Bonferroni-adjusted p
+        (``conventions_tests.parquet``; empty without the ``edin`` convention or with one
+        model), beside :attr:`comparisons`' randomization test (docs/conventions.md)."""
+        return self._read("conventions_tests.parquet")
+
+    @functools.cached_property
     def nodes(self) -> pl.DataFrame:
         """Per-node counts of every model: ``model, family, level, node, tp, fp, fn, n_gold,
         n_pred`` (the additive table the metrics come from)."""
@@ -399,74 +407,6 @@ def _code_types(code_type: str | Mapping[str, str] | None) -> list[tuple[str | N
     return [_checked("code_type", f"{n}={k}", keyword="code_type") for n, k in code_type.items()]
 
 
-def _run_options(
-    gold: object,
-    predictions: object,
-    *,
-    file_of: Callable[[object, str, str], Path],
-    formats: dict[str, str],
-    folder: Path,
-    named: bool = False,
-    **kw: object,
-) -> run.EvaluateOptions:
-    """The options of :func:`evaluate`'s keywords ``kw``, each checked as the CLI checks its
-    option; ``file_of(value, name, role)`` gives the file of an input (staging one held in
-    memory; ``named``: ``predictions`` is ``name -> labels`` already); a ``doc_groups`` frame
-    is written to ``folder``. :class:`hieval.Evaluator` builds each batch's options here too."""
-    models = dict(predictions) if named else _named(predictions)
-    for name in models:
-        _checked("pred", f"{name}=x", keyword="predictions")
-    golds = list(gold) if isinstance(gold, list | tuple) else [gold]
-    dev = {} if kw["dev_predictions"] is None else _named(kw["dev_predictions"])
-    return run.EvaluateOptions(
-        gold=[file_of(g, "gold", "gold") for g in golds],
-        pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],
-        train_gold=None
-        if kw["train_gold"] is None
-        else file_of(kw["train_gold"], "train_gold", "gold"),
-        doc_groups=_doc_groups_file(kw["doc_groups"], folder),
-        hierarchy=_source_text(kw["hierarchy"]),
-        hierarchy_sha256=kw["hierarchy_sha256"],
-        cache=Path(kw["cache"]),
-        max_level=kw["max_level"],
-        unknown_codes=_checked("unknown_codes", kw["unknown_codes"]),
-        malformed_codes=_checked("malformed_codes", kw["malformed_codes"]),
-        unknown_docs=_checked("unknown_docs", kw["unknown_docs"]),
-        threshold=_checked("threshold", kw["threshold"]),
-        dev_gold=None if kw["dev_gold"] is None else file_of(kw["dev_gold"], "dev_gold", "gold"),
-        dev_pred=[(n, file_of(v, f"{n} (dev)", "predictions")) for n, v in dev.items()],
-        k=[_checked("k", value) for value in kw["k"]],
-        tuning_per_code=bool(kw["tuning_per_code"]),
-        tuning_min_support=_checked("tuning_min_support", kw["tuning_min_support"]),
-        tuning_method=_checked("tuning_method", kw["tuning_method"]),
-        allow_dev_test_overlap=bool(kw["allow_dev_test_overlap"]),
-        top_k=_checked("top_k", kw["top_k"]),
-        code_format=_checked("code_format", kw["code_format"]),
-        code_type=_code_types(kw["code_type"]),
-        icm_empty_gold=_checked("icm_empty_gold", kw["icm_empty_gold"]),
-        icm_alpha1=_checked("icm_alpha1", kw["icm_alpha1"]),
-        icm_alpha2=_checked("icm_alpha2", kw["icm_alpha2"]),
-        icm_beta=_checked("icm_beta", kw["icm_beta"]),
-        propensity_a=_checked("propensity_a", kw["propensity_a"]),
-        propensity_b=_checked("propensity_b", kw["propensity_b"]),
-        label_set=_checked("label_set", kw["label_set"]),
-        format=[_checked("format", f"{n}={f}", keyword="format") for n, f in formats.items()],
-        code_list=[(n, Path(p)) for n, p in _pairs(kw["code_list"], "code_list")],
-        doc_list=[(n, Path(p)) for n, p in _pairs(kw["doc_list"], "doc_list")],
-        bootstrap=_checked("bootstrap", kw["bootstrap"]),
-        confidence=_checked("confidence", kw["confidence"]),
-        seed=_checked("seed", kw["seed"]),
-        permutations=_checked("permutations", kw["permutations"]),
-        memory_limit=_checked("memory_limit", kw["memory_limit"]),
-        temp_directory=None if kw["temp_directory"] is None else Path(kw["temp_directory"]),
-        threads=_checked("threads", kw["threads"]),
-        conventions=None
-        if kw["conventions"] is None
-        else [_checked("conventions", c) for c in kw["conventions"]],
-        label_space=[(n, Path(p)) for n, p in _pairs(kw["label_space"], "label_space")],
-    )
-
-
 def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate` option)
     gold: object,
     predictions: object,
@@ -510,6 +450,7 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
     threads: int | None = None,
     conventions: Sequence[str] | None = None,
     label_space: Mapping[str, str | os.PathLike] | None = None,
+    paper_table: str = DEFAULT_PAPER_TABLE,
 ) -> Evaluation:
     """Evaluate models against a gold, as ``hieval evaluate`` does.
 
@@ -556,11 +497,19 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
     >>> ev.metrics.filter(family="flat", average="micro", metric="f1")["value"].item()
     0.8
     """
+    keywords = {key: value for key, value in locals().items() if key not in ("gold", "predictions")}
+    return _evaluate(gold, predictions, keywords)
+
+
+def _evaluate(gold: object, predictions: object, keywords: dict) -> Evaluation:
+    """:func:`evaluate` with its keywords in one mapping: stage the in-memory inputs in a
+    private folder, run ``hieval evaluate``'s stages on them, and keep what they wrote."""
     evaluation = Evaluation.__new__(Evaluation)
     folder = _Private(evaluation, "hieval-evaluate-").path
     inputs = folder / "inputs"
     inputs.mkdir()
     staged: list[memory.Staged] = []
+    formats = dict(_pairs(keywords["format"], "format"))
 
     def file_of(value: object, name: str, role: str) -> Path:
         item = memory.stage(value, name=name, role=role, folder=inputs)
@@ -571,12 +520,9 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
             return item.path
         return item
 
-    formats = dict(_pairs(format, "format"))
-    keywords = {k: v for k, v in locals().items() if k in evaluate.__kwdefaults__}
     with _api_errors(staged):
-        options = _run_options(
-            gold, predictions, file_of=file_of, formats=formats, folder=inputs, **keywords
-        )
+        options = _options(gold, predictions, keywords, file_of=file_of, inputs=inputs,
+                           formats=formats)  # fmt: skip
         options.shown = {str(item.path): item.what for item in staged}
         out = folder / "out"
         out.mkdir()
@@ -585,3 +531,64 @@ def evaluate(  # noqa: PLR0913 (the public API: one keyword per `hieval evaluate
     user_files = [(f, p) for f, p in run.run_inputs(options) if not p.is_relative_to(folder)]
     evaluation.__init__(out, names, user_files)
     return evaluation
+
+
+def _options(
+    gold: object, predictions: object, kw: dict, *, file_of: Callable[[object, str, str], Path],
+    inputs: Path, formats: dict[str, str], named: bool = False,
+) -> run.EvaluateOptions:  # fmt: skip
+    """``hieval evaluate``'s options from :func:`evaluate`'s arguments, each checked as the
+    CLI checks it (in the order the keywords are listed, so the first bad one is named) and
+    each input staged to a file by ``file_of``. ``named``: ``predictions`` is ``name ->
+    labels`` already (:class:`hieval.Evaluator` builds each batch's options here too)."""
+    models = dict(predictions) if named else _named(predictions)
+    for name in models:
+        _checked("pred", f"{name}=x", keyword="predictions")
+    golds = list(gold) if isinstance(gold, list | tuple) else [gold]
+    dev = {} if kw["dev_predictions"] is None else _named(kw["dev_predictions"])
+    train_gold, dev_gold, conventions = kw["train_gold"], kw["dev_gold"], kw["conventions"]
+    temp_directory = kw["temp_directory"]
+    return run.EvaluateOptions(
+        gold=[file_of(g, "gold", "gold") for g in golds],
+        pred=[(n, file_of(v, n, "predictions")) for n, v in models.items()],
+        train_gold=None if train_gold is None else file_of(train_gold, "train_gold", "gold"),
+        doc_groups=_doc_groups_file(kw["doc_groups"], inputs),
+        hierarchy=_source_text(kw["hierarchy"]),
+        hierarchy_sha256=kw["hierarchy_sha256"],
+        cache=Path(kw["cache"]),
+        max_level=kw["max_level"],
+        unknown_codes=_checked("unknown_codes", kw["unknown_codes"]),
+        malformed_codes=_checked("malformed_codes", kw["malformed_codes"]),
+        unknown_docs=_checked("unknown_docs", kw["unknown_docs"]),
+        threshold=_checked("threshold", kw["threshold"]),
+        dev_gold=None if dev_gold is None else file_of(dev_gold, "dev_gold", "gold"),
+        dev_pred=[(n, file_of(v, f"{n} (dev)", "predictions")) for n, v in dev.items()],
+        k=[_checked("k", value) for value in kw["k"]],
+        tuning_per_code=bool(kw["tuning_per_code"]),
+        tuning_min_support=_checked("tuning_min_support", kw["tuning_min_support"]),
+        tuning_method=_checked("tuning_method", kw["tuning_method"]),
+        allow_dev_test_overlap=bool(kw["allow_dev_test_overlap"]),
+        top_k=_checked("top_k", kw["top_k"]),
+        code_format=_checked("code_format", kw["code_format"]),
+        code_type=_code_types(kw["code_type"]),
+        **{name: _checked(name, kw[name]) for name in _ICM_KEYWORDS},
+        label_set=_checked("label_set", kw["label_set"]),
+        format=[_checked("format", f"{n}={f}", keyword="format") for n, f in formats.items()],
+        code_list=[(n, Path(p)) for n, p in _pairs(kw["code_list"], "code_list")],
+        doc_list=[(n, Path(p)) for n, p in _pairs(kw["doc_list"], "doc_list")],
+        **{name: _checked(name, kw[name]) for name in _UNCERTAINTY_KEYWORDS},
+        memory_limit=_checked("memory_limit", kw["memory_limit"]),
+        temp_directory=None if temp_directory is None else Path(temp_directory),
+        threads=_checked("threads", kw["threads"]),
+        conventions=None
+        if conventions is None
+        else [_checked("conventions", c) for c in conventions],
+        label_space=[(n, Path(p)) for n, p in _pairs(kw["label_space"], "label_space")],
+        paper_table=_checked("paper_table", kw["paper_table"]),
+    )
+
+
+#: Keywords checked alike, in :func:`evaluate`'s order.
+_ICM_KEYWORDS = ("icm_empty_gold", "icm_alpha1", "icm_alpha2", "icm_beta", "propensity_a",
+                 "propensity_b")  # fmt: skip
+_UNCERTAINTY_KEYWORDS = ("bootstrap", "confidence", "seed", "permutations")

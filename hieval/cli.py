@@ -24,6 +24,7 @@ from hieval.config import (
     TUNE,
     check_model_name,
 )
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE, PAPER_TABLES
 from hieval.conventions.registry import NAMES as CONVENTION_NAMES
 from hieval.engine.icm import EMPTY_GOLD, IcmParams
 from hieval.errors import VALUE_CHARS, HievalError, preview_value
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  summary.md                    paper-style tables, with the input notes\n"
         "  report.html                   the HTML report, self-contained (opens offline)\n"
         "  tables.tex, tables.md         P/R/F1 in the CoPHE paper's Table 2 layout, F1 per "
-        "level\n"
+        "level (--paper-table: CAML's or Edin et al.'s table)\n"
         "  figures/*.svg                 the report's figures\n"
         "  nodes/NAME.csv                per-node over- and under-prediction of each model\n"
         "  errors.parquet                error distance: how near each FN and FP is to one of "
@@ -208,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  comparisons.parquet           with --bootstrap N > 0: every pair of models compared\n"
         "  conventions.parquet           headline metrics under each named convention (caml, "
         "edin, ...)\n"
+        "  conventions_tests.parquet     McNemar's test of each pair of models with Bonferroni "
+        "(Edin et al.'s, beside comparisons.parquet)\n"
         "  thresholds/NAME.json          with --threshold tune: the tuned threshold of a model\n"
         "  thresholds/NAME.parquet       with --threshold tune: its dev sweep\n"
         "  thresholds/NAME.codes.parquet with --threshold tune: its per-code thresholds\n"
@@ -268,7 +271,8 @@ def _file_options(ev: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="training-set gold, read like --gold: the report shows flat F1 per training "
-        "frequency of the codes (config train_gold)",
+        "frequency of the codes, and scored models get psp@K and psndcg@K (propensities "
+        "from it; config train_gold)",
     )
     ev.add_argument(
         "--doc-groups",
@@ -318,7 +322,13 @@ def _policy_options(ev: argparse.ArgumentParser) -> None:
 
 def _selection_options(ev: argparse.ArgumentParser) -> None:
     """How scores become predictions (threshold, tuning on a dev set, top-k) and the ranking
-    cut-offs."""
+    cut-offs, in ``--help``'s order."""
+    _threshold_and_ranking_options(ev)
+    _tuning_options(ev)
+
+
+def _threshold_and_ranking_options(ev: argparse.ArgumentParser) -> None:
+    """The threshold, the dev set it is tuned on, the ranking cut-offs and the conventions."""
     ev.add_argument(
         "--threshold",
         type=_threshold,
@@ -362,6 +372,14 @@ def _selection_options(ev: argparse.ArgumentParser) -> None:
         + " (config conventions; default: every one)",
     )
     ev.add_argument(
+        "--paper-table",
+        choices=tuple(PAPER_TABLES),
+        default=DEFAULT_PAPER_TABLE,
+        help="the layout of tables.tex and tables.md: cophe (the CoPHE paper's Table 2; "
+        "default), caml (Mullenbach et al.'s) or edin (Edin et al.'s), every cell under that "
+        "paper's convention (config report.paper_table)",
+    )
+    ev.add_argument(
         "--label-space",
         action="append",
         type=_named_path,
@@ -370,6 +388,10 @@ def _selection_options(ev: argparse.ArgumentParser) -> None:
         help="model NAME's label space for the caml and edin conventions, one code per line "
         "(default: the codes in the gold and its predictions)",
     )
+
+
+def _tuning_options(ev: argparse.ArgumentParser) -> None:
+    """How thresholds are tuned, and top-k."""
     ev.add_argument(
         "--tuning-per-code",
         action="store_true",
@@ -452,14 +474,15 @@ def _metric_options(ev: argparse.ArgumentParser) -> None:
             f"--propensity-{name}",
             type=_finite,
             default=default,
-            help=f"PROP-F: Jain et al.'s propensity parameter {name.upper()} (default {default:g})",
+            help=f"PROP-F, psp@K, psndcg@K: Jain et al.'s propensity parameter {name.upper()} "
+            f"(default {default:g})",
         )
     ev.add_argument(
         "--label-set",
         choices=LABEL_SETS,
         default=DEFAULT_LABEL_SET,
-        help="labels of LB-ACC, LB-F and EB-HAMM: observed in gold or predictions (default) or "
-        "every leaf of the hierarchy",
+        help="labels of LB-ACC, LB-F, FPR and EB-HAMM: observed in gold or predictions "
+        "(default) or every leaf of the hierarchy",
     )
 
 

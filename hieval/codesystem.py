@@ -102,7 +102,7 @@ class CodeSystem:
             code = parse_code(raw, code_type, code_format, default_type=default_type)
             return code.code, code.kind
         if self.name == ICD10:
-            plain = raw.strip().rstrip(".")
+            plain = raw.strip()
             # In a file that writes diagnoses dotted, a dotless code longer than a category is
             # not a diagnosis: a valid PCS code there is a procedure (as ICD-9's dotted files
             # read 412 as a category), so B211YZZ needs no code_type.

@@ -28,9 +28,10 @@ from jsonschema import Draft202012Validator, validators
 from hieval.codes.icd9 import ICD9_LEVELS
 from hieval.codes.icd10 import ICD10_LEVELS
 from hieval.codesystem import PLACE, for_source
+from hieval.conventions.table import check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
-from hieval.errors import ConfigError, InputError, preview, preview_value
+from hieval.errors import ConfigError, HievalError, InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.inputs.options import TUNE, LabelOptions
 from hieval.metrics.uncertainty.settings import Settings
@@ -416,6 +417,10 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
             problems.append(f"config key 'engine.memory_limit': {problem}")
         if problem := _max_level_problem(config):
             problems.append(problem)
+        try:
+            check_paper_table(config["report"]["paper_table"], config["conventions"])
+        except HievalError as exc:
+            problems.append(f"config key 'report.paper_table': {exc}")
         system = for_source(hierarchy["source"])
         if config["unknown_codes"] == PLACE and not system.can_place:
             problems.append(

@@ -66,7 +66,7 @@ import pyarrow.parquet as pq
 from hieval import api, codesystem, memory, paths, pipeline, run
 from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
-from hieval.conventions.table import check_names
+from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels, node_frame
 from hieval.engine.driver import (
     count_labels,
@@ -275,14 +275,14 @@ class Evaluator:
             return item.path
 
         with api._api_errors(staged):
-            args = api._run_options(
+            args = api._options(
                 gold_batch,
                 models,
+                self._keywords,
                 file_of=file_of,
+                inputs=inputs,
                 formats=formats,
-                folder=inputs,
                 named=True,
-                **self._keywords,
             )
             args.shown = {str(item.path): item.what for item in staged}
             docs = self._new_documents(staged[0], number)
@@ -340,6 +340,7 @@ class Evaluator:
         spaces = run._label_spaces(args, names)  # refused at the first batch, before any file
         config = run.config_from_args(args)
         check_names(config["conventions"])
+        check_paper_table(config["report"]["paper_table"], config["conventions"])
         resources = _BatchResources(threads=args.threads, **config["engine"])
         resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
         levels, ancestors, hierarchy = run.build_tables(

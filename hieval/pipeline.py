@@ -28,6 +28,8 @@ import polars as pl
 
 from hieval import __version__, codesystem, paths
 from hieval.atomic import atomic_path, final_path, write_parquet, write_text
+from hieval.checksums import sha256_file
+from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
@@ -56,14 +58,16 @@ from hieval.inputs.options import (
 )
 from hieval.inputs.policies import coverage_warning
 from hieval.inputs.record import UNSCORED_SELECTION
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
 from hieval.metrics.tuning import DEFAULT_METHOD, DEFAULT_MIN_SUPPORT, tune
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.reports import html, paper_tables
+from hieval.reports import changes, html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
 from hieval.reports.history import append_history, history_rows
+from hieval.reports.paper_layouts import layout_tables
 from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
@@ -149,113 +153,139 @@ def _built_table(source: str, path: str | Path | None, max_level: str | None = N
     return table
 
 
-def normalize_file(
-    path: str | Path | Sequence[str | Path],
-    *,
-    name: str,
-    role: str,
-    out: str | Path,
-    record_out: str | Path,
-    levels_file: str | Path | LevelTable,
-    options: LabelOptions,
-    unknown_codes: str | None,
-    malformed_codes: str = DEFAULT_MALFORMED_CODES,
-    gold: str | Path | None = None,
-    unknown_docs: str = DEFAULT_UNKNOWN_DOCS,
-    default_threshold: float | str = DEFAULT_THRESHOLD,
-    resources: Resources | None = None,
-    scores_out: str | Path | None = None,
-    tuned: str | Path | None = None,
-    on_fast_path: Callable[[], None] | None = None,
-    shown_as: str | None = None,
-    coverage: bool = True,
-) -> InputRecord:
-    """Normalise one label file (``role`` gold or predictions) against the hierarchy in
-    ``levels_file`` and write its record beside it; predictions are checked against the normalised
-    ``gold`` (a path, or a :class:`hieval.pending_file.PendingFile`). ``on_fast_path``: see
-    :func:`hieval.inputs.normalize.normalize_labels` (one file only).
+@dataclass(frozen=True)
+class NormalizeJob:
+    """What :func:`normalize_file` reads and writes: one label file (``role`` gold or
+    predictions; ``path`` may list several files, MIMIC-IV's ``diagnoses_icd`` and
+    ``procedures_icd``, read and validated on their own with the same options and pooled, so
+    the record sums them and keeps each file's own record under ``files``), normalised against
+    the hierarchy in ``levels_file`` to ``out`` with its record at ``record_out``.
 
-    ``path`` may list several files (MIMIC-IV's ``diagnoses_icd`` and ``procedures_icd``): each
-    is read and validated on its own, with the same options, and their rows are pooled, so the
-    record sums them and keeps each file's own record under ``files``.
-
-    ``scores_out`` receives every score of a prediction file (for ranking and tuning);
-    ``tuned`` is the JSON of :func:`tune_threshold`, whose thresholds then decide. A
-    ``default_threshold`` of ``tune`` with nothing tuned is an error for a scored file that has
-    no threshold or top-k of its own: no threshold is silently assumed.
-
-    ``shown_as`` is how the record (and so the reports) name one file the user never saw: an
-    in-memory input of the Python API, written to a private file that is gone after the run.
-
+    Predictions are checked against the normalised ``gold`` (a path, or a
+    :class:`hieval.pending_file.PendingFile`). ``scores_out`` receives every score of a
+    prediction file (for ranking and tuning); ``tuned`` is the JSON of :func:`tune_threshold`,
+    whose thresholds then decide. A ``default_threshold`` of ``tune`` with nothing tuned is an
+    error for a scored file that has no threshold or top-k of its own: no threshold is silently
+    assumed. ``on_fast_path``: see :func:`hieval.inputs.normalize.normalize_labels` (one file
+    only). ``shown_as`` is how the record (and so the reports) name one file the user never
+    saw: an in-memory input of the Python API, written to a private file gone after the run.
     ``coverage=False`` leaves the coverage warning to the caller: the Evaluator's batches are
-    judged over all of them at once, not one by one.
+    judged over all of them at once, not one by one. ``levels_file`` may be a table already
+    read (the Evaluator's batches share one).
     """
-    # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
-    # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
-    import duckdb
 
-    from hieval.inputs.normalize import normalize_labels, pool_labels
+    path: str | Path | Sequence[str | Path]
+    name: str
+    role: str
+    out: str | Path
+    record_out: str | Path
+    levels_file: str | Path | LevelTable
+    options: LabelOptions
+    unknown_codes: str | None
+    malformed_codes: str = DEFAULT_MALFORMED_CODES
+    gold: str | Path | None = None
+    unknown_docs: str = DEFAULT_UNKNOWN_DOCS
+    default_threshold: float | str = DEFAULT_THRESHOLD
+    resources: Resources | None = None
+    scores_out: str | Path | None = None
+    tuned: str | Path | None = None
+    on_fast_path: Callable[[], None] | None = None
+    shown_as: str | None = None
+    coverage: bool = True
 
-    resources = resources or Resources()
-    # A table already read (the Evaluator's batches share one) is not read again.
+
+def normalize_file(job: NormalizeJob) -> InputRecord:
+    """Normalise one label file (or several pooled) as ``job`` says and write its record
+    beside it (:class:`NormalizeJob`)."""
     hierarchy = (
-        levels_file if isinstance(levels_file, LevelTable) else read_level_table(levels_file)
+        job.levels_file
+        if isinstance(job.levels_file, LevelTable)
+        else read_level_table(job.levels_file)
     )
-    files = [path] if isinstance(path, str | Path) else list(path)
+    files = [job.path] if isinstance(job.path, str | Path) else list(job.path)
     if not files:
-        raise HievalError(f"{name}: no file given")
-    if len(files) > 1 and scores_out is not None:
-        raise HievalError(f"{name}: scores are read from one prediction file, not several")
-    must_tune = default_threshold == TUNE and options.threshold is None and options.top_k is None
-    if default_threshold == TUNE:
-        default_threshold = DEFAULT_THRESHOLD
-    thresholds = read_tuned(tuned) if tuned is not None else None
-
-    def one(file: str | Path, file_out: str | Path) -> InputRecord:
-        try:
-            return normalize_labels(
-                file,
-                name=name,
-                role=role,
-                out=file_out,
-                hierarchy=hierarchy,
-                options=options,
-                unknown_codes=unknown_codes,
-                malformed_codes=malformed_codes,
-                gold_docs=gold,
-                unknown_docs=unknown_docs,
-                default_threshold=default_threshold,
-                duckdb_config=resources.duckdb_config(),
-                scores_out=scores_out,
-                tuned=thresholds,
-                memory_budget=parse_bytes(resources.memory_limit)
-                if resources.memory_limit
-                else None,
-                on_fast_path=on_fast_path if len(files) == 1 else None,
-            )
-        except (duckdb.OutOfMemoryException, HievalError) as exc:
-            if not _out_of_memory(exc):
-                raise
-            raise HievalError(_memory_advice(name, Path(file), resources.memory_limit)) from None
-
+        raise HievalError(f"{job.name}: no file given")
+    if len(files) > 1 and job.scores_out is not None:
+        raise HievalError(f"{job.name}: scores are read from one prediction file, not several")
+    options = job.options
+    must_tune = (
+        job.default_threshold == TUNE and options.threshold is None and options.top_k is None
+    )
+    default_threshold = (
+        DEFAULT_THRESHOLD if job.default_threshold == TUNE else job.default_threshold
+    )
+    thresholds = read_tuned(job.tuned) if job.tuned is not None else None
+    one = functools.partial(
+        _normalize_one,
+        job,
+        hierarchy=hierarchy,
+        default_threshold=default_threshold,
+        thresholds=thresholds,
+        fast_path=job.on_fast_path if len(files) == 1 else None,
+    )
     if len(files) == 1:
-        record = one(files[0], out)
-        record.path = shown_as or record.path
+        record = one(files[0], job.out)
+        record.path = job.shown_as or record.path
     else:
-        record = _pooled(one, files, out=out, name=name, pool=pool_labels)
-    if must_tune and tuned is None and record.scored_pairs:
-        _refuse_untuned(name, out=out, scores_out=scores_out)
-    if gold is not None:  # predictions, checked against the gold
+        from hieval.inputs.normalize import pool_labels
+
+        record = _pooled(one, files, out=job.out, name=job.name, pool=pool_labels)
+    if must_tune and job.tuned is None and record.scored_pairs:
+        _refuse_untuned(job.name, out=job.out, scores_out=job.scores_out)
+    if job.gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
-            *(_coverage(record, gold=gold, out=out, scores_out=scores_out) if coverage else ()),
+            *(
+                _coverage(record, gold=job.gold, out=job.out, scores_out=job.scores_out)
+                if job.coverage
+                else ()
+            ),
         ]
         for warning in found:
             log.warning("warning: %s", warning)
         # tuning logged its own warnings; the record carries them to the report
         record.warnings += [*(thresholds.warnings if thresholds else ()), *found]
-    write_text(record_out, record.to_json())
+    write_text(job.record_out, record.to_json())
     return record
+
+
+def _normalize_one(
+    job: NormalizeJob, file: str | Path, file_out: str | Path, *, hierarchy: LevelTable,
+    default_threshold: float, thresholds: TunedThresholds | None,
+    fast_path: Callable[[], None] | None,
+) -> InputRecord:  # fmt: skip
+    """One file of ``job`` normalised to ``file_out``; DuckDB running out of memory becomes
+    advice on the memory limit to set."""
+    # Here, not at the top: DuckDB, pyarrow and the readers are a tenth of a second of every
+    # workflow job's start-up, and most jobs (counts, metrics, reports) read no label file.
+    import duckdb
+
+    from hieval.inputs.normalize import normalize_labels
+
+    resources = job.resources or Resources()
+    try:
+        return normalize_labels(
+            file,
+            name=job.name,
+            role=job.role,
+            out=file_out,
+            hierarchy=hierarchy,
+            options=job.options,
+            unknown_codes=job.unknown_codes,
+            malformed_codes=job.malformed_codes,
+            gold_docs=job.gold,
+            unknown_docs=job.unknown_docs,
+            default_threshold=default_threshold,
+            duckdb_config=resources.duckdb_config(),
+            scores_out=job.scores_out,
+            tuned=thresholds,
+            memory_budget=parse_bytes(resources.memory_limit) if resources.memory_limit else None,
+            on_fast_path=fast_path,
+        )
+    except (duckdb.OutOfMemoryException, HievalError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        raise HievalError(_memory_advice(job.name, Path(file), resources.memory_limit)) from None
 
 
 def _pooled(
@@ -461,6 +491,17 @@ def _score_ancestors(
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
 
 
+def _propensities(
+    train_gold: str | Path | None, params: IcmParams | None
+) -> TrainPropensities | None:
+    """The training gold's inverse propensities (:mod:`hieval.metrics.propensity`), or None
+    without a training gold."""
+    if train_gold is None:
+        return None
+    frame = paths.read_parquet(train_gold, columns=["doc_id", "code"])
+    return TrainPropensities.from_gold(frame, params or IcmParams())
+
+
 def score_metrics(
     *,
     model: str,
@@ -473,9 +514,13 @@ def score_metrics(
     ks: tuple[int, ...] = DEFAULT_KS,
     metrics_out: str | Path,
     notes_out: str | Path,
+    train_gold: str | Path | None = None,
+    params: IcmParams | None = None,
 ) -> pl.DataFrame:
     """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
-    and its tuned threshold (from its input ``record``); and the notes the report shows."""
+    and its tuned threshold (from its input ``record``); and the notes the report shows. With
+    the normalised ``train_gold``, the propensity-scored rows too (propensity parameters from
+    ``params``)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -494,6 +539,7 @@ def score_metrics(
         ancestors=anc,
         levels=levels,
         threshold=tuned.get("threshold"),
+        propensities=_propensities(train_gold, params) if score_frame.height else None,
     )
     write_parquet(tidy, metrics_out)
     write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
@@ -792,6 +838,7 @@ def count_and_score(
     ks: tuple[int, ...] = DEFAULT_KS,
     out: ModelFiles,
     resources: Resources | None = None,
+    train_gold: str | Path | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
@@ -821,6 +868,7 @@ def count_and_score(
         label_set=label_set,
         ks=ks,
         out=out,
+        train_gold=train_gold,
     )
 
 
@@ -837,6 +885,7 @@ def model_rows_and_scores(
     label_set: str,
     ks: tuple[int, ...] = DEFAULT_KS,
     out: ModelFiles,
+    train_gold: str | Path | None = None,
 ) -> None:
     """One model's metric rows (:func:`model_metrics`, from its count tables in ``out``) and
     score rows (:func:`score_metrics`): what :func:`count_and_score` does once counted, and
@@ -863,6 +912,8 @@ def model_rows_and_scores(
         ks=ks,
         metrics_out=out.ranking,
         notes_out=out.notes,
+        train_gold=train_gold,
+        params=params,
     )
 
 
@@ -885,7 +936,8 @@ def final_reports(
     ``out_dir``, from each model's metric rows and every input record; ``intervals`` and
     ``comparisons`` (:func:`uncertainty`'s files) add intervals and significance marks to
     summary.md, ``systems`` (model → system, the sheet's column) the mean ± sd over runs and
-    systems.parquet; ``notes`` are the score notes of :func:`score_metrics`."""
+    systems.parquet (and, with ``conventions``, conventions_systems.parquet); ``notes`` are
+    the score notes of :func:`score_metrics`."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     evaluated = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -906,6 +958,12 @@ def final_reports(
         if conventions
         else None,
     )
+    if systems and conventions:
+        # each convention's mean ± sd over a system's runs, with its paper's ddof
+        write_parquet(
+            system_rows(paths.read_parquet(conventions), systems),
+            Path(out_dir) / "conventions_systems.parquet",
+        )
     log.info("%d metric rows for %d models", tidy.height, len(models))
     return tidy
 
@@ -939,6 +997,13 @@ class ReportJob:
     systems: dict[str, str] | None = None
     notes: list[str | Path] = ()
     analysis_dir: str | Path | None = None
+    confidence: float | None = None  # of the intervals, kept with them in the history
+    summary_md: str | Path | None = None  # opens with the changes since the last evaluation
+    #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
+    #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
+    paper_table: str = "cophe"
+    conventions: str | Path | None = None
+    conventions_tests: str | Path | None = None
 
 
 def publish_reports(job: ReportJob) -> None:
@@ -955,16 +1020,25 @@ def publish_reports(job: ReportJob) -> None:
     metrics = paths.read_parquet(job.tidy)
     models = list(job.nodes)
     records = [json.loads(Path(p).read_text("utf-8")) for p in job.records]
-    tables = paper_tables.paper_tables(
-        metrics, levels=evaluated, models=models, systems=job.systems or None
-    )
+    tables = _paper_tables(job, metrics, levels=evaluated, models=models)
     write_text(job.tex_out, paper_tables.to_latex(tables))
     write_text(job.markdown_out, paper_tables.to_markdown(tables))
     node_tables = {model: paths.read_parquet(path) for model, path in job.nodes.items()}
-    past = None
+    past = current = None
+    intervals = paths.read_parquet(job.intervals) if job.intervals else None
     if job.history is not None:
-        rows = history_rows(metrics, records=records, settings=job.settings, version=__version__)
-        past = append_history(job.history, rows)
+        current = history_rows(
+            metrics,
+            records=records,
+            settings=job.settings,
+            version=__version__,
+            code_system=system.name,
+            hierarchy_sha256=sha256_file(job.levels_file),
+            bootstrap=(intervals, job.confidence) if intervals is not None else None,
+        )
+        past = append_history(job.history, current)
+        if job.summary_md is not None:
+            changes.open_summary(job.summary_md, past, current)
     bins = None
     if job.train_gold is not None:
         bins = frequency_bins(node_tables, train_frequencies(paths.read_parquet(job.train_gold)))
@@ -983,15 +1057,24 @@ def publish_reports(job: ReportJob) -> None:
             hierarchy=f"{job.hierarchy}; code system {system.name} ({system.title})",
             version=__version__,
             settings=job.settings,
-            intervals=paths.read_parquet(job.intervals) if job.intervals else None,
+            intervals=intervals,
             comparisons=paths.read_parquet(job.comparisons) if job.comparisons else None,
             frequency_bins=bins,
             history=past,
+            current=current,
             curves={model: paths.read_parquet(path) for model, path in (job.curves or {}).items()},
             systems=job.systems or {},
             notes=[json.loads(Path(p).read_text("utf-8")) for p in job.notes],
             analysis=(
                 read_tables(job.analysis_dir, models) if job.analysis_dir is not None else None
+            ),
+            conventions=(
+                (paths.read_parquet(job.conventions), read_notes(job.conventions))
+                if job.conventions is not None
+                else None
+            ),
+            conventions_tests=(
+                paths.read_parquet(job.conventions_tests) if job.conventions_tests else None
             ),
         )
     )
@@ -1000,6 +1083,28 @@ def publish_reports(job: ReportJob) -> None:
         write_text(Path(job.figures_out) / f"{name}.svg", svg)
     shown = (final_path(path) for path in (job.html_out, job.tex_out, job.markdown_out))
     log.info("wrote %s, %s, %s and %d figures", *shown, len(drawn))
+
+
+def _paper_tables(
+    job: ReportJob, metrics: pl.DataFrame, *, levels: tuple[str, ...], models: list[str]
+) -> list[paper_tables.Table]:
+    """tables.tex/.md's tables in the layout ``job.paper_table`` asks for: the CoPHE paper's
+    from the tidy rows, CAML's or Edin et al.'s from conventions.parquet."""
+    if job.paper_table == "cophe":
+        return paper_tables.paper_tables(
+            metrics, levels=levels, models=models, systems=job.systems or None
+        )
+    if job.conventions is None:
+        raise HievalError(
+            f"report.paper_table {job.paper_table} lays out conventions.parquet, which this run "
+            "did not write; use paper_table cophe or run the conventions stage"
+        )
+    return layout_tables(
+        paths.read_parquet(job.conventions),
+        layout=job.paper_table,
+        models=models,
+        systems=job.systems or None,
+    )
 
 
 def leaf_count(table: LevelTable) -> int:
@@ -1016,7 +1121,8 @@ class UncertaintyJob:
     models' order; the hierarchy (``levels_file``, ``ancestors``, ``max_level``), the ICM
     ``params`` and comparison ``label_set``; the bootstrap and permutation ``settings``; the
     two outputs; the thread bounds (``resources``); and, for scored models, their normalised
-    score tables (``scores``), ranking rows (``ranking``) and cut-offs (``ks``)."""
+    score tables (``scores``), ranking rows (``ranking``), cut-offs (``ks``) and the normalised
+    training gold (``train_gold``: the propensity-scored rows' weights)."""
 
     gold: str | Path
     predictions: dict[str, str | Path]
@@ -1034,6 +1140,7 @@ class UncertaintyJob:
     scores: dict[str, str | Path] | None = None
     ranking: dict[str, str | Path] | None = None
     ks: tuple[int, ...] = DEFAULT_KS
+    train_gold: str | Path | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1095,6 +1202,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     scored = {}
     table = read_level_table(job.levels_file)
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
+    propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
         score_frame = paths.read_parquet(job.scores[model])
         if not score_frame.height:
@@ -1107,6 +1215,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
             levels=layout.levels,
             model=model,
+            propensities=propensities,
         )
         rows = paths.read_parquet(job.ranking[model])
         wanted = set(scored[model].keys)

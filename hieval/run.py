@@ -36,8 +36,9 @@ from hieval.config import (
     tuning_options,
     uncertainty_settings,
 )
+from hieval.conventions.registry import DEFAULT_PAPER_TABLE
 from hieval.conventions.stage import write_conventions
-from hieval.conventions.table import check_names
+from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, preview_value
@@ -60,6 +61,7 @@ from hieval.metrics.uncertainty.settings import Settings
 from hieval.pending_file import PendingFile
 from hieval.pipeline import (
     ModelFiles,
+    NormalizeJob,
     ReportJob,
     UncertaintyJob,
     build_hierarchy,
@@ -133,6 +135,8 @@ class EvaluateOptions:
     #: Named conventions of conventions.parquet (None: every one) and each model's label
     #: space for them, ``(model, path)``.
     conventions: list[str] | None = None
+    #: The layout of tables.tex/.md (config report.paper_table).
+    paper_table: str = DEFAULT_PAPER_TABLE
     label_space: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     #: Filled by :func:`evaluate_into` from ``format``, ``code_list``, ``doc_list``, ``code_type``.
     per_file: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -325,6 +329,7 @@ def config_from_args(args: EvaluateOptions) -> dict:
             "temp_directory": str(args.temp_directory) if args.temp_directory else None,
         },
         "conventions": list(args.conventions) if args.conventions is not None else None,
+        "report": {"paper_table": args.paper_table},
     }
 
 
@@ -379,6 +384,11 @@ class _Run:
         return {name: self.work / "inputs" / "scores" / f"{name}.parquet" for name in self.names}
 
     @property
+    def train_gold(self) -> Path | None:
+        """The normalised training gold (:func:`_read_inputs` writes it), if config names one."""
+        return self.work / "inputs" / "train_gold.parquet" if self.config["train_gold"] else None
+
+    @property
     def records(self) -> list[Path]:
         """The input records: the gold's, then each model's."""
         gold = self.work / "inputs" / "gold.json"
@@ -409,6 +419,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     spaces = _label_spaces(args, names)  # refused before anything is read
     config = config_from_args(args)
     check_names(config["conventions"])
+    check_paper_table(config["report"]["paper_table"], config["conventions"])
     if config["doc_groups"]:
         read_doc_groups(config["doc_groups"])  # refused before anything is counted
     figures.prefetch()  # the report's figures come last; their imports need not wait
@@ -430,8 +441,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
-    """Normalise the gold and every model's predictions; the models whose threshold was
-    tuned. The gold may be normalised in the background beside the first predictions
+    """Normalise the gold, every model's predictions and the training gold; the models whose
+    threshold was tuned. The gold may be normalised in the background beside the first predictions
     (:func:`_gold_beside_predictions`)."""
     args, resources = run.args, run.resources
     gold_job = _gold_job(run)
@@ -444,14 +455,14 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
 
             def gold_in_background():
                 try:
-                    return gold_job(on_fast_path=started.set)
+                    return normalize_file(gold_job(on_fast_path=started.set))
                 finally:
                     started.set()
 
             written = background.submit(gold_in_background)
             started.wait()
         else:
-            gold_job()
+            normalize_file(gold_job())
         try:
             tuned = _normalize_predictions(
                 run,
@@ -464,6 +475,8 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
             raise
         if written is not None:
             written.result()
+    if run.train_gold is not None:  # read before counting: its weights score the rankings
+        _other_gold(run.args, run.config, run.common, key="train_gold", out=run.train_gold)
     return tuned
 
 
@@ -496,6 +509,7 @@ def _count_models(run: _Run, progress: Progress) -> None:
                 notes=work / "ranking" / f"{name}.json",
             ),
             resources=run.resources,
+            train_gold=run.train_gold,
         )
 
 
@@ -525,6 +539,7 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
             scores=run.scores,
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
+            train_gold=run.train_gold,
         )
     )
     return {
@@ -552,15 +567,12 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         hierarchy=run.hierarchy,
         out_dir=out,
     )
-    train_gold = None
-    if config["train_gold"]:
-        train_gold = _other_gold(
-            args, config, run.common, key="train_gold", out=work / "inputs" / "train_gold.parquet"
-        )
+    train_gold = run.train_gold
     settings = uncertainty_settings(config)
     error_analysis(
         gold=run.gold,
         labels=run.labels,
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
         levels_file=run.levels,
         ancestors=run.ancestors,
         max_level=config["max_level"],
@@ -575,6 +587,10 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
         group_analysis(
             gold=run.gold,
             docs={name: work / "counts" / name / "docs.parquet" for name in names},
+            labels=run.labels,
+            levels_file=run.levels,
+            ancestors=run.ancestors,
+            params=run.params,
             doc_groups=config["doc_groups"],
             settings=settings,
             groups_out=out / "groups.parquet",
@@ -597,6 +613,9 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
             curves={name: out / "thresholds" / f"{name}.parquet" for name in tuned},
             notes=[work / "ranking" / f"{name}.json" for name in names],
             analysis_dir=out,
+            paper_table=config["report"]["paper_table"],
+            conventions=out / "conventions.parquet",
+            conventions_tests=out / "conventions_tests.parquet",
             **uncertain,
         )
     )
@@ -612,12 +631,13 @@ def report_into(run: _Run, *, tuned: dict[str, Path], progress: Progress = _log_
     _reports(run, tuned=tuned, uncertain=uncertain)
 
 
-def _gold_job(run: _Run) -> Callable:
-    """The gold's normalisation to ``run.gold`` (its record beside it), ready to run."""
+def _gold_job(run: _Run) -> Callable[..., NormalizeJob]:
+    """The gold's normalisation to ``run.gold`` (its record beside it): a
+    :class:`NormalizeJob` once given what is left (``on_fast_path``)."""
     args = run.args
     return functools.partial(
-        normalize_file,
-        args.gold,
+        NormalizeJob,
+        path=args.gold,
         name="gold",
         role=GOLD,
         out=run.gold,
@@ -632,12 +652,13 @@ def normalize_batch(run: _Run) -> None:
     """One batch of documents of :class:`hieval.Evaluator` normalised into ``run.work /
     "inputs"`` as :func:`evaluate_into` normalises whole inputs (the same calls): the gold,
     and each model's decided labels and scores, records beside."""
-    _gold_job(run)()
+    normalize_file(_gold_job(run)())
     _normalize_predictions(run, gold=run.gold, progress=lambda subject, stage: None)
 
 
 def _conventions(run: _Run) -> None:
-    """OUT/conventions.parquet: every model's headline metrics under each named convention."""
+    """OUT/conventions.parquet: every model's headline metrics under each named convention;
+    OUT/conventions_tests.parquet: Edin et al.'s McNemar test of each pair of models."""
     args, names, config, out, labels = run.args, run.names, run.config, run.out, run.labels
     work = run.work
     write_conventions(
@@ -659,6 +680,7 @@ def _conventions(run: _Run) -> None:
         default_threshold=config["threshold"],
         label_spaces=run.spaces,
         out=out / "conventions.parquet",
+        tests_out=out / "conventions_tests.parquet",
     )
 
 
@@ -703,19 +725,21 @@ def _normalize_predictions(
     for number, (name, path) in enumerate(args.pred, start=1):
         progress(name, f" ({number}/{len(args.pred)}): reading")
         normalize_file(
-            path,
-            name=name,
-            role=PREDICTIONS,
-            out=labels[name],
-            record_out=labels[name].with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=gold,
-            unknown_docs=config["unknown_docs"],
-            default_threshold=config["threshold"],
-            scores_out=scores[name],
-            tuned=tuned.get(name),
-            shown_as=args.shown.get(str(path)),
-            **common,
+            NormalizeJob(
+                path=path,
+                name=name,
+                role=PREDICTIONS,
+                out=labels[name],
+                record_out=labels[name].with_suffix(".json"),
+                options=_model_options(args, name),
+                gold=gold,
+                unknown_docs=config["unknown_docs"],
+                default_threshold=config["threshold"],
+                scores_out=scores[name],
+                tuned=tuned.get(name),
+                shown_as=args.shown.get(str(path)),
+                **common,
+            )
         )
     return tuned
 
@@ -724,14 +748,16 @@ def _other_gold(args: EvaluateOptions, config: dict, common: dict, *, key: str, 
     """Normalise the dev or the train gold (config ``key``) to ``out``: read as the gold is,
     but with its own code and document lists (:func:`hieval.config.other_gold_options`)."""
     normalize_file(
-        config[key],
-        name=key,
-        role=GOLD,
-        out=out,
-        record_out=out.with_suffix(".json"),
-        options=other_gold_options(config),
-        shown_as=args.shown.get(str(config[key])),
-        **common,
+        NormalizeJob(
+            path=config[key],
+            name=key,
+            role=GOLD,
+            out=out,
+            record_out=out.with_suffix(".json"),
+            options=other_gold_options(config),
+            shown_as=args.shown.get(str(config[key])),
+            **common,
+        )
     )
     return out
 
@@ -803,17 +829,19 @@ def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress)
         dev_labels = work / "predictions" / f"{name}.parquet"
         dev_scores = work / "scores" / f"{name}.parquet"
         normalize_file(
-            spec.dev_predictions,
-            name=f"{name}{DEV_SUFFIX}",
-            role=PREDICTIONS,
-            out=dev_labels,
-            record_out=dev_labels.with_suffix(".json"),
-            options=_model_options(args, name),
-            gold=dev_gold,
-            unknown_docs=config["unknown_docs"],
-            scores_out=dev_scores,
-            shown_as=args.shown.get(str(spec.dev_predictions)),
-            **common,
+            NormalizeJob(
+                path=spec.dev_predictions,
+                name=f"{name}{DEV_SUFFIX}",
+                role=PREDICTIONS,
+                out=dev_labels,
+                record_out=dev_labels.with_suffix(".json"),
+                options=_model_options(args, name),
+                gold=dev_gold,
+                unknown_docs=config["unknown_docs"],
+                scores_out=dev_scores,
+                shown_as=args.shown.get(str(spec.dev_predictions)),
+                **common,
+            )
         )
         tuned[name] = out / "thresholds" / f"{name}.json"
         tune_threshold(

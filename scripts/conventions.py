@@ -31,7 +31,8 @@ def main(smk):
             name: (path, f"model sheet, model {name}, label_space {path}")
             for name, path in spaces.items()
         },
-        out=smk.output[0],
+        out=smk.output.table,
+        tests_out=smk.output.tests,
     )
 
 

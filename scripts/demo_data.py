@@ -14,6 +14,8 @@ def main(smk):
         Path(smk.output.predictions[0]).parent,
         smk.params.seed,
         smk.params.documents,
+        dev_gold_out=smk.output.dev_gold,
+        dev_prediction_dir=Path(smk.output.dev_predictions[0]).parent,
     )
 
 

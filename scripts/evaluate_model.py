@@ -5,7 +5,7 @@ import json
 from hieval.engine.icm import IcmParams
 from hieval.inputs.normalize import PREDICTIONS
 from hieval.inputs.options import LabelOptions
-from hieval.pipeline import ModelFiles, count_and_score, normalize_file
+from hieval.pipeline import ModelFiles, NormalizeJob, count_and_score, normalize_file
 from hieval.resources import Resources
 from hieval.workflow_script import run_rule
 
@@ -16,21 +16,23 @@ def main(smk):
     # number, so changing them must not rerun anything.
     resources = Resources(threads=smk.threads, **smk.config.get("engine", {}))
     normalize_file(
-        smk.input.labels,
-        name=model,
-        role=PREDICTIONS,
-        out=smk.output.labels,
-        record_out=smk.output.record,
-        levels_file=smk.input.levels,
-        options=LabelOptions(**json.loads(smk.params.options)),
-        unknown_codes=smk.params.unknown_codes,
-        malformed_codes=smk.params.malformed_codes,
-        gold=smk.input.gold,
-        unknown_docs=smk.params.unknown_docs,
-        default_threshold=smk.params.threshold,
-        resources=resources,
-        scores_out=smk.output.scores,
-        tuned=smk.input.get("tuned"),
+        NormalizeJob(
+            path=smk.input.labels,
+            name=model,
+            role=PREDICTIONS,
+            out=smk.output.labels,
+            record_out=smk.output.record,
+            levels_file=smk.input.levels,
+            options=LabelOptions(**json.loads(smk.params.options)),
+            unknown_codes=smk.params.unknown_codes,
+            malformed_codes=smk.params.malformed_codes,
+            gold=smk.input.gold,
+            unknown_docs=smk.params.unknown_docs,
+            default_threshold=smk.params.threshold,
+            resources=resources,
+            scores_out=smk.output.scores,
+            tuned=smk.input.get("tuned"),
+        )
     )
     count_and_score(
         model=model,
@@ -54,6 +56,7 @@ def main(smk):
             notes=smk.output.notes,
         ),
         resources=resources,
+        train_gold=smk.input.get("train_gold"),
     )
 
 

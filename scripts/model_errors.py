@@ -12,6 +12,7 @@ def main(smk):
         model=smk.wildcards.model,
         gold=smk.input.gold,
         labels=smk.input.labels,
+        nodes=smk.input.nodes,
         levels_file=smk.input.levels,
         ancestors=smk.input.ancestors,
         max_level=smk.params.max_level,

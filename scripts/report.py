@@ -47,6 +47,11 @@ def main(smk):
             systems=systems,
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
+            confidence=smk.params.confidence,
+            summary_md=smk.output.summary_md,
+            paper_table=smk.params.paper_table,
+            conventions=smk.input.conventions,
+            conventions_tests=smk.input.conventions_tests,
         )
     )
     remove_leftovers(Path(smk.output.metrics).parent, [*smk.input, *smk.output])

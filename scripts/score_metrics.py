@@ -1,5 +1,8 @@
 """Snakemake script: one model's ranking, calibration and selection rows from its scores."""
 
+import json
+
+from hieval.engine.icm import IcmParams
 from hieval.pipeline import score_metrics
 from hieval.workflow_script import run_rule
 
@@ -16,6 +19,8 @@ def main(smk):
         ks=tuple(smk.params.ks),
         metrics_out=smk.output.metrics,
         notes_out=smk.output.notes,
+        train_gold=smk.input.get("train_gold"),
+        params=IcmParams(**json.loads(smk.params.icm)),
     )
 
 

@@ -29,6 +29,7 @@ def main(smk):
             scores=dict(zip(models, smk.input.scores, strict=True)),
             ranking=dict(zip(models, smk.input.ranking, strict=True)),
             ks=tuple(smk.params.ks),
+            train_gold=smk.input.get("train_gold"),
         )
     )
 

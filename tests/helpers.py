@@ -124,21 +124,42 @@ def copy_run(finished: Path, workdir: Path) -> Path:
 
 
 def small_demo_config(
-    workdir: Path, documents: int = 300, models: tuple[str, ...] | None = None
+    workdir: Path,
+    documents: int = 300,
+    models: tuple[str, ...] | None = None,
+    *,
+    plain: bool = False,
 ) -> None:
     """The shipped config/ in ``workdir``, with a smaller demo (the default target runs it);
-    ``models`` keeps only those rows of the model sheet."""
+    ``models`` keeps only those rows of the model sheet. ``plain``: no threshold tuning and
+    no bootstrap (the demo's tuned model keeps the default threshold), for tests of the
+    orchestration that need none of it."""
     shutil.copytree(REPO / "config", workdir / "config")
     config = workdir / "config" / "config.yaml"
     text = config.read_text()
-    assert "documents: 2000" in text
-    config.write_text(text.replace("documents: 2000", f"documents: {documents}"))
+    assert "documents: 1000" in text
+    text = text.replace("documents: 1000", f"documents: {documents}")
+    sheet = workdir / "config" / "models.tsv"
+    header, *rows = sheet.read_text().splitlines(keepends=True)
+    if plain:
+        demo = workdir / "config" / "demo.yaml"
+        assert "  bootstrap: 200\n" in demo.read_text() and "\ttune\t" in "".join(rows)
+        demo.write_text(demo.read_text().replace("  bootstrap: 200\n", "  bootstrap: 0\n"))
+        rows = [_untuned(row) for row in rows]
+    config.write_text(text)
     if models is not None:
-        sheet = workdir / "config" / "models.tsv"
-        header, *rows = sheet.read_text().splitlines(keepends=True)
-        kept = [row for row in rows if row.split("\t", 1)[0] in models]
-        assert len(kept) == len(models), f"{models} are not all demo models"
-        sheet.write_text(header + "".join(kept))
+        rows = [row for row in rows if row.split("\t", 1)[0] in models]
+        assert len(rows) == len(models), f"{models} are not all demo models"
+    sheet.write_text(header + "".join(rows))
+
+
+def _untuned(row: str) -> str:
+    """A model sheet row (model, predictions, threshold, top_k, dev_predictions, ...) without
+    its tuning: no threshold of its own, no dev predictions."""
+    fields = row.split("\t")
+    if fields[2] == "tune":
+        fields[2] = fields[4] = ""
+    return "\t".join(fields)
 
 
 def parse_time_refusal(workdir: Path, config: Path) -> str:

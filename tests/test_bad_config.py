@@ -18,7 +18,7 @@ from hieval.config import MODEL_NAME_PATTERN, check_model_name, load_model_sheet
 from hieval.engine.icm import IcmParams
 from hieval.errors import HievalError, InputError
 from hieval.inputs.options import LabelOptions
-from hieval.pipeline import normalize_file
+from hieval.pipeline import NormalizeJob, normalize_file
 from hieval.resources import Resources
 
 SCHEMAS = REPO / "workflow" / "schemas"
@@ -126,7 +126,7 @@ def test_quote_in_sheet_is_text_and_every_model_is_evaluated(tmp_path):
         ("scored", "the model the quote used to swallow"),
     ]
     # Each model's metric rows (the report over them is tested elsewhere).
-    targets = [f"results/metrics/{m}.parquet" for m in ("exact", "scored")]
+    targets = [f"results/my/metrics/{m}.parquet" for m in ("exact", "scored")]
     result = snakemake(tmp_path, *targets, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     tidy = pl.concat([pl.read_parquet(tmp_path / t) for t in targets])
@@ -299,12 +299,12 @@ def test_out_of_memory_in_normalisation_says_what_to_raise(tmp_path):
     config = zoo(tmp_path, engine="{memory_limit: 1MB}")
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode != 0
-    log = (tmp_path / "logs/inputs/gold.log").read_text()
+    log = (tmp_path / "logs/my/inputs/gold.log").read_text()
     assert "gold: DuckDB ran out of memory normalising gold.csv" in log
     assert "under engine.memory_limit 1MB; raise engine.memory_limit, to about" in log
     assert "Traceback" not in log and "Possible solutions" not in log
-    assert not (tmp_path / "results/inputs/gold.parquet").exists()
-    assert not (tmp_path / "results/report").exists()
+    assert not (tmp_path / "results/my/inputs/gold.parquet").exists()
+    assert not (tmp_path / "results/my/report").exists()
 
 
 def test_out_of_memory_estimate_is_enough(tmp_path):
@@ -321,15 +321,17 @@ def test_out_of_memory_estimate_is_enough(tmp_path):
 
     def run(limit: str):
         return normalize_file(
-            tmp_path / "gold.csv",
-            name="gold",
-            role="gold",
-            out=tmp_path / "gold.parquet",
-            record_out=tmp_path / "gold.json",
-            levels_file=levels,
-            options=LabelOptions(),
-            unknown_codes="place",
-            resources=Resources(memory_limit=limit),
+            NormalizeJob(
+                path=tmp_path / "gold.csv",
+                name="gold",
+                role="gold",
+                out=tmp_path / "gold.parquet",
+                record_out=tmp_path / "gold.json",
+                levels_file=levels,
+                options=LabelOptions(),
+                unknown_codes="place",
+                resources=Resources(memory_limit=limit),
+            )
         )
 
     with pytest.raises(HievalError, match="ran out of memory") as info:
@@ -357,12 +359,12 @@ def test_bad_max_level_for_own_tree_fails_before_normalisation(tmp_path):
     config = zoo(tmp_path, max_level="d5", hierarchy="{source: file, path: tree.csv}")
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode != 0
-    log = (tmp_path / "logs/hierarchy/build_levels.log").read_text()
+    log = (tmp_path / "logs/my/hierarchy/build_levels.log").read_text()
     assert "max_level 'd5' is not a level of this hierarchy; choose one of ('d2', 'd1')" in log
     assert "Traceback" not in log
-    assert not (tmp_path / "results/inputs").exists()
-    assert not (tmp_path / "results/counts").exists()
-    assert not (tmp_path / "results/hierarchy/levels.parquet").exists()
+    assert not (tmp_path / "results/my/inputs").exists()
+    assert not (tmp_path / "results/my/counts").exists()
+    assert not (tmp_path / "results/my/hierarchy/levels.parquet").exists()
 
 
 def test_max_level_syntax_for_own_tree_fails_at_parse_time(tmp_path):

@@ -243,7 +243,7 @@ def test_workflow_with_permutations_0_reports_differences_without_a_test(tmp_pat
     )
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    _assert_no_test_reported(tmp_path / "results" / "report")
+    _assert_no_test_reported(tmp_path / "results" / "my" / "report")
 
 
 # -- more replicates than memory holds: refused up front, naming the largest that fits --------

@@ -132,8 +132,8 @@ def test_user_tree_through_the_workflow(tmp_path):
     )
     result = run_snakemake(tmp_path, "--configfile", "my.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert not (tmp_path / "results/paper/table1.md").exists()  # ICD-9's Table 1: not here
-    metrics = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    assert not (tmp_path / "results/my/paper/table1.md").exists()  # ICD-9's Table 1: not here
+    metrics = pl.read_parquet(tmp_path / "results/my/report/metrics.parquet")
     assert value(metrics, "icm", "overall", "mean", "icm") == pytest.approx(
         float(pyevall_icm(tmp_path)["ICM"]), abs=1e-9
     )
@@ -346,12 +346,12 @@ def test_icd10_demo_runs_end_to_end(tmp_path, icd10_built):
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(tmp_path, "--configfile", "small.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = (tmp_path / "results/report/summary.md").read_text()
+    summary = (tmp_path / "results/small/report/summary.md").read_text()
     assert "Code system: icd10" in summary and "block" in summary
-    assert not (tmp_path / "results/paper/table1.md").exists()
-    record = json.loads((tmp_path / "results/inputs/gold.json").read_text())
+    assert not (tmp_path / "results/small/paper/table1.md").exists()
+    record = json.loads((tmp_path / "results/small/inputs/gold.json").read_text())
     assert record["other_version_rows"] > 0 and len(record["files"]) == 2
-    metrics = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    metrics = pl.read_parquet(tmp_path / "results/small/report/metrics.parquet")
     assert set(metrics["model"]) == {
         "sibling_confuser",
         "over_predictor",
@@ -366,5 +366,5 @@ def test_icd10_demo_runs_end_to_end(tmp_path, icd10_built):
         metrics.filter(pl.col("model") == "sibling_confuser"), "cophe", "overall", "micro", "f1"
     )
     assert cophe > flat + 0.05
-    log = (tmp_path / "logs/hierarchy/build_levels.log").read_text()
+    log = (tmp_path / "logs/small/hierarchy/build_levels.log").read_text()
     assert "ICD-10 hierarchy from the cache" in log  # read, not rebuilt

@@ -23,9 +23,7 @@ from hieval.errors import CodeError
         ("\t96.04\n", "96.04", "proc"),
         ("96.04", "96.04", "proc"),
         ("00.10", "00.10", "proc"),
-        ("34.", "34", "proc"),
         ("34", "34", "proc"),
-        ("401.", "401", "dx"),
     ],
 )
 def test_dotted(raw, code, kind):

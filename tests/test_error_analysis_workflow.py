@@ -55,7 +55,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     for model in MODELS:
         argv += ["--pred", f"{model}={work / model}.csv"]
     assert cli.main(argv) == 0
-    return work / "results" / "report", out
+    return work / "results" / "my" / "report", out
 
 
 def test_workflow_writes_the_hand_worked_error_distance(runs):

@@ -293,16 +293,18 @@ def test_workflow_counts_generative_codes(tmp_path):
     )
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    record = json.loads((tmp_path / "results" / "inputs" / "predictions" / "gen.json").read_text())
+    record = json.loads(
+        (tmp_path / "results" / "my" / "inputs" / "predictions" / "gen.json").read_text()
+    )
     assert record["invalid_codes"] == {"hypertension": 1}
     assert record["unknown_codes"] == {"999.99": 1}
     assert record["codes_read_leniently"] == 1
-    errors = pl.read_parquet(tmp_path / "results" / "report" / "errors.parquet")
+    errors = pl.read_parquet(tmp_path / "results" / "my" / "report" / "errors.parquet")
     statuses = dict(errors.filter(kind="fp").select("code_status", "count").iter_rows())
     assert statuses == {"invalid": 1, "unknown": 1}
-    summary = (tmp_path / "results" / "report" / "summary.md").read_text()
+    summary = (tmp_path / "results" / "my" / "report" / "summary.md").read_text()
     assert "| gen | 4 | 25.0 % | 25.0 % |" in summary
-    metrics = pl.read_parquet(tmp_path / "results" / "report" / "metrics.parquet")
+    metrics = pl.read_parquet(tmp_path / "results" / "my" / "report" / "metrics.parquet")
     flat = micro(metrics.filter(model="gen"), "flat", "leaf")
     assert (flat["tp"], flat["fp"], flat["fn"]) == (2, 2, 1)
     cophe = micro(metrics.filter(model="gen"), "cophe", "overall")

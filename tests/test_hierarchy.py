@@ -51,15 +51,15 @@ def test_levels_and_root(icd9):
         ("V58.6", "dx", "e1", "V58.6", "V58", "V50-V59", "V01-V91"),
         ("E849.7", "dx", "e1", "E849.7", "E849", "E849-E849", "E000-E999"),
         ("E849", "dx", "e0", None, "E849", "E849-E849", "E000-E999"),
-        ("96.04", "proc", "e2", "96.0", "96", "87-99", "00-99"),
-        ("96.0", "proc", "e1", "96.0", "96", "87-99", "00-99"),
-        ("96", "proc", "e0", None, "96", "87-99", "00-99"),
+        ("96.04", "proc", "e2", "96.0", "96", "87-99", "87-99"),
+        ("96.0", "proc", "e1", "96.0", "96", "87-99", "87-99"),
+        ("96", "proc", "e0", None, "96", "87-99", "87-99"),
         ("001.0", "dx", "e1", "001.0", "001", "001-009", "001-139"),
-        ("00.10", "proc", "e2", "00.1", "00", "00-00", "00-99"),
+        ("00.10", "proc", "e2", "00.1", "00", "00-00", "00-00"),
         ("360-379", "range", "c", None, None, "360-379", "320-389"),
         ("320-389", "range", "chapter", None, None, None, "320-389"),
-        ("87-99", "range", "c", None, None, "87-99", "00-99"),
-        ("00-99", "range", "chapter", None, None, None, "00-99"),
+        # Procedures: 18 chapters of their own (volume 3), each its own block.
+        ("87-99", "range", "chapter", None, None, "87-99", "87-99"),
         # A chapter without blocks is its own block.
         ("280-289", "range", "chapter", None, None, "280-289", "280-289"),
         ("285.1", "dx", "e1", "285.1", "285", "280-289", "280-289"),
@@ -137,11 +137,20 @@ def test_ancestors_one_per_level(icd9, icd9_ancestors):
     # Every node reaches the root exactly once.
     assert anc.filter(pl.col("level") == "root").height == icd9.frame.height
     # A node appears at its own depth and above; below it only as itself, which happens for
-    # a chapter without blocks (280-289, 740-759), its own block.
+    # a chapter without blocks (280-289, 740-759 and the 18 procedure chapters), its own block.
     depth = dict(icd9.frame.select("code", "depth").iter_rows())
+    kind = dict(icd9.frame.select("code", "kind").iter_rows())
     rank = {level: i for i, level in enumerate(ICD9_LEVELS)}
     below = [(c, lvl, a) for c, lvl, a in anc.iter_rows() if rank[lvl] < rank[depth[c]]]
-    assert sorted(below) == [("280-289", "c", "280-289"), ("740-759", "c", "740-759")]
+    proc_chapters = icd9.frame.filter(
+        (pl.col("depth") == "chapter") & pl.col("code").str.contains(r"^\d\d-\d\d$")
+    )["code"]
+    assert proc_chapters.len() == 18
+    assert sorted(below) == sorted(
+        [("280-289", "c", "280-289"), ("740-759", "c", "740-759")]
+        + [(c, "c", c) for c in proc_chapters]
+    )
+    assert {kind[c] for c in proc_chapters} == {"range"}
 
 
 # --- cross-check against the CoPHE paper's graph ----------------------------------------------

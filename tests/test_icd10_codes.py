@@ -49,7 +49,6 @@ def pcs_codes() -> set[str]:
         (" e11.9 ", None, ("E11.9", DX)),
         ("e119", DX, ("E11.9", DX)),
         ("I10", None, ("I10", DX)),
-        ("E11.", None, ("E11", DX)),
         ("M1A0110", None, ("M1A.0110", DX)),
         ("M1A.0110", DX, ("M1A.0110", DX)),
         ("C4A9", None, ("C4A.9", DX)),

@@ -101,7 +101,7 @@ def test_file_level_code_type(run, tmp_path):
 def test_duplicates_counted_once_and_recorded(run, tmp_path):
     src = write(
         tmp_path / "gold.csv",
-        "doc_id,code\nd1,401.9\nd1,401.9\nd1,401.9\nd2,412\nd2,412.\nd2,96.04\n",
+        "doc_id,code\nd1,401.9\nd1,401.9\nd1,401.9\nd2,412\nd2, 412\nd2,96.04\n",
     )
     record, rows, logs = run(src, name="gold")
     assert rows == [("d1", "401.9"), ("d2", "412"), ("d2", "96.04")]

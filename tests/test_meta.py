@@ -206,13 +206,13 @@ def test_config_full_switch():
 def test_meta_target_in_workdir(tmp_path):
     """`snakemake meta` from a fresh working directory, with two worker processes."""
     shutil.copytree(REPO / "config", tmp_path / "config")
-    (tmp_path / "meta.yaml").write_text("meta:\n  trials: 2\n  items: 60\n")
-    result = snakemake(tmp_path, "meta", "--configfile", str(tmp_path / "meta.yaml"))
+    (tmp_path / "small.yaml").write_text("meta:\n  trials: 2\n  items: 60\n")
+    result = snakemake(tmp_path, "meta", "--configfile", str(tmp_path / "small.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
-    out = tmp_path / "results" / "meta"
+    out = tmp_path / "results" / "small" / "meta"
     table = pl.read_parquet(out / "formal_properties.parquet")
     assert table.height == len(meta.TESTS) * len(PAPER_METRICS)
     assert set(table["trials"]) == {2}
     assert "| F-CoPHE |" in (out / "formal_properties.md").read_text()
     assert json.loads((out / "parameters.json").read_text())["parameters"]["items"] == 60
-    assert "2/2 trials scored" in (tmp_path / "logs/meta/meta_evaluation.log").read_text()
+    assert "2/2 trials scored" in (tmp_path / "logs/small/meta/meta_evaluation.log").read_text()

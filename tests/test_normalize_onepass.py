@@ -23,7 +23,7 @@ from hieval.inputs.normalize import _scan_sorted, normalize_labels
 
 KNOWN = ["401.9", "364.11", "96.04", "412", "250.00", "V58.61", "E849.7", "00.10"]
 UNKNOWN = ["401.99", "250.99", "038.99"]  # valid ICD-9 syntax, not in the tree: placeable
-SPELLINGS = {"412.": "412"}  # raw -> canonical (trailing dot), besides the identity
+SPELLINGS = {"v58.61": "V58.61"}  # raw -> canonical (lower case), besides the identity
 
 
 def canonical(code: str) -> str:

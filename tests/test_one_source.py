@@ -53,6 +53,7 @@ WORKFLOW_ONLY = {
     "shards": "the CLI counts each model in one job; sharding is a workflow feature",
     "demo": "the demo data set is a workflow target",
     "meta": "the meta experiments are a workflow target",
+    "name": "the CLI writes where --out says; a workflow config's folder is results/NAME/",
 }
 
 
@@ -213,7 +214,7 @@ LAYERS = (
     ("engine",),
     ("metrics", "conventions"),
     ("reports", "analysis"),
-    ("resources", "pipeline", "config", "analysis_stage"),
+    ("resources", "pipeline", "config", "layout", "analysis_stage"),
     ("run",),
     ("cli", "workflow_script", "console", "api", "evaluator", "memory"),
     ("experiments",),

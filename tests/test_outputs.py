@@ -117,9 +117,9 @@ def test_workflow_reads_paths_with_glob_characters_literally(tmp_path):
     (tmp_path / "models.tsv").write_text("model\tpredictions\nm\tpred[1].csv\n")
     config = tmp_path / "my.yaml"
     config.write_text("gold: goldq[1].parquet\nmodels: models.tsv\nmax_level: e0\n")
-    result = snakemake(tmp_path, "results/report/metrics.parquet", "--configfile", str(config))
+    result = snakemake(tmp_path, "results/my/report/metrics.parquet", "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert flat_counts(tmp_path / "results/report/metrics.parquet") == (1, 0, 2)
+    assert flat_counts(tmp_path / "results/my/report/metrics.parquet") == (1, 0, 2)
 
 
 # --- Whole output sets ------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def test_the_recipe_regenerates_table2_as_means_over_runs(tmp_path, icd9, icd9_l
                 system = model.split("_")[0]
                 expected.setdefault(system, {}).setdefault((family, metric), []).append(value)
 
-    markdown = (tmp_path / "results/report/tables.md").read_text()
+    markdown = (tmp_path / "results/cophe_table2/report/tables.md").read_text()
     assert "mean over 2 runs of each system" in markdown
     rows = {}
     for line in markdown.splitlines():
@@ -129,9 +129,9 @@ def test_the_recipe_regenerates_table2_as_means_over_runs(tmp_path, icd9, icd9_l
         assert rows[system] == [f"{100 * v:.1f}" for v in means], system
     # The best system per column is bold: CAML keeps 80% of the gold codes, the others less.
     assert re.search(r"^\| CAML \| \*\*", markdown, re.M)
-    tex = (tmp_path / "results/report/tables.tex").read_text()
+    tex = (tmp_path / "results/cophe_table2/report/tables.tex").read_text()
     assert "CAML & \\textbf{" in tex and "HLAN & " in tex
-    systems = pl.read_parquet(tmp_path / "results/report/systems.parquet")
+    systems = pl.read_parquet(tmp_path / "results/cophe_table2/report/systems.parquet")
     flat_f1 = systems.filter(
         (pl.col("family") == "flat") & (pl.col("average") == "micro") & (pl.col("metric") == "f1")
     )

@@ -22,6 +22,7 @@ from sklearn.preprocessing import MultiLabelBinarizer
 from hieval.codes.icd9 import parse_code
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import count
+from hieval.errors import CodeError
 from hieval.hierarchy.sources import edge_list_table
 from hieval.hierarchy.table import LevelTable
 from hieval.metrics.prf import metrics_table
@@ -386,4 +387,5 @@ def test_normalize_idempotent_and_tolerant(code):
     assert canon.code == code  # valid dotted codes are already canonical
     assert parse_code(canon.code) == canon
     assert parse_code(code.lower() + " ") == canon
-    assert parse_code(" " + code.lower() + ". ") == canon  # a trailing dot is accepted
+    with pytest.raises(CodeError, match="does not end with a dot"):
+        parse_code(" " + code.lower() + ". ")  # a trailing dot is malformed (issue 34)

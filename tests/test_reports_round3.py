@@ -347,7 +347,7 @@ def test_titles_with_dollars_are_drawn_as_text(own_tree):
 def _history_file(tmp_path: Path) -> tuple[Path, pl.DataFrame]:
     rows = pl.DataFrame(
         [("2026-01-01T00:00:00", "m", "F-set", 0.5, "g", "i", "s", "1.0", "k1")] * 3,
-        schema=history.SCHEMA,
+        schema=history.SCHEMA_V1,  # a history an earlier hieval wrote: read and upgraded
         orient="row",
     )
     path = tmp_path / "evaluations.parquet"

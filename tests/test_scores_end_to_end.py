@@ -190,11 +190,11 @@ def test_workflow_gives_the_cli_rows_and_adds_models_alone(zoo, tmp_path):
         )
         == 0
     )
-    workflow = pl.read_parquet(zoo / "results/report/metrics.parquet")
+    workflow = pl.read_parquet(zoo / "results/my/report/metrics.parquet")
     cli = pl.read_parquet(out / "metrics.parquet")
     assert workflow.equals(cli)
     assert workflow.filter(pl.col("family") == "ranking").height > 0
-    codes = pl.read_parquet(zoo / "results/thresholds/scored.codes.parquet")
+    codes = pl.read_parquet(zoo / "results/my/thresholds/scored.codes.parquet")
     assert codes.height > 0 and (codes["support"] >= 3).all()
 
     # a scored model added to the sheet: only its own jobs (and the report) are planned
@@ -204,7 +204,7 @@ def test_workflow_gives_the_cli_rows_and_adds_models_alone(zoo, tmp_path):
     planned = dry.stdout + dry.stderr
     assert dry.returncode == 0, planned
     outputs = " ".join(line for line in planned.splitlines() if "output:" in line)
-    assert "results/ranking/again.parquet" in outputs
+    assert "results/my/ranking/again.parquet" in outputs
     for other in ("scored", "hard"):
         assert f"/{other}." not in outputs
     assert "tune_threshold" not in planned

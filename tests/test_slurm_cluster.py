@@ -99,7 +99,7 @@ def test_demo_on_slurm_equals_local_run(slurm_conf, tmp_path):
     for work in (local, cluster):
         # The orchestration is under test: 300 documents and two models (one scored, one
         # not) are enough, and every job in a group costs about 2 s on the cluster.
-        small_demo_config(work, models=("over_predictor", "cautious_coder"))
+        small_demo_config(work, models=("over_predictor", "cautious_coder"), plain=True)
     result = snakemake(local, "--config", "shards=2")
     assert result.returncode == 0, result.stderr[-3000:]
 

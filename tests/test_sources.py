@@ -61,7 +61,7 @@ def test_cms_zip_fixture_is_parsed(tmp_path):
         rows["96.04"]["e0"],
         rows["96.04"]["c"],
         rows["96.04"]["chapter"],
-    ) == ("96.0", "96", "87-99", "00-99")
+    ) == ("96.0", "96", "87-99", "87-99")
     assert rows["96.04"]["title"] == "Insertion of endotracheal tube"  # CRLF stripped
 
 

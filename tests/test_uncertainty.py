@@ -77,7 +77,10 @@ def flat_units(gold: np.ndarray, pred: np.ndarray, layout: Layout) -> object:
         {
             "doc_id": layout.doc_ids,
             **{c: np.zeros(n) for c in ("ic_pred", "ic_gold", "ic_union")},
-            **{c: np.zeros(n, dtype=np.int64) for c in ("anc_pred", "anc_gold", "anc_both")},
+            **{
+                c: np.zeros(n, dtype=np.int64)
+                for c in ("anc_pred", "anc_gold", "anc_both", "lca_pred", "lca_gold", "lca_both")
+            },
             **{c: np.ones(n) for c in ("w_pred", "w_gold", "w_both")},
         }
     )

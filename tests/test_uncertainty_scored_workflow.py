@@ -65,7 +65,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     for option, value in OPTIONS.items():
         args += [f"--{option}", str(value)]
     assert main(args) == 0
-    return {"workflow": work / "results" / "report", "cli": base / "cli"}
+    return {"workflow": work / "results" / "my" / "report", "cli": base / "cli"}
 
 
 def test_every_tidy_row_has_an_interval_auc_included(runs):

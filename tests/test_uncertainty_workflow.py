@@ -50,7 +50,7 @@ def runs(tmp_path_factory):
         config.write_text(config.read_text() + f"shards: {shards}\n")
         result = snakemake(work, "--configfile", str(config))
         assert result.returncode == 0, result.stderr[-3000:]
-        outputs[shards] = work / "results" / "report"
+        outputs[shards] = work / "results" / "my" / "report"
     cli = base / "cli"
     cli.mkdir()
     write_zoo(cli)

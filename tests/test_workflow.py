@@ -83,7 +83,7 @@ def zoo_run(tmp_path_factory) -> Path:
 def test_user_zoo_in_workdir(zoo_run):
     """`snakemake -s PATH/Snakefile -d WORKDIR --configfile my.yaml` evaluates a user's zoo."""
     tmp_path = zoo_run
-    tidy = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    tidy = pl.read_parquet(tmp_path / "results/my/report/metrics.parquet")
     assert tidy.columns == ["model", "family", "level", "average", "metric", "value"]
     assert set(tidy["model"]) == {"exact", "scored"}
     assert set(tidy["level"]) == {"leaf", "e2", "e1", "e0", "overall"}
@@ -104,9 +104,9 @@ def test_user_zoo_in_workdir(zoo_run):
     # The scored model keeps score >= 0.5: a: 364.11; b: 401.9, 96.04; c (no gold): 250.00.
     assert [value("scored", "flat", "leaf", m) for m in ("tp", "fp", "fn")] == [3, 1, 2]
     assert not (tmp_path / "results/demo").exists(), "the demo must not run for a user's zoo"
-    assert (tmp_path / "results/report/nodes/exact.csv").exists()
-    assert (tmp_path / "logs/models/exact.log").read_text().strip()
-    summary = (tmp_path / "results/report/summary.md").read_text()
+    assert (tmp_path / "results/my/report/nodes/exact.csv").exists()
+    assert (tmp_path / "logs/my/models/exact.log").read_text().strip()
+    summary = (tmp_path / "results/my/report/summary.md").read_text()
     assert "| exact |" in summary and "| scored |" in summary
 
 
@@ -155,7 +155,7 @@ def test_changed_threshold_reruns_only_that_model(zoo_run, tmp_path):
     dry = snakemake(tmp_path, "--configfile", str(config), "-n", quiet=False)
     planned = dry.stdout + dry.stderr
     assert "Params have changed" in planned and '"threshold": 0.8' in planned
-    assert "results/inputs/predictions/scored.parquet" in planned
+    assert "results/my/inputs/predictions/scored.parquet" in planned
     # no job of the other model; the jobs over every model (conventions, report) read its file
     assert "model=exact" not in planned
 
@@ -214,10 +214,10 @@ def test_bad_gold_fails_cleanly_without_outputs(tmp_path):
     (tmp_path / "gold.csv").write_text("doc_id,code\na,364.11\nb,4O1.9\n")
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode != 0
-    log = (tmp_path / "logs/inputs/gold.log").read_text()
+    log = (tmp_path / "logs/my/inputs/gold.log").read_text()
     assert "gold.csv, line 3" in log and "'4O1.9'" in log
-    assert not (tmp_path / "results/inputs/gold.parquet").exists()
-    assert not (tmp_path / "results/report").exists()
+    assert not (tmp_path / "results/my/inputs/gold.parquet").exists()
+    assert not (tmp_path / "results/my/report").exists()
 
 
 def test_hierarchy_target_offline(tmp_path):
@@ -288,13 +288,13 @@ def test_adapters_through_the_model_sheet(tmp_path):
     config.write_text("gold: test_full.csv\nmodels: models.tsv\n")
     result = snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    tidy = pl.read_parquet(tmp_path / "results/report/metrics.parquet")
+    tidy = pl.read_parquet(tmp_path / "results/my/report/metrics.parquet")
     flat = tidy.filter((pl.col("family") == "flat") & (pl.col("average") == "micro"))
     counts = {(m, k): v for m, k, v in flat.select("model", "metric", "value").iter_rows()}
     # caml: 401.9 and 96.04 right, 364.1 for 364.11 wrong; dense: 401.9 and 364.11 right.
     assert [counts["caml", k] for k in ("tp", "fp", "fn")] == [2, 1, 1]
     assert [counts["dense", k] for k in ("tp", "fp", "fn")] == [2, 0, 1]
-    record = (tmp_path / "results/inputs/predictions/caml.json").read_text()
+    record = (tmp_path / "results/my/inputs/predictions/caml.json").read_text()
     assert '"format": "caml_psv"' in record
 
 
@@ -309,11 +309,11 @@ def test_sharded_equals_unsharded(zoo_run, tmp_path):
     result = snakemake(work, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = {1: zoo_run, 3: work}
-    assert len(list((tmp_path / "shards3/results/counts/exact/shards").iterdir())) == 3
+    assert len(list((tmp_path / "shards3/results/my/counts/exact/shards").iterdir())) == 3
     for name in ("metrics.parquet", "summary.csv", "summary.md"):
-        first, second = ((outputs[s] / "results/report" / name).read_bytes() for s in (1, 3))
+        first, second = ((outputs[s] / "results/my/report" / name).read_bytes() for s in (1, 3))
         assert first == second, f"{name} differs between 1 and 3 shards"
-    tidy = pl.read_parquet(outputs[3] / "results/report/metrics.parquet")
+    tidy = pl.read_parquet(outputs[3] / "results/my/report/metrics.parquet")
     assert {"icm", "example", "propensity", "hierarchical"} <= set(tidy["family"])
 
 

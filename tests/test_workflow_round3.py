@@ -12,7 +12,7 @@ import pytest
 from helpers import copy_run, parse_time_refusal, snakemake
 from test_uncertainty_workflow import UNCERTAINTY, write_zoo
 
-REPORT = Path("results/report")
+REPORT = Path("results/my/report")
 
 
 @pytest.fixture(scope="module")

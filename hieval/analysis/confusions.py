@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import polars as pl
 
-from hieval.analysis.errors import error_pairs, errors_of
-from hieval.analysis.tree import Tree
+from hieval.analysis.errors import ModelErrors, near_pairs
 
 COLUMNS = ("gold_code", "predicted_code", "lca_level", "documents")
 
 
-def confusions(gold: pl.DataFrame, predicted: pl.DataFrame, tree: Tree) -> pl.DataFrame:
+def confusions(errors: ModelErrors) -> pl.DataFrame:
     """``gold_code, predicted_code, lca_level, documents``: each near-miss pair and the number
     of documents it occurs in, most frequent first (then by the codes)."""
-    missed, extra = errors_of(gold, predicted)
-    pairs = error_pairs(missed, extra, tree).filter(pl.col("lca_rank") <= tree.rank(tree.category))
+    tree = errors.tree
     level_of = dict(enumerate(tree.levels))
-    return (
-        pairs.group_by("gold_code", "predicted_code")
+    pairs = (
+        near_pairs(errors, tree.rank(tree.category))
+        .group_by("gold_code", "predicted_code")
         .agg(pl.col("lca_rank").first(), pl.len().alias("documents"))
-        .with_columns(
+    )
+    codes = errors.space.codes
+    return (
+        pairs.with_columns(
+            codes.gather(pairs["gold_code"]).alias("gold_code"),
+            codes.gather(pairs["predicted_code"]).alias("predicted_code"),
             pl.col("lca_rank").replace_strict(level_of, return_dtype=pl.String).alias("lca_level"),
             pl.col("documents").cast(pl.Int64),
         )

@@ -10,10 +10,14 @@ no false positive at all (a plain miss). False positives get theirs the same way
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import numpy as np
 import polars as pl
 
-from hieval.analysis.tree import CODE_STATUSES, NONE, ROOT, Tree, labels_of
+from hieval.analysis.tree import CODE_STATUSES, NONE, ROOT, Tree
+from hieval.engine.keys import CodeSpace, Source, encode, split_keys
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
@@ -34,106 +38,255 @@ def _tables():
     return tables
 
 
-def errors_of(gold: pl.DataFrame, predicted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The false negatives and false positives (``doc_id, code`` each) of one model."""
-    gold, predicted = labels_of(gold), labels_of(predicted)
-    missed = gold.join(predicted, on=["doc_id", "code"], how="anti")
-    extra = predicted.join(gold, on=["doc_id", "code"], how="anti")
-    return missed, extra
+@dataclass(frozen=True)
+class ModelErrors:
+    """One model's errors as integers: the count engine's keys (:mod:`hieval.engine.keys`:
+    documents numbered in ``doc_id`` order, codes by their index in a code space of the
+    analysis tree), so that finding the nearest error is a few sorted searches per level. At
+    100x MIMIC-III (3.2M errors) joining every error's ancestors on ``doc_id, level, ancestor``
+    text took 20 s and several GB.
+
+    ``fn`` and ``fp``: ``(doc, code)`` arrays of the false negatives and the false positives;
+    ``space`` the code space (``node_of[level]``: each code's ancestor node there, -1 none);
+    ``doc_ids`` the documents' names by number.
+    """
+
+    fn: tuple[np.ndarray, np.ndarray]
+    fp: tuple[np.ndarray, np.ndarray]
+    space: CodeSpace
+    doc_ids: pl.Series
+    tree: Tree
+    _nearest: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def nearest(self, kind: str) -> np.ndarray:
+        """:func:`nearest_ranks` of ``kind``, computed once (error rows and confusions both
+        read them)."""
+        if kind not in self._nearest:
+            self._nearest[kind] = nearest_ranks(self, kind)
+        return self._nearest[kind]
+
+    def side(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(doc, code)`` of the errors of ``kind``."""
+        return self.fn if kind == FN else self.fp
+
+    def node_keys(self, kind: str, level: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Each error's (or each of ``rows``') document and ancestor node at ``level`` in one
+        int64 (-1: no node). Errors come by document and by code in hierarchy order, so those
+        with a node are in key order already when the level's nodes are contiguous (as in a
+        tree)."""
+        doc, code = self.side(kind)
+        if rows is not None:
+            doc, code = doc[rows], code[rows]
+        node = self.space.node_of[level][code].astype(np.int64)
+        width = max(1, self.space.nodes[level].len())
+        return np.where(node >= 0, doc * width + node, -1)
 
 
-def error_pairs(missed: pl.DataFrame, extra: pl.DataFrame, tree: Tree) -> pl.DataFrame:
-    """``doc_id, gold_code, predicted_code, lca_rank``: each missed and wrong code of one
-    document that meet below the root, with the rank (in ``tree.levels``) of their lowest
-    common ancestor. Pairs that meet only at the root have no row."""
+def model_errors(
+    gold: Source, predicted: Source, tree: Tree | Callable[[pl.Series], Tree]
+) -> ModelErrors:
+    """The :class:`ModelErrors` of one model's gold and predicted labels (frames or
+    normalised Parquet files). ``tree`` may be a function of the labels' distinct codes, which
+    the encoder reads from the files' dictionaries (no pass of its own over the files).
 
-    def up(frame: pl.DataFrame, name: str) -> pl.DataFrame:
-        return frame.join(tree.ancestors, on="code").rename({"code": name})
+    A document's label listed in the gold only is a false negative, in the predictions only a
+    false positive: the sorted keys put a document's gold label right before its predicted
+    label of the same code."""
+    trees = []
 
-    ranks = pl.DataFrame(
-        {"level": list(tree.levels), "lca_rank": range(len(tree.levels))},
-        schema={"level": pl.String, "lca_rank": pl.Int64},
+    def space_for(codes: pl.Series) -> CodeSpace:
+        trees.append(tree(codes) if callable(tree) else tree)
+        return CodeSpace.build(trees[0].ancestors, trees[0].levels)
+
+    labels = encode(gold, predicted, space_for)
+    keys = labels.keys
+    # Neighbouring keys (sorted) that differ in the flag bit alone are a document's code in
+    # the gold and in the predictions (a match); equal ones repeat a label (dropped first).
+    step = keys[1:] ^ keys[:-1]
+    if keys.size > 1 and not step.all():
+        keys = keys[np.concatenate(([True], step != 0))]
+        step = keys[1:] ^ keys[:-1]
+    matched = np.zeros(keys.size, dtype=bool)
+    twin = step == 1
+    matched[1:] |= twin
+    matched[:-1] |= twin
+    predicted_flag = (keys & 1).astype(bool)
+    fn, fp = keys[~(matched | predicted_flag)], keys[predicted_flag & ~matched]
+    return ModelErrors(
+        fn=split_keys(fn)[:2],
+        fp=split_keys(fp)[:2],
+        space=labels.space,
+        doc_ids=labels.doc_ids,
+        tree=trees[0],
     )
+
+
+def nearest_ranks(errors: ModelErrors, kind: str) -> np.ndarray:
+    """Per error of ``kind``, the rank (in ``tree.levels``) of the deepest level at which it
+    meets an error of the other kind in its document (an ancestor node in common), -1 when it
+    meets none below the root. Levels are searched deepest first, each for the errors not met
+    yet."""
+    other = FP if kind == FN else FN
+    rank = np.full(errors.side(kind)[0].size, -1, dtype=np.int64)
+    for at, level in enumerate(errors.tree.levels):
+        if level == ROOT:
+            continue
+        open_ = np.flatnonzero(rank < 0)
+        mine = errors.node_keys(kind, level, rows=open_)
+        theirs = errors.node_keys(other, level)
+        found = _contains(_ascending(theirs[theirs >= 0]), mine) & (mine >= 0)
+        rank[open_[found]] = at
+    return rank
+
+
+def _is_ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` are in order (repeats allowed)."""
+    return values.size < 2 or bool((values[1:] >= values[:-1]).all())
+
+
+def _ascending(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted: as they are when they are in order already (no copy, no sort)."""
+    return values if _is_ascending(values) else np.sort(values)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct ``values``: a sort and a comparison of neighbours (NumPy's
+    ``unique`` hashes integer arrays, which took 3 s an array of a million keys here)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if values.size else values
+
+
+def _contains(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_values`` (sorted; repeats do no harm)."""
+    if not sorted_values.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_values, values), sorted_values.size - 1)
+    return sorted_values[at] == values
+
+
+def near_pairs(errors: ModelErrors, deepest: int) -> pl.DataFrame:
+    """``doc, gold_code, predicted_code, lca_rank`` (integers) of each missed and wrong code
+    of one document that meet at ``tree.levels[deepest]`` or deeper: per level, each missed
+    code's run of wrong codes under the same node of the same document (sorted searches)."""
+    parts = [dict.fromkeys(("doc", "gold_code", "predicted_code", "lca_rank"), np.zeros(0, int))]
+    for at, level in enumerate(errors.tree.levels[: deepest + 1]):
+        if level == ROOT:
+            continue
+        # Only errors whose nearest error of the other kind is this near can be in a pair.
+        fn_rows, fp_rows = (np.flatnonzero(errors.nearest(k) <= deepest) for k in KINDS)
+        fn_key = errors.node_keys(FN, level, rows=fn_rows)
+        fp_key = errors.node_keys(FP, level, rows=fp_rows)
+        fn_rows, fn_key = fn_rows[fn_key >= 0], fn_key[fn_key >= 0]
+        fp_rows, fp_key = fp_rows[fp_key >= 0], fp_key[fp_key >= 0]
+        if not _is_ascending(fp_key):  # in key order already but in a level that is no tree's
+            order = np.argsort(fp_key, kind="stable")
+            fp_rows, fp_key = fp_rows[order], fp_key[order]
+        fp_sorted = fp_key
+        first = np.searchsorted(fp_sorted, fn_key, side="left")
+        runs = np.searchsorted(fp_sorted, fn_key, side="right") - first
+        gold = np.repeat(fn_rows, runs)
+        start = np.repeat(first - np.cumsum(runs) + runs, runs)  # each run's first slot
+        wrong = fp_rows[start + np.arange(gold.size)]
+        parts.append(
+            {
+                "doc": errors.fn[0][gold],
+                "gold_code": errors.fn[1][gold],
+                "predicted_code": errors.fp[1][wrong],
+                "lca_rank": np.full(gold.size, at),
+            }
+        )
     return (
-        up(missed, "gold_code")
-        .join(up(extra, "predicted_code"), on=["doc_id", "level", "ancestor"])
-        .join(ranks, on="level")
-        .group_by("doc_id", "gold_code", "predicted_code")
+        pl.concat([pl.DataFrame(part).cast(pl.Int64) for part in parts])
+        .group_by("doc", "gold_code", "predicted_code")
         .agg(pl.col("lca_rank").min())
     )
 
 
-def error_rows(gold: pl.DataFrame, predicted: pl.DataFrame, tree: Tree) -> pl.DataFrame:
-    """One row per error: ``doc_id, kind, code, lca_level, code_status``."""
-    missed, extra = errors_of(gold, predicted)
-    pairs = error_pairs(missed, extra, tree)
-    level_of = dict(enumerate(tree.levels))
-    parts = []
-    for kind, own, mine, other in (
-        (FN, missed, "gold_code", extra),
-        (FP, extra, "predicted_code", missed),
-    ):
-        nearest = (
-            pairs.group_by("doc_id", mine).agg(pl.col("lca_rank").min()).rename({mine: "code"})
+#: The columns of :func:`error_rows` that place an error in a row of ``errors.parquet``.
+CELL = ("kind", "lca_level", "code_status")
+
+
+def error_rows(errors: ModelErrors) -> pl.DataFrame:
+    """One row per error: ``doc`` (its document's number in ``errors.doc_ids``) and its
+    ``kind``, ``lca_level`` and ``code_status`` as positions in :data:`KINDS`,
+    ``tree.lca_levels`` and :data:`CODE_STATUSES`: small integers, so that millions of errors
+    are counted in a fraction of a second (:func:`error_distance` names them)."""
+    tree = errors.tree
+    status = (
+        pl.DataFrame({"code": errors.space.codes})
+        .join(tree.statuses, on="code", how="left")
+        .select(
+            pl.col("code_status")
+            .fill_null(CODE_STATUSES[0])
+            .replace_strict(CODE_STATUSES, range(len(CODE_STATUSES)), return_dtype=pl.UInt8)
         )
-        other_docs = other.select("doc_id").unique().with_columns(pl.lit(True).alias("_other"))
+        .to_series()
+        .to_numpy()
+    )
+    parts = []
+    for at, kind in enumerate(KINDS):
+        doc, code = errors.side(kind)
+        other_docs = _distinct(errors.side(FP if kind == FN else FN)[0])
+        rank = errors.nearest(kind).copy()
+        apart = rank < 0  # met nothing below the root: the root, or no error to meet
+        rank[apart] = np.where(_contains(other_docs, doc[apart]), tree.rank(ROOT), tree.rank(NONE))
         parts.append(
-            own.join(nearest, on=["doc_id", "code"], how="left")
-            .join(other_docs, on="doc_id", how="left")
-            .select(
-                "doc_id",
-                pl.lit(kind).alias("kind"),
-                "code",
-                pl.when(pl.col("lca_rank").is_not_null())
-                .then(pl.col("lca_rank").replace_strict(level_of, return_dtype=pl.String))
-                .when(pl.col("_other"))
-                .then(pl.lit(ROOT))
-                .otherwise(pl.lit(NONE))
-                .alias("lca_level"),
+            pl.DataFrame(
+                {
+                    "doc": doc,
+                    "kind": np.full(doc.size, at, dtype=np.uint8),
+                    "lca_level": rank.astype(np.uint8),
+                    "code_status": status[code],
+                }
             )
         )
-    return (
-        pl.concat(parts)
-        .join(tree.statuses, on="code", how="left")
-        .with_columns(pl.col("code_status").fill_null(CODE_STATUSES[0]))
-    )
+    return pl.concat(parts)
 
 
 def error_distance(
-    rows: pl.DataFrame, tree: Tree, *, model: str, settings: Settings | None = None
+    rows: pl.DataFrame,
+    tree: Tree,
+    *,
+    model: str,
+    doc_ids: pl.Series,
+    settings: Settings | None = None,
 ) -> pl.DataFrame:
-    """``model, kind, lca_level, code_status, count, share`` from :func:`error_rows`: ``share``
-    is the fraction of the model's errors of that kind (FN or FP), so each kind's shares sum
-    to 1; rows in the order kind, level (deepest first, ``none`` last), status. With
-    ``settings.bootstrap`` replicates, ``low, high``: the share's percentile interval."""
-    counts = rows.group_by("kind", "lca_level", "code_status").agg(pl.len().alias("count"))
+    """``model, kind, lca_level, code_status, count, share`` from :func:`error_rows` (documents
+    named by ``doc_ids``): ``share`` is the fraction of the model's errors of that kind (FN or
+    FP), so each kind's shares sum to 1; rows in the order kind, level (deepest first,
+    ``none`` last), status. With ``settings.bootstrap`` replicates, ``low, high``: the share's
+    percentile interval."""
+    counts = rows.group_by(*CELL).agg(pl.len().alias("count"))
     counts = counts.with_columns(
         (pl.col("count") / pl.col("count").sum().over("kind")).alias("share"),
         pl.col("count").cast(pl.Int64),
     )
-    table = sort_errors(counts.with_columns(pl.lit(model).alias("model")), tree).select(COLUMNS)
+    names = {"kind": KINDS, "lca_level": tree.lca_levels, "code_status": CODE_STATUSES}
+    counts = counts.with_columns(pl.col(c).alias(f"_{c}") for c in CELL).with_columns(
+        pl.col(c).replace_strict(dict(enumerate(n)), return_dtype=pl.String)
+        for c, n in names.items()
+    )
+    table = sort_errors(counts.with_columns(pl.lit(model).alias("model")), tree)
     if settings is None or not settings.bootstrap:
-        return table
-    low, high = share_intervals(rows, table, settings)
-    return table.with_columns(pl.Series("low", low), pl.Series("high", high))
+        return table.select(COLUMNS)
+    low, high = share_intervals(rows, table, settings, doc_ids=doc_ids)
+    return table.select(COLUMNS).with_columns(pl.Series("low", low), pl.Series("high", high))
 
 
 def share_intervals(
-    rows: pl.DataFrame, table: pl.DataFrame, settings: Settings
+    rows: pl.DataFrame, table: pl.DataFrame, settings: Settings, *, doc_ids: pl.Series
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds of each row's share over bootstrap replicates of the documents: the
     replicate weights of :mod:`hieval.metrics.uncertainty` (they depend on the seed, the
     document and the replicate only, so an error table is resampled as the metrics are). A
     replicate without an error of a kind leaves that kind's shares undefined (NaN), and the
-    bounds are those of the other replicates."""
-    cells = table.with_row_index("_cell").select("kind", "lca_level", "code_status", "_cell")
-    per_doc = (
-        rows.join(cells, on=["kind", "lca_level", "code_status"])
-        .group_by("doc_id", "_cell")
-        .agg(pl.len().alias("n"))
-    )
-    docs = per_doc["doc_id"].unique().sort()
-    doc_index = per_doc.join(pl.DataFrame({"doc_id": docs}).with_row_index("_doc"), on="doc_id")
+    bounds are those of the other replicates. ``table`` keeps :func:`error_rows`' integer
+    cells as ``_kind, _lca_level, _code_status``."""
+    cells = table.with_row_index("_cell").select(*(pl.col(f"_{c}").alias(c) for c in CELL), "_cell")
+    per_doc = rows.join(cells, on=list(CELL)).group_by("doc", "_cell").agg(pl.len().alias("n"))
+    # Documents in doc_id order (their numbers are): the order the sums below add them in.
+    docs = per_doc["doc"].unique().sort()
+    doc_index = per_doc.join(pl.DataFrame({"doc": docs}).with_row_index("_doc"), on="doc")
     from scipy import sparse  # on use: importing the CLI must not load scipy
 
     counts = sparse.csr_matrix(
@@ -145,7 +298,7 @@ def share_intervals(
     )
     kinds = table["kind"].to_numpy()
     same_kind = (kinds[:, None] == kinds[None, :]).astype(np.float64)
-    keys = doc_keys(docs.to_list())
+    keys = doc_keys(doc_ids.gather(docs).to_list())
     step = max(1, _BLOCK_CELLS // max(1, docs.len()))
     shares = []
     for first in range(0, settings.bootstrap, step):

@@ -4,28 +4,42 @@ and the headline P/R/F1 of each group is computed from the model's per-document 
 
 A micro-averaged count metric of a group evaluated alone is the ratio of the group's summed
 per-document TP, FP and FN (a document's counts depend on that document only), so the rows
-here equal an evaluation of the group's documents by themselves. ICM is left out: its
-information content comes from the whole gold, which a group alone would change.
+here equal an evaluation of the group's documents by themselves. ICM is not: its information
+content comes from the whole gold, so each group's ICM is computed from the group's own labels
+(:func:`group_icm`, the count engine on the group's documents alone), and its interval resamples
+the group's items with those weights fixed, as the metrics' own bootstrap does.
 
 For each attribute and metric, the largest gap between its groups gets a bootstrap interval
 (documents resampled within their groups, with the replicate weights of the metrics' own
 bootstrap) and a permutation p-value (group labels shuffled over the attribute's documents),
-Holm-adjusted over the attributes.
+Holm-adjusted over the attributes. ICM's gap gets its interval and a p-value from the same
+shuffles, each shuffled group's ICM recounted by the count engine with the group's own
+information content (:func:`icm_recount`): a group's ICM is not a sum of per-document terms
+fixed in advance, since its node weights come from its own gold counts. The recounts are
+bounded (:data:`ICM_RECOUNT_CALLS`, :data:`ICM_RECOUNT_DOCUMENTS`); past the bound ICM's gap
+has no p-value, with a warning.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from hieval import paths
+from hieval.engine.icm import IcmParams
 from hieval.errors import InputError, preview_value
 from hieval.metrics.count_measures import PRF_MEASURES
 from hieval.metrics.registry import HEADLINE_FAMILIES, OVERALL
+from hieval.metrics.suite import icm_per_item, icm_values
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
+
+log = logging.getLogger(__name__)
 
 #: The group of documents the table does not list, or lists without a value.
 MISSING = "(missing)"
@@ -123,9 +137,13 @@ def group_rows(
     counts: dict[str, dict[tuple[str, str], np.ndarray]],
     doc_ids: pl.Series,
     settings: Settings,
+    icm: dict[str, dict[tuple[str, str], GroupIcm]] | None = None,
+    icm_recount: dict[str, Callable[[np.ndarray], float]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``groups`` (:data:`COLUMNS`) and ``gaps`` (:data:`GAP_COLUMNS`) from the assignment
-    ``labels`` (:func:`assignment`) and each model's :func:`headline_counts`."""
+    ``labels`` (:func:`assignment`), each model's :func:`headline_counts` and, per model,
+    each ``(attribute, group)``'s :func:`group_icm` and the :func:`icm_recount` that gives
+    ICM's gap its permutation p-value (none without it)."""
     position = {d: i for i, d in enumerate(doc_ids.to_list())}
     rows, gaps = [], []
     replicates = _replicate_weights(doc_ids, settings)
@@ -150,11 +168,180 @@ def group_rows(
                              float(value), low, high, int(idx.size))
                         )  # fmt: skip
                 gaps += _gaps(attribute, model, family, level, table, members, replicates, settings)
+            if icm is not None:
+                by_group = {g: icm[model][(attribute, g)] for g in members}
+                recount = None if icm_recount is None else icm_recount[model]
+                icm_rows, icm_gap = _icm_rows(
+                    attribute, model, by_group, replicates, settings, members, recount
+                )
+                rows += icm_rows
+                gaps += icm_gap
     groups = pl.DataFrame(rows, schema=_schema(COLUMNS), orient="row")
     gap_table = pl.DataFrame(gaps, schema=_schema(GAP_COLUMNS), orient="row")
     if gap_table.height:
         gap_table = _holm(gap_table)
     return groups, gap_table
+
+
+@dataclass(frozen=True)
+class GroupIcm:
+    """A group's ICM evaluated alone: ``value`` (the mean over its items, as the metrics
+    compute it), ``documents`` and, per item, ``positions`` (in the gold's ``doc_ids``) and
+    ``per_item`` ICM, for the bootstrap."""
+
+    value: float
+    documents: int
+    positions: np.ndarray
+    per_item: np.ndarray
+
+
+def group_icm(
+    labels: pl.DataFrame,
+    gold: pl.DataFrame,
+    predicted: pl.DataFrame,
+    doc_ids: pl.Series,
+    *,
+    item_sums: Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame],
+    params: IcmParams,
+) -> dict[tuple[str, str], GroupIcm]:
+    """``(attribute, group) -> GroupIcm`` of one model: ``item_sums`` (the count engine's
+    per-item sums of a gold and a prediction table, weights from that gold) of each group's
+    documents alone, so that the information content is the group's own."""
+    position = pl.DataFrame({"doc_id": doc_ids}).with_row_index("_position")
+    out = {}
+    for (attribute, group), part in labels.group_by("attribute", "group", maintain_order=True):
+        docs = part["doc_id"].implode()
+        items = item_sums(
+            gold.filter(pl.col("doc_id").is_in(docs)),
+            predicted.filter(pl.col("doc_id").is_in(docs)),
+        )
+        per_item, _ = icm_per_item(items, params)
+        at = items.select("doc_id").join(position, on="doc_id", how="left", maintain_order="left")
+        out[(str(attribute), str(group))] = GroupIcm(
+            value=icm_values(items, params)["icm"],
+            documents=part.height,
+            positions=at["_position"].to_numpy().astype(np.int64),
+            per_item=per_item,
+        )
+    return out
+
+
+#: The (family, level, average, metric) of ICM's rows: the registry's headline ICM.
+ICM_KEY = ("icm", OVERALL, "mean", "icm")
+
+
+def _icm_replicates(icm: GroupIcm, weights: np.ndarray) -> np.ndarray:
+    """ICM of each replicate: the weighted mean of the group's items (NaN without one)."""
+    w = weights[:, icm.positions]
+    count = w.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (w @ icm.per_item) / count, np.nan)
+
+
+def _icm_rows(
+    attribute, model, by_group, weights, settings, members, recount
+) -> tuple[list[tuple], list[tuple]]:
+    """The groups' ICM rows and the attribute's largest ICM gap, ``(missing)`` left out of the
+    gap; its permutation p-value recounts each shuffled group (:func:`_icm_permutation_p`)."""
+    rows, reps = [], {}
+    for group, icm in by_group.items():
+        low = high = None
+        if weights is not None:
+            reps[group] = _icm_replicates(icm, weights)
+            bounds = _tables().interval_bounds(
+                reps[group][:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
+            )
+            low, high = float(bounds[0][0]), float(bounds[1][0])
+        rows.append((attribute, group, model, *ICM_KEY, icm.value, low, high, icm.documents))
+    named = [g for g, icm in by_group.items() if g != MISSING and icm.documents]
+    if len(named) < 2:
+        return rows, []
+    ranked = sorted(named, key=lambda g: (-by_group[g].value, g))
+    top, bottom = ranked[0], ranked[-1]
+    low = high = None
+    if weights is not None:
+        bounds = _tables().interval_bounds(
+            (reps[top] - reps[bottom])[:, None], np.zeros(1), np.zeros(1, bool), settings.confidence
+        )
+        low, high = float(bounds[0][0]), float(bounds[1][0])
+    gap = by_group[top].value - by_group[bottom].value
+    p_value = None
+    if weights is not None and recount is not None:
+        named_members = {g: members[g] for g in named}
+        p_value = _icm_permutation_p(named_members, gap, recount, settings, attribute=attribute)
+    permutations = settings.permutations if p_value is not None else None
+    return rows, [
+        (attribute, model, *ICM_KEY, top, bottom, gap, low, high, p_value, None, permutations)
+    ]
+
+
+#: ICM's permutation test recounts every group of every shuffle with the count engine (tens of
+#: milliseconds a call on a few hundred documents), so its cost per (attribute, model) is
+#: bounded: at most this many engine calls (permutations x named groups: 999 permutations of
+#: up to 4 groups) and this many documents recounted (permutations x named documents). Past
+#: either bound the gap keeps its interval but gets no p-value, and a warning says why.
+ICM_RECOUNT_CALLS = 4_000
+ICM_RECOUNT_DOCUMENTS = 2_000_000
+
+
+def icm_recount(
+    gold: pl.DataFrame,
+    predicted: pl.DataFrame,
+    doc_ids: pl.Series,
+    *,
+    item_sums: Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame],
+    params: IcmParams,
+) -> Callable[[np.ndarray], float]:
+    """The ICM of the documents at some positions of ``doc_ids`` evaluated alone (their own
+    information content), as :func:`group_icm` computes a group's: ICM's permutation test
+    calls it on each shuffled group. A group's ICM is not a sum of per-document terms fixed in
+    advance (its node weights come from its own gold counts), so each shuffle is recounted."""
+
+    def icm(positions: np.ndarray) -> float:
+        docs = doc_ids.gather(positions).implode()
+        items = item_sums(
+            gold.filter(pl.col("doc_id").is_in(docs)),
+            predicted.filter(pl.col("doc_id").is_in(docs)),
+        )
+        return icm_values(items, params)["icm"]
+
+    return icm
+
+
+def _icm_permutation_p(
+    named: dict[str, np.ndarray],
+    gap: float,
+    recount: Callable[[np.ndarray], float],
+    settings: Settings,
+    *,
+    attribute: str,
+) -> float | None:
+    """(1 + #{shuffles whose largest ICM gap >= the observed}) / (1 + permutations), over the
+    draws of :func:`shuffled_labels` (those of the P/R/F1 gaps), each shuffled group's ICM
+    recounted with its own information content; None past :data:`ICM_RECOUNT_CALLS` or
+    :data:`ICM_RECOUNT_DOCUMENTS`."""
+    idx = np.concatenate(list(named.values()))
+    calls, documents = settings.permutations * len(named), settings.permutations * idx.size
+    if calls > ICM_RECOUNT_CALLS or documents > ICM_RECOUNT_DOCUMENTS:
+        log.warning(
+            "warning: no permutation p-value for the ICM gap of %s: %d permutations of %d "
+            "groups (%d documents) would recount ICM %d times over %d documents, more than the "
+            "%d times or %d documents allowed; lower uncertainty.permutations for one",
+            attribute,
+            settings.permutations,
+            len(named),
+            idx.size,
+            calls,
+            documents,
+            ICM_RECOUNT_CALLS,
+            ICM_RECOUNT_DOCUMENTS,
+        )
+        return None
+    hits = 0
+    for shuffled in shuffled_labels([v.size for v in named.values()], settings):
+        values = [recount(np.sort(idx[shuffled == k])) for k in range(len(named))]
+        hits += bool(max(values) - min(values) >= gap - 1e-12)
+    return (1 + hits) / (1 + settings.permutations)
 
 
 def _schema(columns: tuple[str, ...]) -> dict[str, pl.DataType]:
@@ -236,12 +423,9 @@ def _permutation_p(
     """Per metric, (1 + #{shuffles whose largest gap >= the observed}) / (1 + permutations):
     the group labels shuffled over the attribute's documents (``(missing)`` left out)."""
     idx = np.concatenate(list(named.values()))
-    labels = np.concatenate([np.full(v.size, i) for i, v in enumerate(named.values())])
-    rng = np.random.default_rng(settings.seed)
     sub = table[idx]
     hits = dict.fromkeys(gaps, 0)
-    for _ in range(settings.permutations):
-        shuffled = rng.permutation(labels)
+    for shuffled in shuffled_labels([v.size for v in named.values()], settings):
         sums = np.stack(
             [np.bincount(shuffled, weights=sub[:, j], minlength=len(named)) for j in range(3)],
             axis=1,
@@ -249,6 +433,17 @@ def _permutation_p(
         for metric, values in _prf(sums).items():
             hits[metric] += bool(values.max() - values.min() >= gaps[metric] - 1e-12)
     return {m: (1 + hits[m]) / (1 + settings.permutations) for m in gaps}
+
+
+def shuffled_labels(sizes: list[int], settings: Settings) -> Iterator[np.ndarray]:
+    """The permutation test's draws, one per permutation: the group indices 0, 1, ... (``sizes[k]``
+    times index k, in that order) shuffled over the attribute's named documents. Every gap of
+    the module uses this one draw (seeded by ``settings.seed``), so ICM's test shuffles the
+    documents exactly as P/R/F1's does."""
+    labels = np.concatenate([np.full(size, i) for i, size in enumerate(sizes)])
+    rng = np.random.default_rng(settings.seed)
+    for _ in range(settings.permutations):
+        yield rng.permutation(labels)
 
 
 def _holm(gaps: pl.DataFrame) -> pl.DataFrame:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from hieval.codes.icd9 import CODE_TYPES, DX, PROC, kind_of_dotted
+from hieval.codes.icd9 import CODE_TYPES, DX, PROC, kind_of_dotted, trailing_dot_hint
 from hieval.codes.icd9 import parse_code as normalize_icd9
 from hieval.errors import CodeError, preview_value
 from hieval.hints import setting
@@ -57,7 +57,9 @@ ICD9, ICD10 = "icd9", "icd10"
 
 
 def _clean(raw: str) -> str:
-    return raw.strip().upper().rstrip(".")
+    """Surrounding spaces dropped, upper case. A trailing dot stays (``I10.`` is no code: a
+    generative coder's cut-off output, refused or counted as malformed; ICD-9 agrees)."""
+    return raw.strip().upper()
 
 
 def _readings(code: str) -> dict[str, str]:
@@ -77,7 +79,7 @@ def normalize_icd10(
 ) -> tuple[str, str]:
     """Canonical ICD-10 code and its kind (``dx`` for CM, ``proc`` for PCS) from a raw string.
 
-    Accepts dotted or undotted CM, PCS, any case, surrounding spaces and a trailing dot.
+    Accepts dotted or undotted CM, PCS, any case and surrounding spaces; not a trailing dot.
     ``code_type`` (``dx``/``proc``), when given, must agree with the code; it is required for
     the strings that are valid as both (see the module doc), which ``default_type`` (the file's
     setting) decides otherwise; it never changes a code that has one reading. Errors are
@@ -110,6 +112,7 @@ def normalize_icd10(
         )
     if not readings:
         hint = " (it looks like an ICD-9 code)" if looks_like(raw) == ICD9 else ""
+        hint = trailing_dot_hint(raw) or hint
         raise CodeError(
             f"malformed code {preview_value(raw)}{hint}: not an ICD-10 code (CM diagnoses like "
             "E11.9 or E119, T36.0X1A; PCS procedures of 7 characters like 0DTJ4ZZ)"

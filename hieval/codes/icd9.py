@@ -63,7 +63,15 @@ class IcdCode:
 
 
 def _clean(raw: str) -> str:
-    return raw.strip().upper().rstrip(".")
+    """Surrounding spaces dropped, upper case. A trailing dot stays: ``401.`` is no code (as
+    ICD-10's ``I10.``), refused or, for predictions under ``malformed_codes: count``, counted."""
+    return raw.strip().upper()
+
+
+def trailing_dot_hint(raw: str) -> str:
+    """What to write instead of a code that ends with a dot (both systems' messages)."""
+    code = raw.strip()
+    return f" (a code does not end with a dot: write {code[:-1]!r})" if code.endswith(".") else ""
 
 
 def kind_of_dotted(code: str) -> str | None:
@@ -100,7 +108,8 @@ def parse_code(
     ``code_format`` says how the file writes codes: ``dotted`` (a code without a dot is a
     category: three characters for diagnoses, two digits for procedures) or ``undotted`` (MIMIC
     style; the dot position depends on the kind, so the kind is needed where the string is
-    valid as both). Lower case, surrounding spaces and a trailing dot (``34.``) are accepted.
+    valid as both). Lower case and surrounding spaces are accepted; a trailing dot (``401.``)
+    is not: it is malformed.
 
     ``code_type`` is the code's own kind (a ``code_type`` column): the code must be of that
     kind. ``default_type`` is the file's setting: it only decides between the two readings of
@@ -119,7 +128,7 @@ def parse_code(
             expected = f"a {code_type} code" if code_type else "an ICD-9-CM code"
             raise CodeError(
                 f"malformed code {preview_value(raw)}: not {expected} in dotted form "
-                "(diagnoses DDD.DD, VDD.DD, EDDD.D; procedures DD.DD)"
+                f"(diagnoses DDD.DD, VDD.DD, EDDD.D; procedures DD.DD){trailing_dot_hint(raw)}"
             )
         return IcdCode(code, kind)
     kinds = [k for k in CODE_TYPES if _UNDOTTED[k].match(code)]

@@ -35,3 +35,9 @@ CONVENTIONS = {
     )
 }
 NAMES = tuple(CONVENTIONS)
+
+#: The layouts of tables.tex/.md (config ``report.paper_table``, ``--paper-table``, the API's
+#: ``paper_table=``), each with the convention its cells are computed under: the CoPHE paper's
+#: (hieval's own rows; the default), Mullenbach et al.'s, Edin et al.'s.
+PAPER_TABLES = {"cophe": "hieval", "caml": "caml", "edin": "edin"}
+DEFAULT_PAPER_TABLE = "cophe"

@@ -13,12 +13,14 @@ import polars as pl
 
 from hieval import codesystem, paths
 from hieval.atomic import atomic_path
+from hieval.conventions.mcnemar import mcnemar_table
 from hieval.conventions.table import (
     SCHEMA,
     check_names,
     decision_threshold,
     model_rows,
     read_label_space,
+    strictly_above,
 )
 from hieval.hierarchy.table import read_level_table
 
@@ -49,8 +51,11 @@ def write_conventions(
     default_threshold: float | str,
     label_spaces: dict[str, tuple[str | Path, str]],
     out: str | Path,
+    tests_out: str | Path | None = None,
 ) -> pl.DataFrame:
-    """Write ``out`` (``model, convention, metric, value``) for ``models`` in order.
+    """Write ``out`` (``model, convention, metric, value``) for ``models`` in order, and
+    ``tests_out`` (:mod:`hieval.conventions.mcnemar`'s table: Edin et al.'s McNemar test of
+    each pair of models, empty when ``edin`` is not asked for or there is one model).
 
     ``selections`` holds each model's own ``(threshold, top_k)`` (None: not given), so the
     threshold its decisions used is known (Edin et al. decide ``score > threshold``);
@@ -58,25 +63,30 @@ def write_conventions(
     names = check_names(conventions)
     icd9 = codesystem.of_table(read_level_table(levels_file)).name == "icd9"
     gold_frame = paths.read_parquet(gold)
-    frames, notes = [], {}
+    frames, notes, strict = [], {}, {}
     for model in models:
         record = json.loads(Path(records[model]).read_text("utf-8"))
         threshold, top_k = selections.get(model, (None, None))
         space = label_spaces.get(model)
+        decided = paths.read_parquet(labels[model])
+        space_codes = read_label_space(space[0], shown_as=space[1]) if space else None
+        decision = decision_threshold(
+            record, threshold=threshold, top_k=top_k, default=default_threshold
+        )
+        if "edin" in names:
+            strict[model] = _edin_decisions(decided, decision, gold_frame, space_codes)
         frames.append(
             model_rows(
                 model,
                 gold=gold_frame,
-                decided=paths.read_parquet(labels[model]),
+                decided=decided,
                 scores=paths.read_parquet(scores[model]),
                 tidy=pl.concat([paths.read_parquet(p) for p in tidy[model]]),
                 conventions=names,
                 ks=ks,
-                label_space=read_label_space(space[0], shown_as=space[1]) if space else None,
+                label_space=space_codes,
                 label_space_name=space[1] if space else None,
-                threshold=decision_threshold(
-                    record, threshold=threshold, top_k=top_k, default=default_threshold
-                ),
+                threshold=decision,
                 icd9=icd9,
                 notes=notes.setdefault(model, {}),
                 asked=conventions is not None,
@@ -89,6 +99,27 @@ def write_conventions(
     arrow = arrow.replace_schema_metadata({NOTES_KEY: json.dumps(notes, sort_keys=True)})
     with atomic_path(out) as tmp:
         pq.write_table(arrow, tmp)
+    if tests_out is not None:
+        tests = mcnemar_table(gold_frame, strict)
+        with atomic_path(tests_out) as tmp:
+            tests.write_parquet(tmp)
+        log.info("McNemar's test (Edin et al.) of %d pairs of models", tests.height)
     computed = ", ".join(table["convention"].unique(maintain_order=True).to_list())
     log.info("%d convention rows (%s) for %d models", table.height, computed, len(models))
     return table
+
+
+def _edin_decisions(
+    decided: pl.DataFrame,
+    threshold: float | None,
+    gold: pl.DataFrame,
+    label_space: list[str] | None,
+) -> pl.DataFrame:
+    """The decisions Edin et al.'s McNemar test compares: ``score > threshold``, on the gold's
+    documents, within the model's label space when one is given (as its matrices hold them)."""
+    decisions = strictly_above(decided, threshold).filter(
+        pl.col("doc_id").is_in(gold["doc_id"].unique().implode())
+    )
+    if label_space is not None:
+        decisions = decisions.filter(pl.col("code").is_in(pl.Series(label_space).implode()))
+    return decisions

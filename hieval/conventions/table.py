@@ -14,7 +14,7 @@ from hieval.conventions.caml import by_type, caml_metrics
 from hieval.conventions.edin import edin_metrics
 from hieval.conventions.hieval_own import hieval_metrics
 from hieval.conventions.matrix import matrices, observed_labels
-from hieval.conventions.registry import NAMES
+from hieval.conventions.registry import NAMES, PAPER_TABLES
 from hieval.errors import HievalError, preview_value
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,17 @@ def check_names(names: Sequence[str] | None) -> tuple[str, ...]:
             f"conventions: no convention {preview_value(unknown[0])} (known: {', '.join(NAMES)})"
         )
     return tuple(n for n in NAMES if n in names)
+
+
+def check_paper_table(layout: str, names: Sequence[str] | None) -> None:
+    """Refuse a paper table whose convention the run leaves out (its cells would all be
+    empty)."""
+    needed = PAPER_TABLES[layout]
+    if needed != "hieval" and names is not None and needed not in names:
+        raise HievalError(
+            f"report.paper_table {layout} is computed under the {needed} convention, which "
+            f"conventions ({', '.join(names)}) leaves out; add {needed} to conventions"
+        )
 
 
 def read_label_space(path: str | Path, *, shown_as: str) -> list[str]:

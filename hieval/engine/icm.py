@@ -29,6 +29,7 @@ import polars as pl
 
 from hieval.engine.groups import Slice, sum_by_doc
 from hieval.engine.keys import DOC_SHIFT, LEAF, CodeSpace, Labels
+from hieval.engine.lca import LCA_SUMS, node_depths, slice_lca_sums
 from hieval.errors import ConfigError
 
 EMPTY_GOLD = ("keep", "drop")
@@ -210,16 +211,20 @@ def node_weights(
 
 ITEM_SUMS = ("ic_pred", "ic_gold", "ic_union", "anc_pred", "anc_gold", "anc_both")
 PROP_SUMS = ("w_pred", "w_gold", "w_both")
+#: Every per-item sum, in the order of the rows of :func:`slice_item_sums`.
+ALL_SUMS = (*ITEM_SUMS, *PROP_SUMS, *LCA_SUMS)
 
 
 @dataclass(frozen=True)
 class FixedWeights:
     """Node weights as fixed-point integers indexed like the code space (see FIXED_POINT):
-    Δ and "counted in anc_*" per tree node, inverse propensity per code."""
+    Δ and "counted in anc_*" per tree node, inverse propensity per code; and each tree node's
+    depth (LCA-F's distances, :mod:`hieval.engine.lca`)."""
 
     delta: np.ndarray
     counted: np.ndarray
     propensity: np.ndarray
+    depth: np.ndarray
 
     @classmethod
     def of(cls, weights: pl.DataFrame, space: CodeSpace) -> FixedWeights:
@@ -234,13 +239,13 @@ class FixedWeights:
         has_self = self_node >= 0
         propensity[has_self] = prop.astype(np.int64)[self_node[has_self]]
         counted = known & ~space.is_root
-        return cls(delta.astype(np.int64), counted, propensity)
+        return cls(delta.astype(np.int64), counted, propensity, node_depths(space))
 
 
 def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
-    """ITEM_SUMS and PROP_SUMS (fixed point for the IC and w sums) per document of a slice,
-    as the rows of a (9, documents) array."""
-    sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), part.n_docs), dtype=np.int64)
+    """ALL_SUMS (fixed point for the IC and w sums) per document of a slice, as the rows of
+    a (12, documents) array."""
+    sums = np.zeros((len(ALL_SUMS), part.n_docs), dtype=np.int64)
     for tree in part.tree_groups():
         xs, ys = tree.pred > 0, tree.gold > 0
         delta, counted = weights.delta[tree.node], weights.counted[tree.node]
@@ -252,12 +257,14 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
     leaf = part.groups(LEAF)
     lx, ly = leaf.pred > 0, leaf.gold > 0
     prop = weights.propensity[leaf.node]
-    sums[len(ITEM_SUMS) :] = sum_by_doc(leaf, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs)
+    props = slice(len(ITEM_SUMS), len(ITEM_SUMS) + len(PROP_SUMS))
+    sums[props] = sum_by_doc(leaf, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs)
+    sums[props.stop :] = slice_lca_sums(part, weights.depth)
     return sums
 
 
 class ItemSums:
-    """Accumulates per-document ICM, HF and PROP-F sums over slices."""
+    """Accumulates per-document ICM, HF, PROP-F and LCA-F sums over slices."""
 
     def __init__(
         self,
@@ -270,7 +277,7 @@ class ItemSums:
         # ``fixed``: ``weights`` already aligned to the labels' space (batches sharing one).
         self.weights = fixed if fixed is not None else FixedWeights.of(weights, labels.space)
         self.params = params
-        self.sums = np.zeros((len(ITEM_SUMS) + len(PROP_SUMS), labels.doc_ids.len()), np.int64)
+        self.sums = np.zeros((len(ALL_SUMS), labels.doc_ids.len()), np.int64)
 
     def add(self, first: int, end: int, sums: np.ndarray) -> None:
         """The sums of documents ``first`` to ``end`` - 1."""
@@ -281,8 +288,10 @@ class ItemSums:
 
         Columns ``doc_id, ic_pred, ic_gold, ic_union`` (bits), ``anc_pred, anc_gold,
         anc_both`` (sizes of the ancestor-augmented sets A(P), A(G) and their intersection,
-        the root excluded) and ``w_pred, w_gold, w_both`` (summed inverse propensities of the
-        predicted, gold and shared labels themselves). Items with neither labels nor
+        the root excluded), ``w_pred, w_gold, w_both`` (summed inverse propensities of the
+        predicted, gold and shared labels themselves) and ``lca_pred, lca_gold, lca_both``
+        (sizes of LCA-F's sets, augmented only up to each label's LCA with its nearest label
+        on the other side, :mod:`hieval.engine.lca`). Items with neither labels nor
         predictions are listed with zeros. Weights are summed in fixed point (units of 2^-40,
         exact integer sums), so the result does not depend on the order slices are added in;
         the rounding is below 1e-10 per item.
@@ -290,6 +299,6 @@ class ItemSums:
         items = np.flatnonzero(_items(self.labels, self.params))
         sums = self.sums[:, items]
         columns = {"doc_id": self.labels.doc_ids.gather(pl.Series(items, dtype=pl.Int64))}
-        for name, row in zip((*ITEM_SUMS, *PROP_SUMS), sums, strict=True):
+        for name, row in zip(ALL_SUMS, sums, strict=True):
             columns[name] = row / FIXED_POINT if name.startswith(("ic_", "w_")) else row
         return pl.DataFrame(columns)

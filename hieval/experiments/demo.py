@@ -16,6 +16,10 @@ rank them differently:
   scores; CoPHE sees the over-count that set-based evaluation hides);
 - ``cautious_coder``: precise but misses 40% of the codes;
 - ``distant_guesser``: replaces codes with random codes from anywhere (with scores, top-k).
+
+The ICD-9 demo also writes a dev split (:data:`DEV_SHARE` as many documents again, drawn by the
+same generator, with ids of their own) holding the gold and the predictions of the models in
+:data:`TUNED`, so the default run tunes a threshold on it, as a real evaluation would.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ from hieval.errors import HievalError
 from hieval.hierarchy.table import read_level_table
 
 MODELS = ("sibling_confuser", "over_predictor", "cautious_coder", "distant_guesser")
+#: The demo models whose threshold is tuned on the dev split (config/models.tsv says `tune`).
+TUNED = ("over_predictor",)
+#: The dev split's size, as a share of the test documents.
+DEV_SHARE = 0.5
 #: The ICD-10 demo's prediction files, one format each (see :func:`write_icd10_demo`).
 ICD10_FILES = {
     "sibling_confuser": "sibling_confuser.csv",
@@ -59,7 +67,7 @@ def _siblings(leaves: pl.DataFrame, family: str) -> dict[str, list[str]]:
 def make_demo(
     levels: pl.DataFrame,
     seed: int = 20211107,
-    documents: int = 2000,
+    documents: int = 1000,
     codes_per_document: float = 15.0,
     pool_size: int = 3000,
     *,
@@ -130,18 +138,49 @@ def make_demo(
     return gold, predictions
 
 
+def split_demo(
+    levels: pl.DataFrame, seed: int, documents: int, dev_documents: int
+) -> tuple[tuple[pl.DataFrame, dict[str, pl.DataFrame]], tuple[pl.DataFrame, dict]]:
+    """The demo with a dev split: ``(gold, predictions)`` of the first ``documents`` documents
+    (the test set) and of the ``dev_documents`` after them (the dev set). One generator run
+    makes both, so both draw codes from the same pool and the models err alike on them; the
+    dev documents' ids follow the test ones' (``D02000`` after ``D01999``), so the two never
+    share a document."""
+    gold, predictions = make_demo(levels, seed, documents + dev_documents)
+    test_ids = [f"D{i:05d}" for i in range(documents)]
+
+    def part(frame: pl.DataFrame, test: bool) -> pl.DataFrame:
+        inside = pl.col("doc_id").is_in(test_ids)
+        return frame.filter(inside if test else ~inside)
+
+    test = (part(gold, True), {m: part(f, True) for m, f in predictions.items()})
+    dev = (part(gold, False), {m: part(f, False) for m, f in predictions.items()})
+    return test, dev
+
+
 def write_demo(
     levels_path: str | Path,
     gold_out: str | Path,
     prediction_dir: str | Path,
     seed: int,
     documents: int,
+    *,
+    dev_gold_out: str | Path,
+    dev_prediction_dir: str | Path,
 ) -> None:
-    """Generate the demo from a level table and write it as Parquet."""
-    gold, predictions = make_demo(paths.read_parquet(levels_path), seed, documents)
+    """Generate the demo from a level table and write it as Parquet: the test set's gold and
+    every model's predictions, and the dev split's gold and the :data:`TUNED` models'
+    predictions."""
+    dev_documents = max(1, int(documents * DEV_SHARE))
+    (gold, predictions), (dev_gold, dev_predictions) = split_demo(
+        paths.read_parquet(levels_path), seed, documents, dev_documents
+    )
     write_parquet(gold, gold_out)
     for model, frame in predictions.items():
         write_parquet(frame, Path(prediction_dir) / f"{model}.parquet")
+    write_parquet(dev_gold, dev_gold_out)
+    for model in TUNED:
+        write_parquet(dev_predictions[model], Path(dev_prediction_dir) / f"{model}.parquet")
 
 
 def _gzip_csv(frame: pl.DataFrame, out: str | Path) -> None:

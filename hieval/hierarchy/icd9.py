@@ -2,12 +2,14 @@
 
 For CMS code lists, e1 and e0 come from the code itself (364.11 -> 364.1 -> 364); the block and
 chapter come from the project's range table. The same function places codes that are missing
-from the hierarchy where their syntax says (``unknown_codes: place``).
+from the hierarchy where their syntax says (``unknown_codes: place``). The leaves' titles are
+the code lists'; the categories and subcategories above them take theirs from a packaged
+tabular list (:mod:`hieval.hierarchy.titles`), the blocks and chapters from the range table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import polars as pl
 
@@ -65,14 +67,21 @@ def icd9_nodes(
 
 
 def build_icd9_table(
-    leaves: pl.DataFrame, source: str, ranges: RangeTable | None = None
+    leaves: pl.DataFrame,
+    source: str,
+    ranges: RangeTable | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> LevelTable:
-    """Level table from canonical leaf codes (columns ``code, kind, title``)."""
+    """Level table from canonical leaf codes (columns ``code, kind, title``); ``titles`` names
+    the nodes above the leaves (code -> title) that the leaves' list leaves untitled."""
     pairs = (
         (IcdCode(code, kind), title)
         for code, kind, title in leaves.select("code", "kind", "title").iter_rows()
     )
     nodes, unplaced = icd9_nodes(pairs, ranges)
+    for code, row in nodes.items():
+        if row["title"] is None and titles and row["kind"] != RANGE:
+            row["title"] = titles.get(code)
     if unplaced:
         raise HierarchyError(
             f"{len(unplaced)} codes of the {source} source fall in no ICD-9-CM chapter of the "

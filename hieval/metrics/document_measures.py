@@ -1,5 +1,5 @@
 """The per-document statistics of the ranking family's ``mean`` metrics (P@K, R@K, R-precision,
-MAP, nDCG@K): each declared once, with the documents its mean runs over.
+MAP, nDCG@K, PSP@K, PSnDCG@K): each declared once, with the documents its mean runs over.
 
 A ranking ``mean`` metric is a per-document value averaged over a declared set of documents
 (:class:`DocumentMean`). The reported value (:func:`hieval.metrics.ranking.point_values`) is
@@ -43,10 +43,13 @@ class DocumentRanks:
 @dataclass(frozen=True)
 class RankedDocuments:
     """What every per-document statistic is a function of: the gold pairs' ranks
-    (:class:`DocumentRanks`, sorted by document) over ``n_docs`` documents."""
+    (:class:`DocumentRanks`, sorted by document) over ``n_docs`` documents and, with a
+    training gold, each gold pair's gain (its code's inverse propensity,
+    :mod:`hieval.metrics.propensity`; None without one, or at a pooled level)."""
 
     ranks: DocumentRanks
     n_docs: int
+    gain: np.ndarray | None = None
 
     @cached_property
     def n_gold(self) -> np.ndarray:
@@ -70,6 +73,17 @@ class RankedDocuments:
             return self.with_gold
         raise ValueError(f"unknown document set {over!r}")
 
+    @cached_property
+    def gain_rank(self) -> np.ndarray:
+        """Per gold pair, its place (0-based) among its document's gold pairs by gain,
+        highest first: the best ranking a model could give them."""
+        doc = self.ranks.doc
+        order = np.lexsort((-self.gain, doc))
+        starts = np.searchsorted(doc, np.arange(self.n_docs + 1))
+        rank = np.empty(len(doc), dtype=np.int64)
+        rank[order] = np.arange(len(doc)) - starts[doc[order]]
+        return rank
+
     def hits(self, limit: np.ndarray | int) -> np.ndarray:
         """Per document, its gold codes among its first ``limit`` (one per document, or one
         for all)."""
@@ -86,10 +100,16 @@ class DocumentMean:
     """A ranking metric that is a mean over documents: its per-document ``statistic`` (of the
     documents and K, None for the metrics without K; 0 where a document is not counted) and
     the documents it averages over (``over``: :data:`ALL_DOCUMENTS` or
-    :data:`GOLD_DOCUMENTS`), which is the replicate's denominator."""
+    :data:`GOLD_DOCUMENTS`), which is the replicate's denominator.
+
+    With ``best`` (the per-document value of the best ranking), the metric is Σ statistic /
+    Σ best over the counted documents instead: pyxclib's propensity-scored metrics divide the
+    mean over documents by the mean of the best achievable values, not each document by its
+    own. A statistic is None where the documents lack what it needs (gains)."""
 
     statistic: Statistic
     over: str
+    best: Statistic | None = None
 
 
 def precision_at(docs: RankedDocuments, k: int | None) -> np.ndarray:
@@ -127,6 +147,54 @@ def ndcg_at(docs: RankedDocuments, k: int | None) -> np.ndarray:
     inside = ranks.position < k
     gain = 1.0 / np.log2(ranks.position[inside] + 2.0)
     dcg = np.bincount(ranks.doc[inside], weights=gain, minlength=docs.n_docs)
-    ideal = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(k) + 2.0))])
-    best = ideal[np.minimum(docs.n_gold, k)]
+    best = _discounts(k)[np.minimum(docs.n_gold, k)]
     return np.where(docs.with_gold, dcg / np.where(docs.with_gold, best, 1.0), 0.0)
+
+
+def _discounts(k: int) -> np.ndarray:
+    """Cumulative log2 discounts: entry j is the ideal binary DCG of j gold codes."""
+    return np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(k) + 2.0))])
+
+
+def _gain_sum(docs: RankedDocuments, place: np.ndarray, k: int, discounted: bool) -> np.ndarray:
+    """Per document, the gains of its gold pairs whose ``place`` is among the first K,
+    divided by log2(place + 2) when ``discounted``."""
+    inside = place < k
+    gain = docs.gain[inside]
+    if discounted:
+        gain = gain / np.log2(place[inside] + 2.0)
+    return np.bincount(docs.ranks.doc[inside], weights=gain, minlength=docs.n_docs)
+
+
+def ps_precision_at(docs: RankedDocuments, k: int | None) -> np.ndarray | None:
+    """The gains (inverse propensities) of the gold codes among the K highest-scored / K."""
+    if docs.gain is None:
+        return None
+    return _gain_sum(docs, docs.ranks.position, k, discounted=False) / k
+
+
+def best_ps_precision_at(docs: RankedDocuments, k: int | None) -> np.ndarray | None:
+    """The same of the best ranking: the K largest gains among the document's gold codes / K."""
+    if docs.gain is None:
+        return None
+    return _gain_sum(docs, docs.gain_rank, k, discounted=False) / k
+
+
+def _ps_ndcg(docs: RankedDocuments, k: int, place: np.ndarray) -> np.ndarray | None:
+    """Propensity-weighted DCG@K of the gold codes at ``place`` / the binary ideal DCG@K
+    (the first min(K, |G|) discounts), as pyxclib's ``psndcg`` normalises each document."""
+    if docs.gain is None:
+        return None
+    dcg = _gain_sum(docs, place, k, discounted=True)
+    ideal = _discounts(k)[np.minimum(docs.n_gold, k)]
+    return np.where(docs.with_gold, dcg / np.where(docs.with_gold, ideal, 1.0), 0.0)
+
+
+def ps_ndcg_at(docs: RankedDocuments, k: int | None) -> np.ndarray | None:
+    """Σ gain / log2(rank + 1) over the gold codes among the K highest-scored, / ideal DCG@K."""
+    return _ps_ndcg(docs, k, docs.ranks.position)
+
+
+def best_ps_ndcg_at(docs: RankedDocuments, k: int | None) -> np.ndarray | None:
+    """The same of the best ranking (the gold codes by gain, highest first)."""
+    return None if docs.gain is None else _ps_ndcg(docs, k, docs.gain_rank)

@@ -42,7 +42,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from hieval.metrics.arithmetic import divide, exact_sum, exact_weighted_sums
 from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.registry import (
     DOCUMENT_MEANS,
     LEAF,
@@ -73,6 +75,9 @@ class ScoreArrays:
     score: np.ndarray
     gold_key: np.ndarray
     labels: tuple[str, ...] = ()
+    #: Per label, its inverse propensity from a training gold (the propensity-scored metrics'
+    #: gains), or None; leaf labels only (a pooled level has none).
+    gain: np.ndarray | None = None
 
     @property
     def pairs(self) -> int:
@@ -153,66 +158,109 @@ def encode(gold: pl.DataFrame, scores: pl.DataFrame) -> ScoreArrays:
     )
 
 
-def _doubled_rank_sum(sorted_all: np.ndarray, positives: np.ndarray, unscored: int) -> int:
-    """Twice the sum of the average ranks (1-based, ascending) of ``positives`` among
-    ``sorted_all`` placed above ``unscored`` tied bottom values (integers: exact)."""
-    if not len(positives):
-        return 0
-    left = np.searchsorted(sorted_all, positives, side="left")
-    right = np.searchsorted(sorted_all, positives, side="right")
-    return int(left.sum(dtype=np.int64) + right.sum(dtype=np.int64)) + len(positives) * (
-        2 * unscored + 1
-    )
+def mann_whitney(doubled, scored_pos, scored_neg, positives, negatives):
+    """ROC-AUC from weighted pair sums: the one definition of the reported value (weights all
+    1) and of every bootstrap and randomization replicate
+    (:mod:`hieval.metrics.uncertainty.auc`). Arguments broadcast (numpy arrays or numbers):
+
+    - ``doubled``: Σ over scored positives i of w_i (2 · weighted scored negatives below i +
+      weighted scored negatives tied with i);
+    - ``scored_pos``, ``scored_neg``: the scored positives' and negatives' weights;
+    - ``positives``, ``negatives``: every positive's and negative's weight in the label space.
+
+    The unscored pairs tie below every scored pair: an unscored negative counts 2 under every
+    scored positive, 1 under every unscored positive. With integer weights every sum is an
+    integer, held exactly below 2**53, and only the final division rounds: the value does not
+    depend on the order the pairs were summed in. NaN without positive or negative weight."""
+    unscored_pos, unscored_neg = positives - scored_pos, negatives - scored_neg
+    total = doubled + 2.0 * scored_pos * unscored_neg + unscored_pos * unscored_neg
+    return divide(total, 2.0 * positives * negatives, zero_division=np.nan)
 
 
-def _auc(doubled_ranks: int, positives: int, negatives: int) -> float:
-    """Mann-Whitney: (R+ - P(P+1)/2) / (P N) with R+ given doubled."""
-    return (doubled_ranks - positives * (positives + 1)) / (2 * positives * negatives)
+def with_gains(arrays: ScoreArrays, propensities: TrainPropensities | None) -> ScoreArrays:
+    """``arrays`` with its labels' inverse propensities as gains (unchanged without)."""
+    return arrays if propensities is None else replace(arrays, gain=propensities.of(arrays.labels))
+
+
+def macro_mean(per_label: np.ndarray, *, exact: bool = True) -> np.ndarray:
+    """Per row (replicate), the correctly rounded mean of the defined (not NaN) label values:
+    macro AUC, reported (one row, weights all 1) and replicated. ``exact=False`` sums in
+    numpy's order (the randomization test's permutations, which compare two models)."""
+    per_label = np.atleast_2d(per_label)
+    defined = ~np.isnan(per_label)
+    values = np.where(defined, per_label, 0.0)
+    total = exact_sum(values) if exact else values.sum(1)
+    return divide(total, defined.sum(1), zero_division=np.nan)
+
+
+def _doubled_scored(negatives: np.ndarray, positives: np.ndarray) -> int:
+    """``doubled`` of :func:`mann_whitney` with every weight 1: Σ over ``positives`` of 2 ·
+    (sorted ``negatives`` below) + (tied), by binary search (integers: exact)."""
+    left = np.searchsorted(negatives, positives, side="left")
+    right = np.searchsorted(negatives, positives, side="right")
+    return int(left.sum(dtype=np.int64) + right.sum(dtype=np.int64))
+
+
+def _truth(arrays: ScoreArrays) -> np.ndarray:
+    """Per scored pair: whether it is a gold pair."""
+    found, index = arrays.gold_found()
+    truth = np.zeros(len(arrays.key), dtype=bool)
+    truth[index[found]] = True
+    return truth
 
 
 def micro_auc(arrays: ScoreArrays) -> float | None:
-    """ROC-AUC over every pair of the label space (None without positives or negatives)."""
+    """ROC-AUC over every pair of the label space (None without positives or negatives):
+    :func:`mann_whitney` with every weight 1."""
     positives = len(arrays.gold_key)
     negatives = arrays.pairs - positives
     if positives == 0 or negatives == 0:
         return None
-    found, index = arrays.gold_found()
-    unscored = arrays.unscored
-    doubled = _doubled_rank_sum(np.sort(arrays.score), arrays.score[index[found]], unscored)
-    doubled += int((~found).sum()) * (unscored + 1)  # unscored positives: average bottom rank
-    return _auc(doubled, positives, negatives)
+    truth = _truth(arrays)
+    doubled = _doubled_scored(np.sort(arrays.score[~truth]), arrays.score[truth])
+    scored_pos = int(truth.sum())
+    value = mann_whitney(
+        float(doubled), float(scored_pos), float(len(truth) - scored_pos),
+        float(positives), float(negatives),
+    )  # fmt: skip
+    return float(value)
+
+
+def _label_order(arrays: ScoreArrays) -> np.ndarray:
+    """The scored pairs' order grouped by label (label-major, pair order within)."""
+    label = arrays.key % arrays.n_labels
+    small = np.uint16 if arrays.n_labels <= np.iinfo(np.uint16).max else np.int64
+    return np.argsort(label.astype(small), kind="stable")  # a radix sort for uint16
 
 
 def by_label(arrays: ScoreArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The scores grouped by label (label-major, any order within), and each label's run."""
-    label = arrays.key % arrays.n_labels
-    small = np.uint16 if arrays.n_labels <= np.iinfo(np.uint16).max else np.int64
-    order = np.argsort(label.astype(small), kind="stable")  # a radix sort for uint16
-    counts = np.bincount(label, minlength=arrays.n_labels)
+    counts = np.bincount(arrays.key % arrays.n_labels, minlength=arrays.n_labels)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    return arrays.score[order], starts, counts
+    return arrays.score[_label_order(arrays)], starts, counts
 
 
 def per_label_auc(arrays: ScoreArrays) -> np.ndarray:
-    """Each label's ROC-AUC over the documents (NaN where it has no positive or no negative)."""
+    """Each label's ROC-AUC over the documents (NaN where it has no positive or no negative):
+    :func:`mann_whitney` with every weight 1, per label."""
     n_docs = arrays.n_docs
     gold_label = arrays.gold_key % arrays.n_labels
     support = np.bincount(gold_label, minlength=arrays.n_labels)
-    found, index = arrays.gold_found()
-    pos_label = gold_label[found]
-    pos_score = arrays.score[index[found]]
-    order = np.argsort(pos_label, kind="stable")
-    pos_label, pos_score = pos_label[order], pos_score[order]
-    pos_starts = np.searchsorted(pos_label, np.arange(arrays.n_labels + 1))
-    grouped, starts, counts = by_label(arrays)
+    truth = _truth(arrays)
+    label = arrays.key % arrays.n_labels
+    order = _label_order(arrays)
+    grouped, grouped_truth = arrays.score[order], truth[order]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(label, minlength=arrays.n_labels))])
+    scored_pos = np.bincount(label[truth], minlength=arrays.n_labels)
     auc = np.full(arrays.n_labels, np.nan)
     for c in np.flatnonzero((support > 0) & (support < n_docs)):
-        column = np.sort(grouped[starts[c] : starts[c + 1]])
-        unscored = n_docs - int(counts[c])
-        scored_pos = pos_score[pos_starts[c] : pos_starts[c + 1]]
-        doubled = _doubled_rank_sum(column, scored_pos, unscored)
-        doubled += (int(support[c]) - len(scored_pos)) * (unscored + 1)
-        auc[c] = _auc(doubled, int(support[c]), n_docs - int(support[c]))
+        column = grouped[starts[c] : starts[c + 1]]
+        positive = grouped_truth[starts[c] : starts[c + 1]]
+        doubled = _doubled_scored(np.sort(column[~positive]), column[positive])
+        auc[c] = mann_whitney(
+            float(doubled), float(scored_pos[c]), float(len(column) - scored_pos[c]),
+            float(support[c]), float(n_docs - support[c]),
+        )  # fmt: skip
     return auc
 
 
@@ -261,6 +309,27 @@ def document_ranks(arrays: ScoreArrays) -> DocumentRanks:
     return DocumentRanks(gold_doc, position, precision)
 
 
+def ranked_documents(arrays: ScoreArrays) -> RankedDocuments:
+    """The gold pairs' ranks (:func:`document_ranks`) with their codes' gains, if any."""
+    gain = None if arrays.gain is None else arrays.gain[arrays.gold_key % arrays.n_labels]
+    return RankedDocuments(document_ranks(arrays), arrays.n_docs, gain)
+
+
+def document_mean(metric, docs: RankedDocuments, k: int | None) -> float | None:
+    """A ``mean`` metric's reported value: the exact mean of its statistic over the documents
+    it counts, or with a declared ``best`` Σ statistic / Σ best over them; None where it is
+    undefined (no counted document, no gains, a best of 0)."""
+    mean = metric.per_document
+    counted = docs.counted(mean.over)
+    per_doc = mean.statistic(docs, k)
+    if per_doc is None or not counted.any():
+        return None
+    if mean.best is None:
+        return exact_mean(per_doc[counted].tolist())
+    best = math.fsum(mean.best(docs, k)[counted].tolist())
+    return math.fsum(per_doc[counted].tolist()) / best if best > 0 else None
+
+
 def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
     """Every ranking metric's reported value by (average, metric) name: ``micro auc``,
     ``macro auc``, ``mean precision@K``, ... (a metric without any defined unit is left out).
@@ -274,42 +343,74 @@ def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[st
     if micro is not None:
         values["micro", "auc"] = micro
     per_label = per_label_auc(arrays)
-    defined = per_label[~np.isnan(per_label)]
-    if len(defined):
-        values["macro", "auc"] = exact_mean(defined.tolist())
+    if not np.isnan(per_label).all():
+        values["macro", "auc"] = float(macro_mean(per_label)[0])
     if arrays.n_docs == 0:
         return values
-    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    docs = ranked_documents(arrays)
     for metric in DOCUMENT_MEANS:
-        counted = docs.counted(metric.per_document.over)
-        if not counted.any():
-            continue
         for name, k in at_ks(metric.metric, ks):
-            per_doc = metric.per_document.statistic(docs, k)
-            values[metric.average, name] = exact_mean(per_doc[counted].tolist())
+            value = document_mean(metric, docs, k)
+            if value is not None:
+                values[metric.average, name] = value
     return values
+
+
+def calibration_sums(arrays: ScoreArrays, bins: int = ECE_BINS) -> dict[str, np.ndarray] | None:
+    """Per document, what Brier and ECE sum (None when a score lies outside [0, 1]: they are
+    then no probabilities): ``brier`` its squared errors over the label space (unscored pairs
+    score 0), ``pairs`` its pairs (the label space's size), ``score|b`` and ``true|b`` its
+    scores and gold pairs in bin b. Every calibration value, reported or replicated, is
+    :func:`calibration_formula` of these sums weighted by document."""
+    score = arrays.score
+    if arrays.pairs == 0 or (len(score) and (score.min() < 0 or score.max() > 1)):
+        return None
+    n_docs = arrays.n_docs
+    found, _ = arrays.gold_found()
+    truth = _truth(arrays)
+    doc = arrays.key // arrays.n_labels
+    missed = np.bincount(arrays.gold_key[~found] // arrays.n_labels, minlength=n_docs)
+    error = score - truth
+    out = {
+        "brier": np.bincount(doc, weights=error * error, minlength=n_docs) + missed,
+        "pairs": np.full(n_docs, float(arrays.n_labels)),
+    }
+    bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
+    cell = doc * bins + bin_of
+    score_sum = np.bincount(cell, weights=score, minlength=n_docs * bins).reshape(n_docs, bins)
+    true_sum = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
+    true_sum = true_sum.astype(np.float64)
+    true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
+    for b in range(bins):
+        out[f"score|{b}"] = score_sum[:, b]
+        out[f"true|{b}"] = true_sum[:, b]
+    return out
+
+
+def calibration_formula(
+    col: dict[str, np.ndarray], bins: int = ECE_BINS, *, empty: float = 0.0
+) -> dict[str, np.ndarray]:
+    """Brier score and ECE per row of weighted sums of :func:`calibration_sums`' columns
+    (``col``: name -> one sum per replicate, correctly rounded): Σ squared errors / pairs, and
+    Σ over bins |Σ truth − Σ score| / pairs (the bins' sums over documents weighted before the
+    absolute value); ``empty`` where no pair is weighted."""
+    gaps = np.column_stack([np.abs(col[f"true|{b}"] - col[f"score|{b}"]) for b in range(bins)])
+    return {
+        "brier": divide(col["brier"], col["pairs"], zero_division=empty),
+        "ece": divide(exact_sum(gaps), col["pairs"], zero_division=empty),
+    }
 
 
 def calibration_values(arrays: ScoreArrays, bins: int = ECE_BINS) -> dict[str, float] | None:
     """Brier score and ECE over the label space (unscored pairs score 0), or None when a score
-    lies outside [0, 1] (they are then no probabilities)."""
-    score = arrays.score
-    if arrays.pairs == 0 or (len(score) and (score.min() < 0 or score.max() > 1)):
+    lies outside [0, 1]: :func:`calibration_formula` with every document weighing 1."""
+    sums = calibration_sums(arrays, bins)
+    if sums is None:
         return None
-    found, index = arrays.gold_found()
-    truth = np.zeros(len(score), dtype=bool)
-    truth[index[found]] = True
-    missed = int((~found).sum())  # gold pairs the model did not score: score 0, truth 1
-    error = score - truth
-    # numpy's pairwise sum: accurate to a few ulps and, for the same (sorted) pairs, the same
-    # bits on every run; math.fsum over 30M Python floats would cost seconds.
-    squared = float(np.sum(error * error)) + missed
-    bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
-    score_sum = np.bincount(bin_of, weights=score, minlength=bins)
-    true_sum = np.bincount(bin_of[truth], minlength=bins).astype(np.float64)
-    true_sum[0] += missed
-    gaps = np.abs(true_sum - score_sum)
-    return {"brier": squared / arrays.pairs, "ece": math.fsum(gaps) / arrays.pairs}
+    names = list(sums)
+    totals = exact_weighted_sums(np.ones((1, arrays.n_docs)), np.column_stack(list(sums.values())))
+    values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
+    return {name: float(value[0]) for name, value in values.items()}
 
 
 def pool(arrays: ScoreArrays, node_of: np.ndarray, n_nodes: int) -> ScoreArrays:
@@ -360,17 +461,22 @@ def score_rows(
     ancestors: pl.DataFrame | None = None,
     levels: Sequence[str] = (),
     threshold: float | None = None,
+    propensities: TrainPropensities | None = None,
 ) -> tuple[pl.DataFrame, dict]:
     """A model's tidy rows from its scores: ranking at the leaves and at each of ``levels``
     (max-pooled through ``ancestors``), calibration, and the tuned ``threshold`` when given;
-    with the notes the report shows (unscored pairs, why a family is missing).
+    with the notes the report shows (unscored pairs, why a family is missing). The
+    propensity-scored rows (``psp@K``, ``psndcg@K``, leaves only) need ``propensities``
+    (a training gold's, :mod:`hieval.metrics.propensity`).
 
     A model without scores gets no ranking or calibration rows (only its threshold, if tuned).
     """
     rows: list[tuple[str, str, str, str, float]] = []
     notes: dict = {"model": model, "scored_pairs": scores.height}
     if scores.height:
-        arrays = encode(gold, scores)
+        arrays = with_gains(encode(gold, scores), propensities)
+        if propensities is None:
+            notes["propensity"] = "no training gold (--train-gold): no psp@K or psndcg@K rows"
         notes.update(label_space_pairs=arrays.pairs, unscored_pairs=arrays.unscored)
         if arrays.unscored:
             log.info(

@@ -43,8 +43,12 @@ from hieval.metrics.document_measures import (
     GOLD_DOCUMENTS,
     DocumentMean,
     average_precision,
+    best_ps_ndcg_at,
+    best_ps_precision_at,
     ndcg_at,
     precision_at,
+    ps_ndcg_at,
+    ps_precision_at,
     r_precision,
     recall_at,
 )
@@ -78,11 +82,13 @@ class Metric:
 
     ``per_unit`` (label- and example-based metrics) maps the per-label or per-item arrays
     ``tp, fp, fn`` and the size ``n`` (items for labels, labels for items) to one value per unit;
-    the metric is their mean. ``per_document`` (the ranking family's ``mean`` metrics) is the
-    per-document statistic and the documents averaged over
-    (:mod:`hieval.metrics.document_measures`). Other metrics are computed by their family's
-    module: the count measures (:data:`hieval.metrics.count_measures.COUNT_MEASURES`) by
-    :mod:`hieval.metrics.prf`, ICM and the item-set measures by :mod:`hieval.metrics.suite`.
+    the metric is their mean, or, under the average ``micro``, the formula of the counts summed
+    over the units with ``n`` the summed sizes (FPR micro = ΣFP / Σ(FP + TN)). ``per_document``
+    (the ranking family's ``mean`` metrics) is the per-document statistic and the documents
+    averaged over (:mod:`hieval.metrics.document_measures`). Other metrics are computed by
+    their family's module: the count measures
+    (:data:`hieval.metrics.count_measures.COUNT_MEASURES`) by :mod:`hieval.metrics.prf`, ICM
+    and the item-set measures by :mod:`hieval.metrics.suite`.
     """
 
     family: str
@@ -136,6 +142,20 @@ def _eb(tp, fp, fn, n):
     return ratio_or_one(2 * tp, 2 * tp + fp + fn)
 
 
+def _exact(tp, fp, fn, n):
+    """1 where the decided set is the gold (no FP, no FN), else 0: subset accuracy and the
+    field's exact match are this one statistic."""
+    return (fp + fn == 0).astype(np.float64)
+
+
+def _fpr(tp, fp, fn, n):
+    """FP / (FP + TN) with FP + TN = n - TP - FN, the unit's negatives (0 where it has none).
+
+    Per label, ``n`` is the number of items; summed (``micro``), the cells of the label space,
+    labels x items."""
+    return divide(fp, n - tp - fn)
+
+
 #: Every metric, in the tidy table's order (families, then averages, then metrics, each in order
 #: of first appearance here).
 REGISTRY: tuple[Metric, ...] = (
@@ -159,6 +179,16 @@ REGISTRY: tuple[Metric, ...] = (
     Metric(
         "label", "f1", "macro", LEAF, NODES,
         "mean over labels of 2TP / (2TP + FP + FN)", "LB-F", per_unit=_eb,
+    ),
+    Metric(
+        "label", "fpr", "macro", LEAF, NODES,
+        "mean over labels of FP / (FP + TN), TN over the items (a loss)", "FPR-macro",
+        higher_is_better=False, per_unit=_fpr,
+    ),
+    Metric(
+        "label", "fpr", "micro", LEAF, NODES,
+        "ΣFP / Σ(FP + TN) over the label set x items (a loss)", "FPR-micro",
+        higher_is_better=False, per_unit=_fpr,
     ),
     Metric(
         "example", "precision", "mean", LEAF, DOCUMENTS,
@@ -186,8 +216,12 @@ REGISTRY: tuple[Metric, ...] = (
     ),
     Metric(
         "example", "subset_accuracy", "mean", LEAF, DOCUMENTS,
-        "share of items with P = G", "EB-SUBACC",
-        per_unit=lambda tp, fp, fn, n: (fp + fn == 0).astype(np.float64),
+        "share of items with P = G", "EB-SUBACC", per_unit=_exact,
+    ),
+    Metric(
+        "example", "exact_match", "mean", LEAF, DOCUMENTS,
+        "share of items whose decided set equals the gold (EB-SUBACC's statistic)", "EM",
+        per_unit=_exact,
     ),
     Metric(
         "propensity", "f1", "mean", LEAF, ITEMS,
@@ -198,6 +232,12 @@ REGISTRY: tuple[Metric, ...] = (
         "hierarchical", "f1", "mean", OVERALL, ITEMS,
         "mean over items of 2|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), ancestor-augmented sets",
         "HF",
+    ),
+    Metric(
+        "lca", "f1", "mean", OVERALL, ITEMS,
+        "mean over items of 2|P⁺ ∩ G⁺| / (|P⁺| + |G⁺|), each label augmented with its "
+        "ancestors up to its LCA with the nearest label of the other set (Kosmopoulos et al.)",
+        "LCA-F",
     ),
     Metric(
         "ranking", "auc", "micro", LEAF_AND_LEVELS, SCORES,
@@ -233,6 +273,19 @@ REGISTRY: tuple[Metric, ...] = (
         "mean over documents with gold codes of DCG@K / ideal DCG@K (binary gains, "
         "1/log2(rank + 1), ties by code)", "nDCG@K",
         per_document=DocumentMean(ndcg_at, GOLD_DOCUMENTS),
+    ),
+    Metric(
+        "ranking", "psp@{k}", "mean", LEAF, SCORES,
+        "Σ over documents of the inverse propensities of the gold codes among the K "
+        "highest-scored / the same of the K best gold codes (pyxclib; Jain et al. "
+        "propensities from the training gold)", "PSP@K",
+        per_document=DocumentMean(ps_precision_at, ALL_DOCUMENTS, best=best_ps_precision_at),
+    ),
+    Metric(
+        "ranking", "psndcg@{k}", "mean", LEAF, SCORES,
+        "Σ over documents of propensity-weighted DCG@K / ideal DCG@K, over the same of the "
+        "best ranking (pyxclib; propensities from the training gold)", "PSnDCG@K",
+        per_document=DocumentMean(ps_ndcg_at, ALL_DOCUMENTS, best=best_ps_ndcg_at),
     ),
     Metric(
         "calibration", "brier", "micro", LEAF, SCORES,

@@ -7,7 +7,8 @@ rest. What each metric is (family, level, average, paper name, formula) is decla
 example-based formulas are its ``per_unit`` functions. Computed here: ICM and ICM-Norm (from the
 item sums' IC of P, G and P ∪ G), PROP-F (where W sums inverse propensities 1/p_l, Jain et al.,
 and both sets are extended with an empty class ∅ held by every item, N_∅ = N, so that empty
-sets score 1 instead of 0/0) and HF (F1 between ancestor-augmented sets, the root excluded).
+sets score 1 instead of 0/0), HF (F1 between ancestor-augmented sets, the root excluded) and
+LCA-F (the same, augmented only up to the lowest common ancestors, :mod:`hieval.engine.lca`).
 
 Conventions the paper leaves open: the label set L of LB-* and EB-HAMM is, by default, the
 labels seen in the gold or the predictions (``label_set: observed``, as scikit-learn does with a
@@ -65,21 +66,25 @@ def item_measures(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str
 
     - PROP-F: 2·(W(P ∩ G) + w∅) / (W(P) + W(G) + 2·w∅), w∅ the weight of the empty class every
       item holds (N_∅ = N, with N the items of the whole test set);
-    - HF: 2·|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), 1 when both ancestor sets are empty.
+    - HF: 2·|A(P) ∩ A(G)| / (|A(P)| + |A(G)|), 1 when both ancestor sets are empty;
+    - LCA-F: 2·|P⁺ ∩ G⁺| / (|P⁺| + |G⁺|) over the sets augmented up to the lowest common
+      ancestors (:mod:`hieval.engine.lca`), 1 when both are empty, 0 when one is.
     """
     n = items.height
     w_empty = params.inverse_propensity(n, n)
     w_pred, w_gold, w_both = (items[c].to_numpy() for c in ("w_pred", "w_gold", "w_both"))
     prop = 2 * (w_both + w_empty) / (w_pred + w_gold + 2 * w_empty)
     anc = [items[c].to_numpy().astype(np.int64) for c in ("anc_pred", "anc_gold", "anc_both")]
+    lca = [items[c].to_numpy().astype(np.int64) for c in ("lca_pred", "lca_gold", "lca_both")]
     return {
         ("propensity", "f1"): prop,
         ("hierarchical", "f1"): ratio_or_one(2 * anc[2], anc[0] + anc[1]),
+        ("lca", "f1"): ratio_or_one(2 * lca[2], lca[0] + lca[1]),
     }
 
 
 def _item_values(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str], float]:
-    """The metrics computed from the per-item sums: ICM, ICM-Norm, PROP-F and HF."""
+    """The metrics computed from the per-item sums: ICM, ICM-Norm, PROP-F, HF and LCA-F."""
     values = icm_values(items, params)
     means = {key: exact_mean(v.tolist()) for key, v in item_measures(items, params).items()}
     return {("icm", "icm"): values["icm"], ("icm", "icm_norm"): values["icm_norm"], **means}
@@ -136,7 +141,10 @@ def suite_rows(
             values.append(from_items[metric.family, metric.metric])
         else:
             (tp, fp, fn), size = units[metric.source]
-            values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
+            if metric.average == "micro":  # the formula of the summed counts
+                values.append(metric.per_unit(tp.sum(), fp.sum(), fn.sum(), size * len(tp)))
+            else:
+                values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
     return _rows(list(SUITE), values)
 
 

@@ -4,6 +4,8 @@ hieval's own numbers saying why it differs, and what the conventions were comput
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from hieval.reports.escaping import markdown as md
@@ -101,13 +103,38 @@ def _k(values: dict) -> int | None:
     return 8 if 8 in ks else (ks[0] if ks else None)
 
 
+def side_by_side(
+    table: pl.DataFrame, models: list[str]
+) -> tuple[list[tuple[str, str, list[float | None]]], list[str]]:
+    """Each model's headline values under each convention, ``(model, convention, values in
+    COLUMNS' order)``, and the sentences saying why a value differs from hieval's own (each
+    once, for the differences the table shows). summary.md and the HTML report both show
+    them."""
+    conventions = table["convention"].unique(maintain_order=True).to_list()
+    rows, differs = [], set()
+    for model in models:
+        frame = table.filter(pl.col("model") == model)
+        values = {(r["convention"], r["metric"]): r["value"] for r in frame.iter_rows(named=True)}
+        k = _k(values)
+        for convention in conventions:
+            cells = []
+            for title, names in COLUMNS.items():
+                value = values.get((convention, names[convention].format(k=k)))
+                own = values.get(("hieval", names["hieval"].format(k=k)))
+                cells.append(value)
+                if value is not None and own is not None and abs(value - own) >= SHOWN:
+                    differs.add((convention, title))
+            rows.append((model, convention, cells))
+    why = list(dict.fromkeys(WHY[key] for key in WHY if key in differs))
+    return rows, why
+
+
 def conventions_markdown(
     table: pl.DataFrame, notes: dict[str, dict], models: list[str]
 ) -> list[str]:
     """The section's lines (none for an empty table)."""
     if table.height == 0:
         return []
-    conventions = table["convention"].unique(maintain_order=True).to_list()
     lines = [
         "",
         "## Conventions",
@@ -118,40 +145,31 @@ def conventions_markdown(
         "| Model | Convention | " + " | ".join(COLUMNS) + " |",
         "|---|---|" + "---:|" * len(COLUMNS),
     ]
-    differs = set()
-    for model in models:
-        rows = table.filter(pl.col("model") == model)
-        values = {(r["convention"], r["metric"]): r["value"] for r in rows.iter_rows(named=True)}
-        k = _k(values)
-        for convention in conventions:
-            cells = []
-            for title, names in COLUMNS.items():
-                name = names[convention].format(k=k)
-                value = values.get((convention, name))
-                own = values.get(("hieval", names["hieval"].format(k=k)))
-                cells.append("-" if value is None else f"{100 * value:.1f}")
-                if value is not None and own is not None and abs(value - own) >= SHOWN:
-                    differs.add((convention, title))
-            lines.append(f"| {md(model)} | {convention} | " + " | ".join(cells) + " |")
-    why = [WHY[key] for key in WHY if key in differs]
+    rows, why = side_by_side(table, models)
+    for model, convention, values in rows:
+        cells = ["-" if value is None else f"{100 * value:.1f}" for value in values]
+        lines.append(f"| {md(model)} | {convention} | " + " | ".join(cells) + " |")
     if why:
         lines += ["", "Why they differ from hieval's:", ""]
-        lines += [f"- {sentence}" for sentence in dict.fromkeys(why)]
-    said = [_note(model, notes[model]) for model in models if notes.get(model)]
+        lines += [f"- {sentence}" for sentence in why]
+    said = [f"- {md(model)}: {note_text(notes[model])}" for model in models if notes.get(model)]
     if said:
         lines += ["", *said]
     return lines
 
 
-def _note(model: str, note: dict) -> str:
+def note_text(note: dict, escape: Callable[[str], str] = md) -> str:
+    """What one model's caml and edin values were computed over (its label space, the pairs
+    left outside it, Edin et al.'s decisions), as a sentence; ``escape`` makes a name safe for
+    the format shown."""
     if note.get("left_out"):
-        return f"- {md(model)}: {md(note['left_out'])}."
+        return f"{escape(note['left_out'])}."
     space = note.get("label_space", "observed")
     over = (
         f"the {note['codes']:,} codes observed in the gold and its predictions (no label space "
         "given)"
         if space == "observed"
-        else f"the {note['codes']:,} codes of {md(space)}"
+        else f"the {note['codes']:,} codes of {escape(space)}"
     )
     left = [f"{n:,} {what} pairs" for what, n in (note.get("outside") or {}).items() if n]
     threshold = note.get("threshold")
@@ -161,7 +179,7 @@ def _note(model: str, note: dict) -> str:
         decides = f"Edin et al.'s decisions: score > {threshold:g}"
     else:
         decides = "Edin et al.'s decisions: the decided set as it is (no global threshold)"
-    text = f"- {md(model)}: caml and edin over {over}"
+    text = f"caml and edin over {over}"
     if left:
         text += f"; {' and '.join(left)} with a code outside it left out"
     return f"{text}. {decides}."

@@ -75,6 +75,11 @@ def _pct(value: float | None) -> str:
     return "–" if value is None or value != value else f"{100 * value:.1f}"
 
 
+def _num(value: float | None) -> str:
+    """ICM (bits, unbounded): two decimals."""
+    return "–" if value is None or value != value else f"{value:.2f}"
+
+
 def _p(value: float | None) -> str:
     return "–" if value is None or value != value else f"{value:.3g}"
 
@@ -217,10 +222,14 @@ def per_code(tables: ErrorTables, *, models: list[str]) -> str:
 
 
 def who_it_fails(tables: ErrorTables, *, models: list[str]) -> str:
-    """Micro F1 per group (with intervals), and the largest gap per attribute."""
+    """Micro F1 and ICM per group (with intervals), and the largest gap per attribute."""
     if tables.groups is None or not tables.groups.height:
         return ""
     f1 = tables.groups.filter(pl.col("metric") == "f1")
+    icm = {
+        (r["attribute"], r["group"], r["model"]): r
+        for r in tables.groups.filter(pl.col("metric") == "icm").iter_rows(named=True)
+    }
     families = list(dict.fromkeys(zip(f1["family"], f1["level"], strict=True)))
     lookup = {
         (r["attribute"], r["group"], r["model"], r["family"], r["level"]): r
@@ -240,13 +249,19 @@ def who_it_fails(tables: ErrorTables, *, models: list[str]) -> str:
             documents = r["documents"]
             bounds = f" [{_pct(r['low'])}, {_pct(r['high'])}]" if r["low"] is not None else ""
             cells.append(f"<td data-value='{r['value']}'>{_pct(r['value'])}{bounds}</td>")
+        if icm:
+            r = icm[(attribute, group, model)]
+            bounds = f" [{_num(r['low'])}, {_num(r['high'])}]" if r["low"] is not None else ""
+            cells.append(f"<td data-value='{r['value']}'>{_num(r['value'])}{bounds}</td>")
         cells.append(f"<td>{documents:,}</td>")
         rows.append(cells)
     headers = ["Attribute", "Group", "Model"]
-    headers += [f"{_esc(f)} F1 ({_esc(lv)})" for f, lv in families] + ["Documents"]
+    headers += [f"{_esc(f)} F1 ({_esc(lv)})" for f, lv in families]
+    headers += ["ICM"] * bool(icm) + ["Documents"]
     parts = [
         "<h2 id='groups'>Who it fails</h2><p class='note'>Micro F1 (%) of each group's "
-        "documents, with bootstrap intervals when the run had them; "
+        "documents, and ICM with the group's own information content, with bootstrap "
+        "intervals when the run had them; "
         "<code>(missing)</code>: documents the doc_groups table does not list.</p>",
         _table(headers, rows),
     ]
@@ -257,13 +272,14 @@ def who_it_fails(tables: ErrorTables, *, models: list[str]) -> str:
                 f"<td>{_esc(r['model'])}</td>",
                 f"<td>{_esc(r['family'])}</td>",
                 f"<td>{_esc(r['high_group'])} − {_esc(r['low_group'])}</td>",
-                f"<td>{_pct(r['gap'])}</td>",
-                f"<td>[{_pct(r['low'])}, {_pct(r['high'])}]</td>"
+                f"<td>{fmt(r['gap'])}</td>",
+                f"<td>[{fmt(r['low'])}, {fmt(r['high'])}]</td>"
                 if r["low"] is not None
                 else "<td>–</td>",
                 f"<td>{_p(r['p_adjusted'])}</td>",
             ]
-            for r in tables.gaps.filter(pl.col("metric") == "f1").iter_rows(named=True)
+            for r in tables.gaps.filter(pl.col("metric").is_in(["f1", "icm"])).iter_rows(named=True)
+            for fmt in [_num if r["metric"] == "icm" else _pct]
         ]
         parts.append(
             "<h3>The largest gap per attribute</h3>"

@@ -283,8 +283,11 @@ def _shorten(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters at a word's end, with an ellipsis, never mid-word."""
     if len(text) <= width:
         return text
-    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:-")
-    return cut + "…"
+    head = text[: width - 1]
+    # a first word longer than the width is kept whole: a longer label, never half a word
+    cut = head.rsplit(" ", 1)[0] if " " in head else text.split(" ", 1)[0]
+    cut = cut.rstrip(" ,;:-")
+    return text if cut == text else cut + "…"
 
 
 def frequency_bins(

@@ -1,22 +1,36 @@
 """The history of a zoo evaluated on a schedule: one row per model and headline metric per
-distinct evaluation, in ``results/history/evaluations.parquet``.
+distinct evaluation, in ``results/history/evaluations.parquet`` (docs/history.md: its schema).
 
-An evaluation is keyed by the sha256 of the gold and of the model's input files, a hash of the
-settings that change numbers (the model's reading options and the run's metric settings) and
-hieval's version. A row is appended only when its key is new, so a rerun on unchanged inputs
-adds nothing, and a model whose threshold changed gets new rows while the others do not. The
-file lives outside Snakemake's outputs on purpose: it accumulates across runs, and a declared
-output would be deleted before each run. For the same reason the workflow checks it
-(:func:`check_history`) before any job starts: a damaged or foreign file, or one it cannot
-write, is refused while the previous report is still there, since Snakemake deletes a job's
-outputs before it runs.
+An evaluation is keyed (``key``) by the sha256 of the gold and of the model's input files, the
+code system, the sha256 of the hierarchy's level table, a hash of the settings that change
+numbers (the model's reading options and the run's metric settings) and hieval's version. A
+row is appended only when its key is new, so a rerun on unchanged inputs adds nothing, and a
+model whose threshold changed gets new rows while the others do not. Evaluations of one model
+that may be compared over time share a ``series``: the same model name, gold, code system,
+hierarchy and settings; only the model's inputs (a retrained model) and hieval's version may
+differ. A model's history is shown within its series only, so an ICD-9 and an ICD-10
+evaluation of a model of the same name are never one line.
+
+Every configuration shares the file, and runs of several may end at once: a writer holds an
+exclusive lock (``.evaluations.parquet.lock`` beside it) while it reads, adds and atomically
+replaces the file, so no run's rows are lost. A history of the first schema (without code
+system, hierarchy, series and intervals, :data:`SCHEMA_V1`) is read with those columns empty
+and rewritten in the current schema by the next run that adds rows; its rows are kept, in no
+series (their code system was not recorded). The file lives outside Snakemake's outputs on
+purpose: it accumulates across runs, and a declared output would be deleted before each run.
+For the same reason the workflow checks it (:func:`check_history`) before any job starts: a
+damaged or foreign file, or one it cannot write, is refused while the previous report is
+still there, since Snakemake deletes a job's outputs before it runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +43,8 @@ from hieval.metrics.registry import BY_PAPER, paper_level
 
 #: The headline metrics kept per evaluation (paper names of the registry).
 HISTORY_METRICS = ("F-flat", "F-set", "F-CoPHE", "ICM", "EB-F")
-SCHEMA = {
+#: The first schema (hieval before the history kept code systems): still read, see above.
+SCHEMA_V1 = {
     "timestamp": pl.String,
     "model": pl.String,
     "metric": pl.String,
@@ -39,6 +54,16 @@ SCHEMA = {
     "settings_sha256": pl.String,
     "hieval_version": pl.String,
     "key": pl.String,
+}
+#: The history's columns (docs/history.md says what each holds).
+SCHEMA = {
+    **SCHEMA_V1,
+    "code_system": pl.String,
+    "hierarchy_sha256": pl.String,
+    "series": pl.String,
+    "low": pl.Float64,
+    "high": pl.Float64,
+    "confidence": pl.Float64,
 }
 
 
@@ -53,9 +78,14 @@ def history_rows(
     records: list[dict],
     settings: dict,
     version: str,
+    code_system: str,
+    hierarchy_sha256: str,
+    bootstrap: tuple[pl.DataFrame, float] | None = None,
     timestamp: str | None = None,
 ) -> pl.DataFrame:
-    """This run's rows: per model, its headline metrics and the evaluation's key.
+    """This run's rows: per model, its headline metrics, the evaluation's key and series, and
+    the bootstrap interval of each value when the run has one (``bootstrap``: its intervals
+    table and their confidence).
 
     ``settings`` holds ``run`` (settings shared by every model) and ``models`` (each model's
     own reading options); ``records`` the input records (gold first, then the models).
@@ -63,10 +93,10 @@ def history_rows(
     by_name = {r["name"]: r for r in records}
     gold = by_name["gold"]["sha256"]
     when = timestamp or datetime.now(UTC).isoformat(timespec="seconds")
-    values = {
-        (r["model"], r["family"], r["level"], r["average"], r["metric"]): r["value"]
-        for r in tidy.iter_rows(named=True)
-    }
+    values = _by_row(tidy, "value")
+    intervals, confidence = bootstrap if bootstrap is not None else (None, None)
+    lows = _by_row(intervals, "low") if intervals is not None else {}
+    highs = _by_row(intervals, "high") if intervals is not None else {}
     rows = []
     for model in dict.fromkeys(tidy["model"].to_list()):
         record = by_name.get(model, {})
@@ -74,15 +104,36 @@ def history_rows(
         settings_sha = digest(
             {"run": settings.get("run"), "model": settings.get("models", {}).get(model)}
         )
-        key = digest([gold, inputs, settings_sha, version])
+        key = digest([gold, inputs, settings_sha, version, code_system, hierarchy_sha256])
+        series = digest([model, gold, code_system, hierarchy_sha256, settings_sha])
         for name in HISTORY_METRICS:
             metric = BY_PAPER[name]
-            value = values.get(
-                (model, metric.family, paper_level(metric), metric.average, metric.metric)
-            )
-            if value is not None:
-                rows.append((when, model, name, value, gold, inputs, settings_sha, version, key))
+            row = (model, metric.family, paper_level(metric), metric.average, metric.metric)
+            if (value := values.get(row)) is None:
+                continue
+            low, high = lows.get(row), highs.get(row)
+            level = confidence if low is not None and high is not None else None
+            identity = (gold, inputs, settings_sha, version, key, code_system, hierarchy_sha256)
+            rows.append((when, model, name, value, *identity, series, low, high, level))
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+def _by_row(table: pl.DataFrame, column: str) -> dict[tuple, float]:
+    """``column`` of a tidy-keyed table (intervals or metrics) by its row's identity."""
+    return {
+        (r["model"], r["family"], r["level"], r["average"], r["metric"]): r[column]
+        for r in table.iter_rows(named=True)
+    }
+
+
+def upgraded(frame: pl.DataFrame) -> pl.DataFrame:
+    """A history frame of the first schema in the current one: the new columns empty (its
+    code system, hierarchy and intervals were not recorded, so its rows are in no series)."""
+    if dict(frame.schema) == SCHEMA:
+        return frame
+    return frame.with_columns(
+        [pl.lit(None, dtype).alias(name) for name, dtype in SCHEMA.items() if name not in SCHEMA_V1]
+    ).select(list(SCHEMA))
 
 
 def _unusable(path: Path, problem: str) -> InputError:
@@ -109,6 +160,8 @@ def read_history(path: str | Path) -> pl.DataFrame:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _unusable(path, f"cannot be read as Parquet ({reason})") from None
     found = dict(old.schema)
+    if found == SCHEMA_V1:  # written by an earlier hieval: kept, in the current schema
+        return upgraded(old)
     if found != SCHEMA:
         have = ", ".join(f"{name} {dtype}" for name, dtype in found.items())
         want = ", ".join(f"{name} {dtype}" for name, dtype in SCHEMA.items())
@@ -136,16 +189,42 @@ def check_history(path: str | Path) -> None:
         raise _cannot_write(path, f"{folder} is not writable")
 
 
-def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
-    """Add the rows whose key is new to the history at ``path``; return the whole history."""
+def lock_path(path: str | Path) -> Path:
+    """The lock file writers of the history at ``path`` take turns on."""
     path = Path(path)
-    old = read_history(path)
-    new = rows.filter(~pl.col("key").is_in(old["key"].implode()))
-    history = pl.concat([old, new]) if new.height else old
-    if new.height or not path.exists():
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the history's lock (an exclusive ``flock``): another run's report job waits here
+    until this one has replaced the file, then reads the grown file, so neither loses rows."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path(path), "a")  # noqa: SIM115 (held across the yield)
+    except OSError as exc:
+        raise _cannot_write(path, exc.strerror or str(exc)) from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            write_parquet(history, path)
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or ["?"])[0]
-            raise _cannot_write(path, reason) from None
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def append_history(path: str | Path, rows: pl.DataFrame) -> pl.DataFrame:
+    """Add the rows whose key is new to the history at ``path`` (under its lock, so
+    concurrent runs each add theirs); return the whole history."""
+    path = Path(path)
+    rows = upgraded(rows)
+    with _locked(path):
+        old = read_history(path)
+        new = rows.filter(~pl.col("key").is_in(old["key"].implode()))
+        history = pl.concat([old, new]) if new.height else old
+        if new.height or not path.exists():
+            try:
+                write_parquet(history, path)
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or ["?"])[0]
+                raise _cannot_write(path, reason) from None
     return history

@@ -24,7 +24,7 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import error_sections, figures, leaderboard
+from hieval.reports import changes, conventions_html, error_sections, figures, leaderboard
 from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
@@ -94,10 +94,13 @@ class ReportInputs:
     comparisons: pl.DataFrame | None = None  # hieval.metrics.uncertainty's comparisons table
     frequency_bins: pl.DataFrame | None = None  # model, bin, tp, fp, fn, f1, codes
     history: pl.DataFrame | None = None  # hieval.reports.history.SCHEMA
+    current: pl.DataFrame | None = None  # this run's history rows (their key and series)
     curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # tuned models' dev sweeps
     systems: dict[str, str] = field(default_factory=dict)  # model -> system (the sheet's column)
     notes: list[dict] = field(default_factory=list)  # score notes (hieval.pipeline.score_metrics)
     analysis: error_sections.ErrorTables | None = None  # error distance, confusions, codes
+    conventions: tuple[pl.DataFrame, dict] | None = None  # conventions.parquet and its notes
+    conventions_tests: pl.DataFrame | None = None  # conventions_tests.parquet (McNemar)
 
 
 def _esc(value) -> str:
@@ -193,7 +196,7 @@ def _p(value: float | None) -> str:
 
 def _suite(inputs: ReportInputs) -> str:
     """The definitions of ICM and the comparison metrics (their numbers are in the
-    leaderboard's "ICM and suite" tab)."""
+    leaderboard's "ICM and suite" and "Label and example-based" tabs)."""
     values = _values(inputs.tidy)
     present = [
         m
@@ -411,18 +414,38 @@ def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
             found = [lookup[(m, b)] for m in runs if lookup.get((m, b)) is not None]
             cells.append(f"<td>{_num(sum(found) / len(found) if found else None)}</td>")
         rows.append(cells)
-    codes = {r["bin"]: r["codes"] for r in inputs.frequency_bins.iter_rows(named=True)}
+    codes = _codes_per_bin(inputs.frequency_bins)
     return (
         "<h2 id='frequency'>Rare and frequent codes</h2><p class='note'>Flat micro F1 over the "
         "codes of each training-frequency bin (gold or predicted codes of the test set; codes "
         "per bin: "
-        + ", ".join(f"{_esc(b)}: {codes[b]:,}" for b in bins)
+        + ", ".join(f"{_esc(b)}: {codes[b]}" for b in bins)
+        + (", from the fewest to the most over the models" if _ranges(codes) else "")
         + ")"
         + ("; a system's: the mean over its runs" if grouped else "")
         + ".</p>"
         f"<figure class='wide'>{svg}</figure>"
         + _table(["System" if grouped else "Model", *map(_esc, bins)], rows)
     )
+
+
+def _codes_per_bin(bins: pl.DataFrame) -> dict[str, str]:
+    """Each bin's number of codes: one number when every model has the same, else the range.
+
+    A bin holds the gold *or predicted* codes of its frequency, so models that predict
+    different codes have different counts; one model's count would misstate the others'.
+    """
+    counts = bins.group_by("bin").agg(
+        pl.col("codes").min().alias("low"), pl.col("codes").max().alias("high")
+    )
+    return {
+        r["bin"]: f"{r['low']:,}" if r["low"] == r["high"] else f"{r['low']:,}\u2013{r['high']:,}"
+        for r in counts.iter_rows(named=True)
+    }
+
+
+def _ranges(codes: dict[str, str]) -> bool:
+    return any("\u2013" in text for text in codes.values())
 
 
 def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
@@ -435,33 +458,6 @@ def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
         "Precision, recall and F1 on the dev predictions against the threshold; the dashed line "
         "is the threshold chosen (maximum dev micro F1, ties to the highest).</p>"
         f"<figure>{drawn['thresholds']}</figure>"
-    )
-
-
-def _history(inputs: ReportInputs) -> str:
-    """Each model's headline metrics over its evaluations, when it has more than one."""
-    if inputs.history is None or inputs.history.is_empty():
-        return ""
-    parts = []
-    for model in inputs.models:
-        mine = inputs.history.filter(pl.col("model") == model)
-        if mine["key"].n_unique() < 2:
-            continue
-        wide = mine.pivot(
-            on="metric", index=["timestamp", "key"], values="value", aggregate_function="first"
-        ).sort("timestamp")
-        metrics = [c for c in wide.columns if c not in ("timestamp", "key")]
-        rows = [
-            [f"<td>{_esc(r['timestamp'])}</td>", f"<td><code>{_esc(r['key'][:10])}</code></td>"]
-            + [f"<td>{_num(r[m], percent=m not in ('ICM',))}</td>" for m in metrics]
-            for r in wide.iter_rows(named=True)
-        ]
-        parts.append(f"<h3>{_esc(model)}</h3>" + _table(["When", "Key", *metrics], rows))
-    if not parts:
-        return ""
-    return (
-        "<h2 id='history'>History</h2><p class='note'>Each evaluation with new inputs, settings "
-        "or hieval version (key: a hash of them), oldest first.</p>" + "".join(parts)
     )
 
 
@@ -528,6 +524,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         )
     }
     sections = [
+        changes.changes_html(inputs.history, inputs.current),
         _warnings(inputs),
         _leaderboard(inputs),
         _comparisons(inputs),
@@ -554,7 +551,10 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         _frequency(inputs, drawn),
         _suite(inputs),
         _kinds(inputs),
-        _history(inputs),
+        conventions_html.render(
+            inputs.conventions, models=inputs.models, tests=inputs.conventions_tests
+        ),
+        changes.history_html(inputs.history, inputs.current, inputs.models, drawn),
         _provenance(inputs),
     ]
     page = (

@@ -15,20 +15,23 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from hieval.metrics.registry import SCORE_METRICS, SUITE, lookup, paper_level
-from hieval.reports.numbers import percent
+from hieval.reports.numbers import in_percent, percent
 from hieval.reports.summary import system_table
+
+_SUITE_FAMILIES = tuple(dict.fromkeys(m.family for m in SUITE))
+#: The suite's families that judge each label or each document on its own (no tree).
+_FLAT_SUITE = ("label", "example")
 
 #: The groups of the leaderboard, in tab order: (title, families shown in it).
 GROUPS = (
     ("Set-based and hierarchical", ("flat", "set", "cophe")),
     ("Ranking", ("ranking",)),
-    ("ICM and suite", ("icm", *(m.family for m in SUITE))),
+    # The suite of Amigó & Delgado is split in two so that each tab fits a 1,366 px screen:
+    # the information-theoretic and hierarchical measures, then the label- and example-based.
+    ("ICM and suite", ("icm", *(f for f in _SUITE_FAMILIES if f not in _FLAT_SUITE))),
+    ("Label and example-based", _FLAT_SUITE),
     ("Calibration", ("calibration", "selection")),
 )
-
-#: The families whose values are shares in [0, 1], shown in percent.
-PERCENT_FAMILIES = ("flat", "set", "cophe", "ranking", "label", "example", "propensity",
-                    "hierarchical")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Column:
         """Shown in percent: P, R, F1, AUC, the ranking metrics and the suite's other shares
         (label-, example-based, propensity, hierarchical: all in [0, 1]), as papers print
         them; ICM (bits), ICM-Norm, Brier, ECE and thresholds as they are."""
-        return self.family in PERCENT_FAMILIES or self.family.startswith(("flat_", "cophe_"))
+        return in_percent(self.family)
 
     def text(self, value: float | None) -> str:
         if value is None:
@@ -346,8 +349,8 @@ background:#f6f6f6;margin-right:.2rem;font-size:13px}
 .tabs>input:checked+label{background:#fff;font-weight:600;border-color:#bbb}
 .tabs>input:focus-visible+label{outline:2px solid #4a7bd0}
 .tabs .panel{display:none;border-top:1px solid #bbb}
-#lb-tab-0:checked~#lb-panel-0,#lb-tab-1:checked~#lb-panel-1,#lb-tab-2:checked~#lb-panel-2,
-#lb-tab-3:checked~#lb-panel-3{display:block}
+""" + ",".join(f"#lb-tab-{i}:checked~#lb-panel-{i}" for i in range(len(GROUPS)))
+CSS += """{display:block}
 @media print{.tabs .panel{display:block}.tabs>label{display:none}}
 .lb th,.lb td{padding:.25rem .4rem}.lb th{white-space:normal;vertical-align:bottom;max-width:5.5rem}
 .lb td:first-child{white-space:normal;overflow-wrap:anywhere;min-width:8rem;max-width:16rem}

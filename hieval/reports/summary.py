@@ -26,7 +26,7 @@ from hieval.reports.conventions import conventions_markdown
 from hieval.reports.escaping import csv_safe
 from hieval.reports.escaping import markdown as md
 from hieval.reports.generative import rates_markdown
-from hieval.reports.numbers import percent
+from hieval.reports.numbers import in_percent, percent
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
@@ -45,7 +45,8 @@ def combine(
 
 
 def _pct(value: float) -> str:
-    return f"{100 * value:.1f}"
+    """A share in percent as the HTML report prints it (never a perfect 100.0 it is not)."""
+    return percent(value)
 
 
 def _prf_table(
@@ -196,14 +197,20 @@ def _suite_table(tidy: pl.DataFrame, models: list[str]) -> list[str]:
         "",
         "## ICM and the comparison metrics (Amigó & Delgado, 2022)",
         "",
-        "EB-HAMM is a loss (lower is better); ICM is in bits, the others in [0, 1].",
+        "EB-HAMM and FPR are losses (lower is better); ICM is in bits, ICM-Norm in [0, 1], the "
+        "others in percent.",
         "",
         f"| Model | {' | '.join(m.paper for m in SUITE)} |",
         "|---|" + "---:|" * len(SUITE),
     ]
     for model in models:
         keys = [(model, m.family, paper_level(m), m.average, m.metric) for m in SUITE]
-        cells = [f"{values[key]:.4g}" if key in values else "-" for key in keys]
+        cells = [
+            (percent(values[key]) if in_percent(key[1]) else f"{values[key]:.4g}")
+            if key in values
+            else "-"
+            for key in keys
+        ]
         lines.append(f"| {md(model)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -243,7 +250,7 @@ def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) 
     for model in models:
         cells = [percent(covered[model]) if model in covered else "-"]
         cells += [
-            (percent(values[key]) if column[0] == "ranking" else f"{values[key]:.4g}")
+            (percent(values[key]) if in_percent(column[0]) else f"{values[key]:.4g}")
             if (key := (model, *column)) in values
             else "-"
             for column in columns

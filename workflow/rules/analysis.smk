@@ -6,16 +6,17 @@ confusions and per-code table (a job per model), the error distance of all model
 rule model_errors:
     input:
         unpack(train_gold_input),
-        gold="results/inputs/gold.parquet",
-        labels="results/inputs/predictions/{model}.parquet",
+        gold=results("inputs/gold.parquet"),
+        labels=results("inputs/predictions/{model}.parquet"),
+        nodes=results("counts/{model}/nodes.parquet"),
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
-        distance="results/errors/{model}.parquet",
-        confusions="results/report/confusions/{model}.parquet",
-        codes="results/report/codes/{model}.parquet",
+        distance=results("errors/{model}.parquet"),
+        confusions=results("report/confusions/{model}.parquet"),
+        codes=results("report/codes/{model}.parquet"),
     log:
-        "logs/errors/{model}.log",
+        logs("errors/{model}.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -32,11 +33,11 @@ rule model_errors:
 
 rule error_distance:
     input:
-        expand("results/errors/{model}.parquet", model=MODEL_NAMES),
+        expand(results("errors/{model}.parquet"), model=MODEL_NAMES),
     output:
-        "results/report/errors.parquet",
+        results("report/errors.parquet"),
     log:
-        "logs/report/errors.log",
+        logs("report/errors.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -50,14 +51,17 @@ rule error_distance:
 
 rule group_analysis:
     input:
-        gold="results/inputs/gold.parquet",
-        docs=expand("results/counts/{model}/docs.parquet", model=MODEL_NAMES),
+        gold=results("inputs/gold.parquet"),
+        docs=expand(results("counts/{model}/docs.parquet"), model=MODEL_NAMES),
+        labels=expand(results("inputs/predictions/{model}.parquet"), model=MODEL_NAMES),
+        levels=LEVELS,
+        ancestors=ANCESTORS,
         doc_groups=config["doc_groups"] or [],
     output:
-        groups="results/report/groups.parquet",
-        gaps="results/report/group_gaps.parquet",
+        groups=results("report/groups.parquet"),
+        gaps=results("report/group_gaps.parquet"),
     log:
-        "logs/report/group_analysis.log",
+        logs("report/group_analysis.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -66,6 +70,7 @@ rule group_analysis:
     params:
         hieval=HIEVAL_CODE,
         models=MODEL_NAMES,
+        icm=icm_params(),
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/group_analysis.py"

@@ -16,8 +16,10 @@ from hieval.config import (
 from hieval.codesystem import for_source
 from hieval.experiments.demo import ICD10_FILES as DEMO_ICD10_FILES
 from hieval.experiments.demo import MODELS as DEMO_MODELS
+from hieval.experiments.demo import TUNED as DEMO_TUNED
 from hieval.errors import HievalError
 from hieval.hierarchy.sources import DOWNLOADS, describe
+from hieval.layout import config_name, results_folder
 from hieval.reports.history import check_history
 
 SCHEMAS = Path(workflow.current_basedir).parent / "schemas"
@@ -32,6 +34,27 @@ try:
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
 MODEL_NAMES = list(MODELS)
+# Each configuration writes under its own folder: results/ for config/config.yaml, else
+# results/<name>/ (config key name, default the config file's stem; hieval.layout), and its
+# logs under logs/<name>/ likewise, so a second configuration never overwrites the first.
+try:
+    CONFIG_NAME = config_name(config["name"], workflow.config_settings.configfiles)
+except HievalError as exc:
+    raise WorkflowError(str(exc)) from None
+RESULTS = results_folder(CONFIG_NAME)
+LOGS = "logs" if CONFIG_NAME is None else f"logs/{CONFIG_NAME}"
+
+
+def results(path):
+    """``path`` inside this configuration's results folder (RESULTS)."""
+    return f"{RESULTS}/{path}"
+
+
+def logs(path):
+    """``path`` inside this configuration's log folder (LOGS)."""
+    return f"{LOGS}/{path}"
+
+
 # Models whose threshold is tuned on their dev predictions (threshold tune, sheet or config).
 TUNED = [name for name, spec in MODELS.items() if spec.tunes(config["threshold"])]
 # More than one shard: each model's stages are jobs of their own (workflow/rules/evaluate.smk).
@@ -45,9 +68,11 @@ ICD10_CACHE = "resources/hierarchy/icd10"
 # sources, passed as a param to every rule that computes numbers, reruns them when it changes.
 HIEVAL_CODE = code_fingerprint()
 
-LEVELS = "results/hierarchy/levels.parquet"
+LEVELS = results("hierarchy/levels.parquet")
 # The zoo's history accumulates across runs, so it is no rule's output (Snakemake would delete
-# it before the rule runs); the report rule adds this run's new evaluations to it.
+# it before the rule runs); the report rule adds this run's new evaluations to it. It is the
+# one store every configuration shares: it keys evaluations by gold, code system, hierarchy
+# and settings (hieval.reports.history), so histories of different gold sets never mix.
 HISTORY = "results/history/evaluations.parquet"
 # Checked now, before any job: Snakemake deletes the report rule's outputs before it runs, so
 # a damaged, foreign or unwritable history found by the job itself would cost the report.
@@ -55,7 +80,7 @@ try:
     check_history(HISTORY)
 except HievalError as exc:
     raise WorkflowError(str(exc)) from None
-ANCESTORS = "results/hierarchy/ancestors.parquet"
+ANCESTORS = results("hierarchy/ancestors.parquet")
 
 
 wildcard_constraints:
@@ -129,8 +154,8 @@ def group_files(wildcards):
     """The subgroup tables, when config ``doc_groups`` names a table of document attributes."""
     return (
         {
-            "groups": "results/report/groups.parquet",
-            "group_gaps": "results/report/group_gaps.parquet",
+            "groups": results("report/groups.parquet"),
+            "group_gaps": results("report/group_gaps.parquet"),
         }
         if config["doc_groups"]
         else {}
@@ -138,18 +163,25 @@ def group_files(wildcards):
 
 
 def train_gold_input(wildcards):
-    """The normalised training gold, when config ``train_gold`` names one (long-tail bins)."""
+    """The normalised training gold, when config ``train_gold`` names one (long-tail bins,
+    the propensity-scored ranking rows)."""
     return (
-        {"train_gold": "results/inputs/train_gold.parquet"}
+        {"train_gold": results("inputs/train_gold.parquet")}
         if config["train_gold"]
         else {}
     )
 
 
 def report_settings():
-    """The settings that change numbers (hieval.config.report_settings) as a JSON string."""
+    """The settings that change numbers (hieval.config.report_settings) as a JSON string;
+    a tuned model's own settings hold the tuning's too (the history keys evaluations by them),
+    so that tuning one model, or no longer tuning it, leaves the other models' keys alone.
+    """
     options = {name: spec.options() for name, spec in MODELS.items()}
-    return json.dumps(run_settings(config, options), sort_keys=True)
+    settings = run_settings(config, options)
+    for name in TUNED:
+        settings["models"][name]["tuning"] = config["tuning"]
+    return json.dumps(settings, sort_keys=True)
 
 
 # Runs of one system (the sheet's optional `system` column), as a JSON string (recorded).
@@ -160,8 +192,14 @@ UNCERTAINTY = config["uncertainty"]["bootstrap"] > 0
 
 
 def systems_output():
-    """systems.parquet, when the sheet groups models into systems (its `system` column)."""
-    return {"systems": "results/report/systems.parquet"} if json.loads(SYSTEMS) else {}
+    """systems.parquet and conventions_systems.parquet (each convention's mean and sd with its
+    paper's ddof), when the sheet groups models into systems (its `system` column)."""
+    if not json.loads(SYSTEMS):
+        return {}
+    return {
+        "systems": results("report/systems.parquet"),
+        "conventions_systems": results("report/conventions_systems.parquet"),
+    }
 
 
 def uncertainty_files(wildcards):
@@ -169,8 +207,8 @@ def uncertainty_files(wildcards):
     if not UNCERTAINTY:
         return {}
     return {
-        "intervals": "results/report/intervals.parquet",
-        "comparisons": "results/report/comparisons.parquet",
+        "intervals": results("report/intervals.parquet"),
+        "comparisons": results("report/comparisons.parquet"),
     }
 
 
@@ -179,8 +217,8 @@ def tuned_files(wildcards):
     if wildcards.model not in TUNED:
         return {}
     return {
-        "tuned": f"results/thresholds/{wildcards.model}.json",
-        "tuned_codes": f"results/thresholds/{wildcards.model}.codes.parquet",
+        "tuned": results(f"thresholds/{wildcards.model}.json"),
+        "tuned_codes": results(f"thresholds/{wildcards.model}.codes.parquet"),
     }
 
 

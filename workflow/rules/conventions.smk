@@ -4,18 +4,20 @@ them, beside hieval's own (results/report/conventions.parquet)."""
 
 rule conventions:
     input:
-        gold="results/inputs/gold.parquet",
-        labels=expand("results/inputs/predictions/{model}.parquet", model=MODEL_NAMES),
-        scores=expand("results/inputs/scores/{model}.parquet", model=MODEL_NAMES),
-        records=expand("results/inputs/predictions/{model}.json", model=MODEL_NAMES),
-        metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
-        ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
+        gold=results("inputs/gold.parquet"),
+        labels=expand(results("inputs/predictions/{model}.parquet"), model=MODEL_NAMES),
+        scores=expand(results("inputs/scores/{model}.parquet"), model=MODEL_NAMES),
+        records=expand(results("inputs/predictions/{model}.json"), model=MODEL_NAMES),
+        metrics=expand(results("metrics/{model}.parquet"), model=MODEL_NAMES),
+        ranking=expand(results("ranking/{model}.parquet"), model=MODEL_NAMES),
         levels=LEVELS,
         label_spaces=list(LABEL_SPACES.values()),
     output:
-        "results/report/conventions.parquet",
+        table=results("report/conventions.parquet"),
+        # Edin et al.'s McNemar test of each pair of models (hieval.conventions.mcnemar)
+        tests=results("report/conventions_tests.parquet"),
     log:
-        "logs/report/conventions.log",
+        logs("report/conventions.log"),
     conda:
         "../envs/hieval.yaml"
     resources:

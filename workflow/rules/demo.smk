@@ -10,6 +10,10 @@ rule demo_data:
         predictions=expand(
             "results/demo/predictions/{model}.parquet", model=DEMO_MODELS
         ),
+        dev_gold="results/demo/dev/gold.parquet",
+        dev_predictions=expand(
+            "results/demo/dev/predictions/{model}.parquet", model=DEMO_TUNED
+        ),
     log:
         "logs/demo/demo_data.log",
     conda:

@@ -10,22 +10,23 @@ if not SHARDED:
         input:
             unpack(model_files),
             unpack(tuned_files),
+            unpack(train_gold_input),
             levels=LEVELS,
             ancestors=ANCESTORS,
-            gold="results/inputs/gold.parquet",
+            gold=results("inputs/gold.parquet"),
         output:
-            labels="results/inputs/predictions/{model}.parquet",
-            record="results/inputs/predictions/{model}.json",
-            scores="results/inputs/scores/{model}.parquet",
-            nodes="results/counts/{model}/nodes.parquet",
-            docs="results/counts/{model}/docs.parquet",
-            item_sums="results/counts/{model}/item_sums.parquet",
-            metrics="results/metrics/{model}.parquet",
-            nodes_report="results/report/nodes/{model}.csv",
-            ranking="results/ranking/{model}.parquet",
-            notes="results/ranking/{model}.json",
+            labels=results("inputs/predictions/{model}.parquet"),
+            record=results("inputs/predictions/{model}.json"),
+            scores=results("inputs/scores/{model}.parquet"),
+            nodes=results("counts/{model}/nodes.parquet"),
+            docs=results("counts/{model}/docs.parquet"),
+            item_sums=results("counts/{model}/item_sums.parquet"),
+            metrics=results("metrics/{model}.parquet"),
+            nodes_report=results("report/nodes/{model}.csv"),
+            ranking=results("ranking/{model}.parquet"),
+            notes=results("ranking/{model}.json"),
         log:
-            "logs/models/{model}.log",
+            logs("models/{model}.log"),
         conda:
             "../envs/hieval.yaml"
         threads: threads_by("labels")
@@ -54,11 +55,11 @@ if SHARDED:
 
     rule split_gold:
         input:
-            "results/inputs/gold.parquet",
+            results("inputs/gold.parquet"),
         output:
-            scatter.split("results/shards/gold/{scatteritem}.parquet"),
+            scatter.split(results("shards/gold/{scatteritem}.parquet")),
         log:
-            "logs/shards/gold.log",
+            logs("shards/gold.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -71,11 +72,11 @@ if SHARDED:
 
     rule split_predictions:
         input:
-            "results/inputs/predictions/{model}.parquet",
+            results("inputs/predictions/{model}.parquet"),
         output:
-            scatter.split("results/shards/predictions/{{model}}/{scatteritem}.parquet"),
+            scatter.split(results("shards/predictions/{{model}}/{scatteritem}.parquet")),
         log:
-            "logs/shards/{model}.log",
+            logs("shards/{model}.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -88,14 +89,14 @@ if SHARDED:
 
     rule icm_weights:
         input:
-            gold="results/inputs/gold.parquet",
-            predictions="results/inputs/predictions/{model}.parquet",
+            gold=results("inputs/gold.parquet"),
+            predictions=results("inputs/predictions/{model}.parquet"),
             levels=LEVELS,
             ancestors=ANCESTORS,
         output:
-            "results/counts/{model}/icm_weights.parquet",
+            results("counts/{model}/icm_weights.parquet"),
         log:
-            "logs/counts/{model}/icm_weights.log",
+            logs("counts/{model}/icm_weights.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -109,17 +110,17 @@ if SHARDED:
 
     rule count:
         input:
-            gold="results/shards/gold/{scatteritem}.parquet",
-            predictions="results/shards/predictions/{model}/{scatteritem}.parquet",
-            weights="results/counts/{model}/icm_weights.parquet",
+            gold=results("shards/gold/{scatteritem}.parquet"),
+            predictions=results("shards/predictions/{model}/{scatteritem}.parquet"),
+            weights=results("counts/{model}/icm_weights.parquet"),
             levels=LEVELS,
             ancestors=ANCESTORS,
         output:
-            nodes="results/counts/{model}/shards/{scatteritem}/nodes.parquet",
-            docs="results/counts/{model}/shards/{scatteritem}/docs.parquet",
-            item_sums="results/counts/{model}/shards/{scatteritem}/item_sums.parquet",
+            nodes=results("counts/{model}/shards/{scatteritem}/nodes.parquet"),
+            docs=results("counts/{model}/shards/{scatteritem}/docs.parquet"),
+            item_sums=results("counts/{model}/shards/{scatteritem}/item_sums.parquet"),
         log:
-            "logs/counts/{model}/{scatteritem}.log",
+            logs("counts/{model}/{scatteritem}.log"),
         conda:
             "../envs/hieval.yaml"
         threads: threads_by("predictions")
@@ -136,20 +137,20 @@ if SHARDED:
     rule gather_counts:
         input:
             nodes=gather.split(
-                "results/counts/{{model}}/shards/{scatteritem}/nodes.parquet"
+                results("counts/{{model}}/shards/{scatteritem}/nodes.parquet")
             ),
             docs=gather.split(
-                "results/counts/{{model}}/shards/{scatteritem}/docs.parquet"
+                results("counts/{{model}}/shards/{scatteritem}/docs.parquet")
             ),
             item_sums=gather.split(
-                "results/counts/{{model}}/shards/{scatteritem}/item_sums.parquet"
+                results("counts/{{model}}/shards/{scatteritem}/item_sums.parquet")
             ),
         output:
-            nodes="results/counts/{model}/nodes.parquet",
-            docs="results/counts/{model}/docs.parquet",
-            item_sums="results/counts/{model}/item_sums.parquet",
+            nodes=results("counts/{model}/nodes.parquet"),
+            docs=results("counts/{model}/docs.parquet"),
+            item_sums=results("counts/{model}/item_sums.parquet"),
         log:
-            "logs/counts/{model}/gather.log",
+            logs("counts/{model}/gather.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -162,15 +163,15 @@ if SHARDED:
 
     rule metrics:
         input:
-            nodes="results/counts/{model}/nodes.parquet",
-            docs="results/counts/{model}/docs.parquet",
-            item_sums="results/counts/{model}/item_sums.parquet",
+            nodes=results("counts/{model}/nodes.parquet"),
+            docs=results("counts/{model}/docs.parquet"),
+            item_sums=results("counts/{model}/item_sums.parquet"),
             levels=LEVELS,
         output:
-            metrics="results/metrics/{model}.parquet",
-            nodes_report="results/report/nodes/{model}.csv",
+            metrics=results("metrics/{model}.parquet"),
+            nodes_report=results("report/nodes/{model}.csv"),
         log:
-            "logs/metrics/{model}.log",
+            logs("metrics/{model}.log"),
         conda:
             "../envs/hieval.yaml"
         resources:

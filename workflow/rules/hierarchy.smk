@@ -9,7 +9,7 @@ rule fetch_hierarchy:
     output:
         "resources/hierarchy/{source}/{filename}",
     log:
-        "logs/hierarchy/fetch_{source}_{filename}.log",
+        logs("hierarchy/fetch_{source}_{filename}.log"),
     conda:
         "../envs/hieval.yaml"
     params:
@@ -25,7 +25,7 @@ rule build_levels:
         levels=LEVELS,
         ancestors=ANCESTORS,
     log:
-        "logs/hierarchy/build_levels.log",
+        logs("hierarchy/build_levels.log"),
     conda:
         "../envs/hieval.yaml"
     resources:

@@ -6,10 +6,10 @@ rule normalize_gold:
         unpack(gold_files),
         levels=LEVELS,
     output:
-        labels="results/inputs/gold.parquet",
-        record="results/inputs/gold.json",
+        labels=results("inputs/gold.parquet"),
+        record=results("inputs/gold.json"),
     log:
-        "logs/inputs/gold.log",
+        logs("inputs/gold.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -36,13 +36,13 @@ if SHARDED:
             unpack(model_files),
             unpack(tuned_files),
             levels=LEVELS,
-            gold="results/inputs/gold.parquet",
+            gold=results("inputs/gold.parquet"),
         output:
-            labels="results/inputs/predictions/{model}.parquet",
-            record="results/inputs/predictions/{model}.json",
-            scores="results/inputs/scores/{model}.parquet",
+            labels=results("inputs/predictions/{model}.parquet"),
+            record=results("inputs/predictions/{model}.json"),
+            scores=results("inputs/scores/{model}.parquet"),
         log:
-            "logs/inputs/{model}.log",
+            logs("inputs/{model}.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -66,10 +66,10 @@ rule normalize_train_gold:
         labels=config["train_gold"] or [],
         levels=LEVELS,
     output:
-        labels="results/inputs/train_gold.parquet",
-        record="results/inputs/train_gold.json",
+        labels=results("inputs/train_gold.parquet"),
+        record=results("inputs/train_gold.json"),
     log:
-        "logs/inputs/train_gold.log",
+        logs("inputs/train_gold.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -93,10 +93,10 @@ rule normalize_dev_gold:
         labels=config["dev_gold"] or [],
         levels=LEVELS,
     output:
-        labels="results/inputs/dev/gold.parquet",
-        record="results/inputs/dev/gold.json",
+        labels=results("inputs/dev/gold.parquet"),
+        record=results("inputs/dev/gold.json"),
     log:
-        "logs/inputs/dev/gold.log",
+        logs("inputs/dev/gold.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -119,13 +119,13 @@ rule normalize_dev_predictions:
     input:
         unpack(dev_model_files),
         levels=LEVELS,
-        gold="results/inputs/dev/gold.parquet",
+        gold=results("inputs/dev/gold.parquet"),
     output:
-        labels="results/inputs/dev/predictions/{model}.parquet",
-        record="results/inputs/dev/predictions/{model}.json",
-        scores="results/inputs/dev/scores/{model}.parquet",
+        labels=results("inputs/dev/predictions/{model}.parquet"),
+        record=results("inputs/dev/predictions/{model}.json"),
+        scores=results("inputs/dev/scores/{model}.parquet"),
     log:
-        "logs/inputs/dev/{model}.log",
+        logs("inputs/dev/{model}.log"),
     conda:
         "../envs/hieval.yaml"
     resources:

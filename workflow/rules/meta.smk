@@ -9,12 +9,12 @@ import json
 
 rule meta_evaluation:
     output:
-        table="results/meta/formal_properties.parquet",
-        markdown="results/meta/formal_properties.md",
-        trials="results/meta/trials.parquet",
-        parameters="results/meta/parameters.json",
+        table=results("meta/formal_properties.parquet"),
+        markdown=results("meta/formal_properties.md"),
+        trials=results("meta/trials.parquet"),
+        parameters=results("meta/parameters.json"),
     log:
-        "logs/meta/meta_evaluation.log",
+        logs("meta/meta_evaluation.log"),
     conda:
         "../envs/hieval.yaml"
     threads: 2

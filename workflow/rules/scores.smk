@@ -5,18 +5,18 @@ and selection rows of each model (results/ranking/); a model's jobs read only it
 
 rule tune_threshold:
     input:
-        dev_gold="results/inputs/dev/gold.parquet",
-        dev_gold_record="results/inputs/dev/gold.json",
-        dev_scores="results/inputs/dev/scores/{model}.parquet",
-        dev_record="results/inputs/dev/predictions/{model}.json",
-        gold="results/inputs/gold.parquet",
-        gold_record="results/inputs/gold.json",
+        dev_gold=results("inputs/dev/gold.parquet"),
+        dev_gold_record=results("inputs/dev/gold.json"),
+        dev_scores=results("inputs/dev/scores/{model}.parquet"),
+        dev_record=results("inputs/dev/predictions/{model}.json"),
+        gold=results("inputs/gold.parquet"),
+        gold_record=results("inputs/gold.json"),
     output:
-        curve="results/thresholds/{model}.parquet",
-        codes="results/thresholds/{model}.codes.parquet",
-        tuned="results/thresholds/{model}.json",
+        curve=results("thresholds/{model}.parquet"),
+        codes=results("thresholds/{model}.codes.parquet"),
+        tuned=results("thresholds/{model}.json"),
     log:
-        "logs/thresholds/{model}.log",
+        logs("thresholds/{model}.log"),
     conda:
         "../envs/hieval.yaml"
     resources:
@@ -37,16 +37,17 @@ if SHARDED:
 
     rule score_metrics:
         input:
-            gold="results/inputs/gold.parquet",
-            scores="results/inputs/scores/{model}.parquet",
-            record="results/inputs/predictions/{model}.json",
+            unpack(train_gold_input),
+            gold=results("inputs/gold.parquet"),
+            scores=results("inputs/scores/{model}.parquet"),
+            record=results("inputs/predictions/{model}.json"),
             levels=LEVELS,
             ancestors=ANCESTORS,
         output:
-            metrics="results/ranking/{model}.parquet",
-            notes="results/ranking/{model}.json",
+            metrics=results("ranking/{model}.parquet"),
+            notes=results("ranking/{model}.json"),
         log:
-            "logs/ranking/{model}.log",
+            logs("ranking/{model}.log"),
         conda:
             "../envs/hieval.yaml"
         resources:
@@ -56,5 +57,6 @@ if SHARDED:
             hieval=HIEVAL_CODE,
             max_level=config["max_level"],
             ks=sorted(config["ranking"]["k"]),
+            icm=icm_params(),
         script:
             "../../scripts/score_metrics.py"

@@ -16,21 +16,22 @@ UNCERTAINTY_MINUTES = math.ceil(
 
 rule uncertainty:
     input:
-        gold="results/inputs/gold.parquet",
+        unpack(train_gold_input),
+        gold=results("inputs/gold.parquet"),
         predictions=expand(
-            "results/inputs/predictions/{model}.parquet", model=MODEL_NAMES
+            results("inputs/predictions/{model}.parquet"), model=MODEL_NAMES
         ),
-        item_sums=expand("results/counts/{model}/item_sums.parquet", model=MODEL_NAMES),
-        metrics=expand("results/metrics/{model}.parquet", model=MODEL_NAMES),
-        scores=expand("results/inputs/scores/{model}.parquet", model=MODEL_NAMES),
-        ranking=expand("results/ranking/{model}.parquet", model=MODEL_NAMES),
+        item_sums=expand(results("counts/{model}/item_sums.parquet"), model=MODEL_NAMES),
+        metrics=expand(results("metrics/{model}.parquet"), model=MODEL_NAMES),
+        scores=expand(results("inputs/scores/{model}.parquet"), model=MODEL_NAMES),
+        ranking=expand(results("ranking/{model}.parquet"), model=MODEL_NAMES),
         levels=LEVELS,
         ancestors=ANCESTORS,
     output:
-        intervals="results/report/intervals.parquet",
-        comparisons="results/report/comparisons.parquet",
+        intervals=results("report/intervals.parquet"),
+        comparisons=results("report/comparisons.parquet"),
     log:
-        "logs/report/uncertainty.log",
+        logs("report/uncertainty.log"),
     conda:
         "../envs/hieval.yaml"
     threads: 2

@@ -5,6 +5,10 @@
 - ``pred_100_scores_test.json``: ``{hadm_id: {code: score}}``.
 - gold ``test_full.csv``: ``SUBJECT_ID,HADM_ID,TEXT,LABELS`` with ``;``-separated labels; TEXT
   (the note) is never materialised.
+
+CAML's preprocessing writes a two-digit procedure category with a trailing dot (``34.``: the dot
+put after the second character of ``34``). Everywhere else a code that ends with a dot is
+malformed (``I10.``, ``401.``: issue 34), so these readers drop that one dot of CAML's layout.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def load_psv(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, e
                 f"{name}: {path}, line {number}: expected 'hadm_id|code|code|...', "
                 f"got {preview_value(line)}"
             )
-        codes = [c for c in rest.split("|") if c.strip()]
+        codes = [caml_code(c) for c in rest.split("|") if c.strip()]
         rows += [(number, doc, c) for c in codes] or [(number, doc, None)]
     con.register("src", pl.DataFrame(rows, schema=_ROWS, orient="row"))
 
@@ -105,7 +109,7 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
                 "document once with all its scores"
             )
         seen[doc.strip()] = doc
-        codes = [c for c, _ in scores]
+        codes = [caml_code(c) for c, _ in scores]
         if len(set(codes)) != len(codes):
             repeated = next(c for i, c in enumerate(codes) if c in codes[:i])
             raise InputError(
@@ -113,10 +117,16 @@ def load_scores(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str
                 f"{preview_value(repeated)} more than once; give each code one score"
             )
         # A document with no scores is kept (code NULL) so that it still counts as evaluated.
-        rows += [(number, str(doc), str(c), _score_text(v)) for c, v in scores] or [
-            (number, str(doc), None, None)
-        ]
+        rows += [
+            (number, str(doc), c, _score_text(v)) for c, (_, v) in zip(codes, scores, strict=True)
+        ] or [(number, str(doc), None, None)]
     con.register("src", pl.DataFrame(rows, schema={**_ROWS, "score": pl.String}, orient="row"))
+
+
+def caml_code(code: str) -> str:
+    """A code as CAML writes it, read: its one trailing dot dropped (``34.`` is ``34``)."""
+    stripped = code.rstrip()
+    return stripped[:-1] if stripped.endswith(".") else code
 
 
 def _score_text(value) -> str | None:
@@ -155,7 +165,9 @@ def load_gold(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, 
         duckdb.ColumnExpression(columns["LABELS"]).alias("labels"),
     ).create_view("caml_gold", replace=True)
     con.sql("""
-        SELECT _line, doc_id,
-               unnest(CASE WHEN coalesce(trim(labels), '') = '' THEN [NULL]
-                           ELSE string_split(labels, ';') END) AS code
-        FROM caml_gold""").create_view("src", replace=True)
+        SELECT _line, doc_id, regexp_replace(code, '\\.\\s*$', '') AS code  -- 34. is 34
+        FROM (
+            SELECT _line, doc_id,
+                   unnest(CASE WHEN coalesce(trim(labels), '') = '' THEN [NULL]
+                               ELSE string_split(labels, ';') END) AS code
+            FROM caml_gold)""").create_view("src", replace=True)

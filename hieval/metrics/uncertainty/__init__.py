@@ -44,9 +44,14 @@ the whole gold (they set the metrics' scale, as the node weights of a sharded ru
 label set of LB-* and EB-HAMM follows each replicate's documents (``observed``) or is the
 hierarchy's leaves (``hierarchy``). Formulas come from their one place: P/R/F-beta from
 :data:`hieval.metrics.count_measures.COUNT_MEASURES`, label- and example-based measures from
-the registry's ``per_unit``, ICM and the item measures from :mod:`hieval.metrics.suite`; a
-replicate whose weights are all 1 is the point estimate (tested), up to the order of
-floating-point sums.
+the registry's ``per_unit``, ICM and the item measures from :mod:`hieval.metrics.suite`;
+ROC-AUC from :func:`hieval.metrics.ranking.mann_whitney`, Brier and ECE from
+:func:`hieval.metrics.ranking.calibration_formula`. A bootstrap replicate's sums of float
+per-unit values are correctly rounded (:func:`hieval.metrics.arithmetic.exact_weighted_sums`,
+:func:`~hieval.metrics.arithmetic.exact_parts`), as the reported means are (``math.fsum``),
+so a replicate whose weights are all 1 is the point estimate bit for bit
+(tests/test_metric_registry_common.py); the randomization test's permutations sum in numpy's
+order (they compare two models; their observed differences are the exact values).
 
 The package's modules: :mod:`~hieval.metrics.uncertainty.weights` (the replicate weights and
 swaps), :mod:`~hieval.metrics.uncertainty.units` (per-document tables),

@@ -7,8 +7,11 @@ s_d). A (document, code) pair of the label space weighs its document's weight, a
     AUC = Σ_{positive i, negative j} w_i w_j ([x_i > x_j] + ½ [x_i = x_j]) / (W_pos · W_neg),
 
 which for integer weights is the AUC of the test set with each document repeated w_d times
-over the same label space, and for weights all 1 the point estimate
-(:func:`hieval.metrics.ranking.micro_auc`, :func:`~hieval.metrics.ranking.per_label_auc`).
+over the same label space, and for weights all 1 the point estimate: both are
+:func:`hieval.metrics.ranking.mann_whitney` of weighted pair sums (the point estimate finds
+its sums, every weight 1, by binary search: :func:`~hieval.metrics.ranking.micro_auc`,
+:func:`~hieval.metrics.ranking.per_label_auc`), and macro AUC is
+:func:`~hieval.metrics.ranking.macro_mean` of the labels' values either way.
 ``micro`` is over every pair of the label space; ``macro`` the mean, over the labels with
 positive *and* negative weight in the replicate, of each label's AUC over the documents.
 
@@ -39,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from hieval.metrics.arithmetic import divide
-from hieval.metrics.ranking import ScoreArrays
+from hieval.metrics.ranking import ScoreArrays, macro_mean, mann_whitney
 
 MICRO, MACRO = "micro", "macro"
 #: Above this many scored pairs at a level, a model's ROC-AUC rows get no replicates: its plan
@@ -237,19 +239,13 @@ def _doubled_scored(s: _Sorted, w: np.ndarray, wt: np.ndarray):
     return doubled, scored_pos, below[:, s.seg_hi] - below[:, s.seg_lo]
 
 
-def _auc(doubled, scored_pos, scored_neg, w_pos, w_neg) -> np.ndarray:
-    """Mann-Whitney with the unscored pairs tied below every scored pair; NaN where a
-    replicate has no positive or no negative weight."""
-    unscored_pos, unscored_neg = w_pos - scored_pos, w_neg - scored_neg
-    total = doubled + 2.0 * scored_pos * unscored_neg + unscored_pos * unscored_neg
-    denominator = 2.0 * w_pos * w_neg
-    return divide(total, denominator, zero_division=np.nan)
-
-
-def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+def auc_replicates(
+    plan: AucPlan, weights: Sequence[np.ndarray], *, exact: bool = True
+) -> dict[str, np.ndarray]:
     """``micro`` and ``macro`` AUC of each row of the weights (one replicates × documents
     matrix per pooled model, in :func:`auc_plan`'s order); NaN where undefined (no positive or
-    negative weight; macro: no label with both)."""
+    negative weight; macro: no label with both). ``exact``: macro's mean correctly rounded
+    (:func:`~hieval.metrics.ranking.macro_mean`; micro's sums are exact integers anyway)."""
     if len(weights) != plan.n_components:
         raise ValueError("one weight matrix per pooled model")
     stacked = np.hstack([np.asarray(w, dtype=np.float64) for w in weights])
@@ -267,15 +263,12 @@ def auc_replicates(plan: AucPlan, weights: Sequence[np.ndarray]) -> dict[str, np
                                 for c in range(plan.n_components)])  # fmt: skip
         w_all = docs @ plan.space
         doubled, scored_pos, scored_neg = _doubled_scored(plan.micro, w, wt)
-        micro[first : first + len(w)] = _auc(
+        micro[first : first + len(w)] = mann_whitney(
             doubled[:, 0], scored_pos[:, 0], scored_neg[:, 0], w_pos, w_all - w_pos
         )
         label_pos = (plan.gold.T @ wt).T
         label_neg = docs @ plan.in_space - label_pos
         doubled, scored_pos, scored_neg = _doubled_scored(plan.macro, w, wt)
-        per_label = _auc(doubled, scored_pos, scored_neg, label_pos, label_neg)
-        defined = ~np.isnan(per_label)
-        count = defined.sum(1)
-        total = np.where(defined, per_label, 0.0).sum(1)
-        macro[first : first + len(w)] = divide(total, count, zero_division=np.nan)
+        per_label = mann_whitney(doubled, scored_pos, scored_neg, label_pos, label_neg)
+        macro[first : first + len(w)] = macro_mean(per_label, exact=exact)
     return {MICRO: micro, MACRO: macro}

@@ -34,15 +34,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from hieval.metrics.arithmetic import divide
-from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
+from hieval.metrics.arithmetic import divide, exact_weighted_sums
+from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS
+from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import (
     DEFAULT_KS,
     ECE_BINS,
     ScoreArrays,
-    document_ranks,
+    calibration_formula,
+    calibration_sums,
     encode,
     level_arrays,
+    ranked_documents,
+    with_gains,
 )
 from hieval.metrics.registry import DOCUMENT_MEANS, LEAF, at_ks, lookup
 from hieval.metrics.uncertainty.auc import (
@@ -85,54 +89,39 @@ class RankingUnits:
         return self.columns[:, self.names[name]]
 
 
+#: The prefix of a ``mean`` metric's per-document best values (the denominator of a metric
+#: with a declared ``best``: Σ statistic / Σ best).
+BEST = "best|"
+
+
 def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.ndarray]:
     """Per document: each ``mean`` metric's statistic (0 where the document does not count,
     its registry declaration's, as :func:`hieval.metrics.ranking.point_values` averages it)
-    and the denominators, one column per document set the declarations average over."""
-    docs = RankedDocuments(document_ranks(arrays), arrays.n_docs)
+    and the denominators, one column per document set the declarations average over and, for
+    a metric with a declared ``best``, its best values (``best|psp@5``), zero where the
+    document does not count. A statistic the arrays cannot give (no gains) has no column."""
+    docs = ranked_documents(arrays)
     out = {over: docs.counted(over).astype(np.float64) for over in DOCUMENT_SETS}
     for metric in DOCUMENT_MEANS:
+        mean = metric.per_document
         for name, k in at_ks(metric.metric, ks):
-            out[name] = metric.per_document.statistic(docs, k)
+            values = mean.statistic(docs, k)
+            if values is None:
+                continue
+            out[name] = values
+            if mean.best is not None:
+                out[BEST + name] = mean.best(docs, k) * out[mean.over]
     return out
 
 
-def _over(metric: str) -> str:
-    """The document set a ``mean`` metric's tidy name (``precision@5``) averages over, as its
-    registry entry declares it."""
-    return lookup("ranking", "mean", metric).per_document.over
+def _denominator(metric: str) -> str:
+    """The per-document column a ``mean`` metric's tidy name (``precision@5``) divides by, as
+    its registry entry declares it: the document set it averages over, or its best values."""
+    mean = lookup("ranking", "mean", metric).per_document
+    return mean.over if mean.best is None else BEST + metric
 
 
-def _calibration_values(arrays: ScoreArrays, bins: int) -> dict[str, np.ndarray] | None:
-    """Per document: squared errors, pairs and per-bin sums, as
-    :func:`hieval.metrics.ranking.calibration_values` forms them (None: scores outside [0, 1])."""
-    score = arrays.score
-    if arrays.pairs == 0 or (len(score) and (score.min() < 0 or score.max() > 1)):
-        return None
-    n_docs = arrays.n_docs
-    found, index = arrays.gold_found()
-    truth = np.zeros(len(score), dtype=bool)
-    truth[index[found]] = True
-    doc = arrays.key // arrays.n_labels
-    missed = np.bincount(arrays.gold_key[~found] // arrays.n_labels, minlength=n_docs)
-    error = score - truth
-    out = {
-        "brier": np.bincount(doc, weights=error * error, minlength=n_docs) + missed,
-        "pairs": np.full(n_docs, float(arrays.n_labels)),
-    }
-    bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
-    cell = doc * bins + bin_of
-    score_sum = np.bincount(cell, weights=score, minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = true_sum.astype(np.float64)
-    true_sum[:, 0] += missed
-    for b in range(bins):
-        out[f"score|{b}"] = score_sum[:, b]
-        out[f"true|{b}"] = true_sum[:, b]
-    return out
-
-
-def ranking_units(
+def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the replicates' documents)
     gold: pl.DataFrame,
     scores: pl.DataFrame,
     *,
@@ -142,14 +131,16 @@ def ranking_units(
     levels: Sequence[str] = (),
     bins: int = ECE_BINS,
     model: str = "model",
+    propensities: TrainPropensities | None = None,
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
     rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
     aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order).
 
+    With ``propensities`` (a training gold's) the propensity-scored rows are replicated too.
     ROC-AUC rows are replicated where a level has at most :data:`AUC_MAX_SCORED_PAIRS` scored
     pairs; above it they get no interval, and the log says so (``model`` names it)."""
-    arrays = encode(gold, scores)
+    arrays = with_gains(encode(gold, scores), propensities)
     own = gold["doc_id"].unique().sort()
     if not own.equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
@@ -185,9 +176,10 @@ def ranking_units(
         for name, column in values.items():
             add(f"{level}|{name}", column)
         for name in values:
-            if name not in DOCUMENT_SETS and values[_over(name)].any():
+            metric = name not in DOCUMENT_SETS and not name.startswith(BEST)
+            if metric and values[_denominator(name)].any():
                 keys.append(("ranking", level, "mean", name))
-    calibration = _calibration_values(arrays, bins)
+    calibration = calibration_sums(arrays, bins)
     if calibration is not None:
         for name, column in calibration.items():
             add(f"calibration|{name}", column)
@@ -227,6 +219,7 @@ def ranking_replicates(
     bins: int = ECE_BINS,
     auc_plans: dict[str, AucPlan] | None = None,
     empty: float = CONVENTION,
+    exact: bool = True,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
     per row of the weights (as :func:`hieval.metrics.uncertainty.replicates.replicate_values`): one
@@ -234,12 +227,26 @@ def ranking_replicates(
     components' pairs sorted together (:func:`auc_pair_plans`); without them a single
     component uses its own and several are sorted together here, per call. ``empty`` is a
     mean's value where no document counts (:func:`replicate_mean`); ROC-AUC is NaN wherever it
-    has no positive or no negative pair."""
+    has no positive or no negative pair. ``exact``: sums correctly rounded, as the reported
+    means are, so the all-ones replicate is the value bit for bit; the randomization test's
+    permutations (which compare two models) sum in numpy's order instead."""
     names = components[0][0].names
-    sums = sum(w @ u.columns for u, w in components)
+    if exact:
+        stacked = (
+            (components[0][1], components[0][0].columns)
+            if len(components) == 1
+            else (
+                np.hstack([w for _, w in components]),
+                np.vstack([u.columns for u, _ in components]),
+            )
+        )
+        sums = exact_weighted_sums(*stacked, remember=len(components) == 1)
+    else:
+        sums = sum(w @ u.columns for u, w in components)
     col = {name: sums[:, i] for name, i in names.items()}
     out: dict[Key, np.ndarray] = {}
     auc: dict[str, dict[str, np.ndarray]] = {}
+    calibration = None
     for key in keys:
         family, level, average, metric = key
         if metric == "auc":
@@ -250,22 +257,18 @@ def ranking_replicates(
                     plan = components[0][0].auc_plans[level]
                 else:
                     plan = auc_plan([u.auc[level] for u, _ in components])
-                auc[level] = auc_replicates(plan, [w for _, w in components])
+                auc[level] = auc_replicates(plan, [w for _, w in components], exact=exact)
             out[key] = auc[level][average]
         elif family == "ranking":
             out[key] = replicate_mean(
-                col[f"{level}|{metric}"], col[f"{level}|{_over(metric)}"], empty=empty
+                col[f"{level}|{metric}"], col[f"{level}|{_denominator(metric)}"], empty=empty
             )
-        elif metric == "brier":
-            out[key] = replicate_mean(
-                col["calibration|brier"], col["calibration|pairs"], empty=empty
-            )
-        elif metric == "ece":
-            gaps = sum(
-                np.abs(col[f"calibration|true|{b}"] - col[f"calibration|score|{b}"])
-                for b in range(bins)
-            )
-            out[key] = replicate_mean(gaps, col["calibration|pairs"], empty=empty)
+        elif family == "calibration" and metric in ("brier", "ece"):
+            if calibration is None:
+                prefix = "calibration|"
+                sums = {k[len(prefix) :]: v for k, v in col.items() if k.startswith(prefix)}
+                calibration = calibration_formula(sums, bins, empty=empty)
+            out[key] = calibration[metric]
         else:
             raise KeyError(f"no replicate formula for {key}")
     return out

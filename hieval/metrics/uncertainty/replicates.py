@@ -15,6 +15,12 @@ from scipy import sparse
 
 from hieval.codes.icd9 import CODE_TYPES
 from hieval.engine.keys import LEAF
+from hieval.metrics.arithmetic import (
+    exact_parts,
+    exact_products_sum,
+    exact_weighted_sums,
+    round_parts,
+)
 from hieval.metrics.count_measures import COUNT_MEASURES
 from hieval.metrics.registry import (
     COUNT_METRICS,
@@ -55,12 +61,28 @@ SEEN = "seen"
 
 
 def _label_metrics() -> list:
-    return [m for m in SUITE if m.per_unit is not None and m.source == NODES]
+    """The per-label suite metrics that are means over labels (their per-node sums); a
+    ``micro`` one is its formula of the column sums (:func:`assemble`)."""
+    return [
+        m for m in SUITE if m.per_unit is not None and m.source == NODES and m.average != "micro"
+    ]
+
+
+def rounded(sums: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`node_sums`' sums, exact parts correctly rounded."""
+    return {k: round_parts(v) if v.ndim == 2 else v for k, v in sums.items()}
+
+
+def _plain_sum(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray:
+    """numpy's sum over the last axis (and ``plus``): the randomization test's per-permutation
+    sums, which compare models rather than reproduce a reported value."""
+    total = values.sum(-1)
+    return total if plus is None else total + plus
 
 
 def node_sums(
     tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, *, items: np.ndarray | None = None,
-    pure: np.ndarray | None = None,
+    pure: np.ndarray | None = None, exact: bool = False,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Sums over nodes (the last axis) of every per-node quantity a replicate needs.
 
@@ -70,25 +92,33 @@ def node_sums(
     leaf), the per-label suite metrics' Σ per_unit · seen are added too. ``pure`` (per node:
     0 mixed, 1 only TP, 2 only FP or only FN in every document) spares the formulas where
     their value is known: P, R and F1 are 1 on a reached node with only TPs, 0 on one with only
-    errors (rare codes mostly are one or the other).
+    errors (rare codes mostly are one or the other). ``exact``: each sum is its exact parts
+    (replicates × parts, :func:`~hieval.metrics.arithmetic.exact_parts`), rounded correctly
+    where a row uses it (:func:`rounded`) as the reported macro means are, so that the
+    bootstrap's all-ones replicate is the reported value bit for bit; the ``overall`` rows
+    concatenate the levels' parts (:func:`_add`).
     """
+    total = exact_parts if exact else _plain_sum
     seen = (tp + fp + fn) > 0
     if pure is None:
-        out = {metric: f(tp, fp, fn).sum(-1) for metric, f in COUNT_MEASURES.items()}
+        out = {metric: total(f(tp, fp, fn)) for metric, f in COUNT_MEASURES.items()}
     else:
         mixed = pure == 0
         hits = seen[:, pure == 1].sum(-1).astype(np.float64)
         tp_m, fp_m, fn_m = tp[:, mixed], fp[:, mixed], fn[:, mixed]
-        out = {metric: f(tp_m, fp_m, fn_m).sum(-1) + hits for metric, f in COUNT_MEASURES.items()}
+        out = {
+            metric: total(f(tp_m, fp_m, fn_m), plus=hits) for metric, f in COUNT_MEASURES.items()
+        }
     out[SEEN] = seen.sum(-1).astype(np.float64)
     if items is not None:
         for metric in _label_metrics():
-            out[metric.metric] = (metric.per_unit(tp, fp, fn, items) * seen).sum(-1)
+            out[metric.metric] = total(metric.per_unit(tp, fp, fn, items) * seen)
     return out
 
 
 def _add(x: dict[str, np.ndarray], y: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {k: x[k] + y[k] for k in x}
+    """Node sums of two partitions of the nodes added (exact parts concatenated)."""
+    return {k: np.concatenate([x[k], y[k]], -1) if x[k].ndim == 2 else x[k] + y[k] for k in x}
 
 
 DocTotal = Callable[[object, np.ndarray], np.ndarray]
@@ -160,14 +190,14 @@ def assemble(
         pooled = None
         for level in levels:
             sums = nodes[family, level]
-            _macro_rows(out, family, level, sums, sums[SEEN], empty)
+            _macro_rows(out, family, level, rounded(sums), sums[SEEN], empty)
             pooled = sums if pooled is None else _add(pooled, sums)
         if family != "flat" and levels:
-            _macro_rows(out, family, OVERALL, pooled, pooled[SEEN], empty)
+            _macro_rows(out, family, OVERALL, rounded(pooled), pooled[SEEN], empty)
 
     # ICM and the comparison suite.
     items = col["item"]
-    leaf = nodes["flat", LEAF]
+    leaf = rounded(nodes["flat", LEAF])
     observed = leaf[SEEN]
     if layout.label_set == "hierarchy":
         if layout.n_labels is None:
@@ -192,6 +222,10 @@ def assemble(
                 out[key] = icm
             else:
                 out[key] = mean(col[f"{metric.family}|{metric.metric}"], items)
+        elif metric.average == "micro":  # the formula of the summed counts, label set x items
+            tp, fp, fn = (col[f"flat|{LEAF}|{m}"] for m in COUNT_METRICS)
+            summed = metric.per_unit(tp, fp, fn, label_units * items)
+            out[key] = np.where(items > 0, summed, empty)
         elif metric.source == NODES:  # per label, over the replicate's items
             unseen = metric.per_unit(*(np.zeros((1, 1)),) * 3, items[:, None])[:, 0]
             total = leaf[metric.metric] + (label_units - observed) * unseen
@@ -212,6 +246,16 @@ def _count_bits(matrix: sparse.csr_matrix, n: int) -> np.ndarray:
     return present[:n] * 1 | present[n : 2 * n] * 2 | present[2 * n :] * 4
 
 
+def _stacked(components: list[tuple[Units, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The components' weights side by side and their per-document tables stacked: Σ_c W_c ·
+    columns_c is one product. One component's own arrays as they are (the exact sums remember
+    how they sliced a table they saw before)."""
+    if len(components) == 1:
+        units, w = components[0]
+        return w, units.columns
+    return np.hstack([w for _, w in components]), np.vstack([u.columns for u, _ in components])
+
+
 def replicate_values(
     components: list[tuple[Units, np.ndarray]], layout: Layout, *, empty: float = CONVENTION
 ) -> dict[Key, np.ndarray]:
@@ -222,7 +266,7 @@ def replicate_values(
     1 − S, model b with S) are a model whose documents were swapped with b's where S is 1 —
     the straightforward form of what :func:`swapped_values` computes faster.
     """
-    sums = sum(w @ u.columns for u, w in components)
+    sums = exact_weighted_sums(*_stacked(components), remember=len(components) == 1)
     names = components[0][0].names
     col = {name: sums[:, i] for name, i in names.items()}
     nodes = {}
@@ -233,15 +277,16 @@ def replicate_values(
         items = col["item"][:, None] if (family, level) == ("flat", LEAF) else None
         bits = np.bitwise_or.reduce([_count_bits(u.nodes[family, level], n) for u, _ in components])
         pure = np.where(bits == 1, 1, np.where((bits == 2) | (bits == 4), 2, 0))
-        nodes[family, level] = node_sums(tp, fp, fn, items=items, pure=pure)
+        nodes[family, level] = node_sums(tp, fp, fn, items=items, pure=pure, exact=True)
 
     def doc_total(metric, n: np.ndarray) -> np.ndarray:
-        total = 0.0
-        for u, w in components:
-            weighted = w * u.column("item")
-            values = _doc_values(u, metric, n)
-            total = total + (weighted @ values if values.ndim == 1 else (weighted * values).sum(1))
-        return total
+        weighted = np.hstack([w * u.column("item") for u, w in components])
+        values = [_doc_values(u, metric, n) for u, _ in components]
+        if all(v.ndim == 1 for v in values):
+            return exact_weighted_sums(weighted, np.concatenate(values))
+        width = weighted.shape[0]
+        values = [np.broadcast_to(v, (width, v.shape[-1])) for v in values]
+        return exact_products_sum(weighted, np.hstack(values))
 
     return assemble(col, nodes, doc_total, layout, empty=empty)
 
