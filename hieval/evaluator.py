@@ -54,7 +54,9 @@ import itertools
 import json
 import os
 import shutil
+import weakref
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,16 @@ class _Model:
     labels: list[Labels] = field(default_factory=list)
     missing: int = 0  # gold documents without a row of this model
     codes: tuple[str, ...] | None = None  # a dense model's columns
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A batch normalised and being counted in the background: its counts to come, the
+    folder of its normalised tables, its documents."""
+
+    counting: Future
+    data: Path
+    docs: set[str]
 
 
 class _BatchResources(Resources):
@@ -195,6 +207,8 @@ class Evaluator:
         self._models: dict[str, _Model] = {}
         self._batches: list[Path] = []
         self._seen: set[str] = set()
+        self._counter: ThreadPoolExecutor | None = None
+        self._pending: _Pending | None = None
 
     def update(self, gold_batch: object, predictions_batch: object) -> None:
         """Add a batch of documents: their gold and each model's predictions, in any input
@@ -218,14 +232,45 @@ class Evaluator:
             self._check_kind(name, value, number)
         folder = self._folder / f"batch-{number}"
         try:
-            docs, counted, data = self._reduce(gold_batch, models, folder=folder, number=number)
+            docs, data, config = self._normalise(gold_batch, models, folder=folder, number=number)
+            self._settle()  # the previous batch, counted meanwhile
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             if not self._batches:  # the settings come again with the next first batch
                 self._setup = None
             raise
-        for name, (sums, doc_rows, gold, labels, missing) in counted.items():
+        for name, value in models.items():
             model = self._models.setdefault(name, _Model())
+            if isinstance(value, memory.Dense):
+                model.codes = value.codes
+        self._batches.append(data)
+        self._seen |= docs
+        if self._counter is None:
+            self._counter = ThreadPoolExecutor(1, thread_name_prefix="hieval-evaluator")
+            weakref.finalize(self, self._counter.shutdown)
+        counting = self._counter.submit(self._count_batch, config, data)
+        self._pending = _Pending(counting, data, docs)
+
+    def _settle(self) -> None:
+        """Add the counts of the batch counted in the background (the batch before the one
+        being normalised): a batch is counted while the next one is validated and normalised.
+        Should its counting fail (past normalisation only the engine's limits can refuse it),
+        the batch is dropped, as a refused batch is, and the error raised here."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            counted = pending.counting.result()
+        except BaseException:
+            self._batches.remove(pending.data)
+            self._seen -= pending.docs
+            shutil.rmtree(pending.data.parent.parent, ignore_errors=True)
+            if not self._batches:
+                self._setup = None
+                self._models.clear()
+            raise
+        for name, (sums, doc_rows, gold, labels, missing) in counted.items():
+            model = self._models[name]
             if labels.space is not self._setup.space:
                 model.nodes.append(node_frame(sums, labels.space))
             elif model.sums is None:
@@ -237,10 +282,6 @@ class Evaluator:
             model.gold.append(gold)
             model.labels.append(labels)
             model.missing += missing
-            if isinstance(models[name], memory.Dense):
-                model.codes = models[name].codes
-        self._batches.append(data)
-        self._seen |= docs
 
     def _check_kind(self, name: str, value: object, number: int) -> None:
         """Batches are held in memory; a dense model keeps its columns from batch to batch."""
@@ -256,12 +297,12 @@ class Evaluator:
                 "earlier batches'; give every batch the same codes, in the same order"
             )
 
-    def _reduce(
+    def _normalise(
         self, gold_batch: object, models: dict[str, object], *, folder: Path, number: int
-    ) -> tuple[set[str], dict[str, tuple], Path]:
+    ) -> tuple[set[str], Path, dict]:
         """Normalise one batch into ``folder`` (as :func:`hieval.evaluate` normalises its
-        inputs) and count each model; returns the batch's documents, each model's counts and
-        the folder of its normalised tables."""
+        inputs); returns the batch's documents, the folder of its normalised tables and the
+        batch's settings."""
         inputs = folder / "inputs"
         inputs.mkdir(parents=True)
         staged: list[memory.Staged] = []
@@ -298,10 +339,12 @@ class Evaluator:
             }
             batch = self._run(args, config, out=folder, common=common)
             run.normalize_batch(batch)
-            data = batch.work / "inputs"
-            counted = {name: self._count(name, config, folder=data) for name in setup.names}
         shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
-        return docs, counted, data
+        return docs, batch.work / "inputs", config
+
+    def _count_batch(self, config: dict, data: Path) -> dict[str, tuple]:
+        """Each model's counts of one normalised batch (:meth:`_count`)."""
+        return {name: self._count(name, config, folder=data) for name in self._setup.names}
 
     def _run(self, args: run.EvaluateOptions, config: dict, *, out: Path, common: dict) -> run._Run:
         """The run's settings and files (:class:`hieval.run._Run`) of a batch or of compute,
@@ -421,6 +464,7 @@ class Evaluator:
     def compute(self) -> api.Evaluation:
         """One :class:`~hieval.api.Evaluation` of every batch so far: equal to
         :func:`hieval.evaluate` over all of them at once."""
+        self._settle()
         if self._setup is None:
             raise InputError("Evaluator.compute: no batch yet; call update(gold, predictions)")
         setup = self._setup
@@ -434,14 +478,19 @@ class Evaluator:
         inputs = work / "inputs"
         gold = inputs / "gold.parquet"
         records = [gold.with_suffix(".json")]
-        self._pool("gold.parquet", gold, ["doc_id", "code"])
-        write_text(records[0], _pooled_record(self._records("gold.json"), "gold"))
         params = icm_params(setup.config)
+        # The batches' tables are pooled beside the count reduction (ICM's item pass), which
+        # reads none of them.
+        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as pooling:
+            pooled = pooling.submit(self._pool_inputs, inputs)
+            reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
+            for name, files in reduced.items():
+                self._reduced(name, params=params, out=files)
+            pooled.result()
+        write_text(records[0], _pooled_record(self._records("gold.json"), "gold"))
         for name in setup.names:
             labels = inputs / "predictions" / f"{name}.parquet"
             scores = inputs / "scores" / f"{name}.parquet"
-            self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
-            self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
             records.append(labels.with_suffix(".json"))
             record = _pooled_record(
                 self._records(f"predictions/{name}.json"),
@@ -449,17 +498,7 @@ class Evaluator:
                 coverage=(self._models[name].missing, len(self._seen)),
             )
             write_text(records[-1], record)
-            counts = work / "counts" / name
-            files = pipeline.ModelFiles(
-                nodes=counts / "nodes.parquet",
-                docs=counts / "docs.parquet",
-                item_sums=counts / "item_sums.parquet",
-                metrics=work / "metrics" / f"{name}.parquet",
-                nodes_report=out / "nodes" / f"{name}.csv",
-                ranking=work / "ranking" / f"{name}.parquet",
-                notes=work / "ranking" / f"{name}.json",
-            )
-            self._reduced(name, params=params, out=files)
+            files = reduced[name]
             pipeline.model_rows_and_scores(
                 model=name,
                 gold=gold,
@@ -486,6 +525,30 @@ class Evaluator:
             )
         evaluation.__init__(out, setup.names, [])
         return evaluation
+
+    def _pool_inputs(self, inputs: Path) -> None:
+        """The gold and each model's decided labels and scores, over all batches, into
+        ``inputs`` as one evaluation normalises them."""
+        self._pool("gold.parquet", inputs / "gold.parquet", ["doc_id", "code"])
+        for name in self._setup.names:
+            labels = inputs / "predictions" / f"{name}.parquet"
+            scores = inputs / "scores" / f"{name}.parquet"
+            self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
+            self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
+
+    @staticmethod
+    def _reduced_files(name: str, *, work: Path, out: Path) -> pipeline.ModelFiles:
+        """Where one model's reduced counts and metric rows go, as one evaluation has them."""
+        counts = work / "counts" / name
+        return pipeline.ModelFiles(
+            nodes=counts / "nodes.parquet",
+            docs=counts / "docs.parquet",
+            item_sums=counts / "item_sums.parquet",
+            metrics=work / "metrics" / f"{name}.parquet",
+            nodes_report=out / "nodes" / f"{name}.csv",
+            ranking=work / "ranking" / f"{name}.parquet",
+            notes=work / "ranking" / f"{name}.json",
+        )
 
     def _reduced(self, name: str, *, params: Any, out: pipeline.ModelFiles) -> None:
         """One model's count tables over every batch: node counts summed, document rows

@@ -229,6 +229,7 @@ def test_no_rows_of_a_batch_are_kept(icd9, cache):
     gold, models = random_zoo(icd9.frame, 9, documents=30)
     evaluator = hieval.Evaluator(cache=cache)
     evaluator.update(gold, models)
+    evaluator._settle()  # its counting, in the background until the next update or compute
     found = list(_state(evaluator))
     frames = [v for v in found if isinstance(v, pl.DataFrame)]
     assert frames  # the counts are kept as frames
