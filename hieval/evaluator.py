@@ -31,9 +31,13 @@ What needs more than one batch, and how it is handled (exactly, never approximat
 - **Tuning** (``threshold="tune"``, ``dev_gold``, ``dev_predictions``) chooses one threshold
   from a dev set before any test document is decided, and ``train_gold``, ``doc_list`` and
   ``doc_groups`` name whole inputs: they are refused here (use :func:`hieval.evaluate`).
-  So are a generative coder's policies (``unknown_codes="count"``, ``malformed_codes="count"``,
-  ``code_format="lenient"``): their counted codes are listed per input (in the normalised
-  file's metadata and record), not yet reduced over batches.
+  So is ``code_format="lenient"``: a record counts the distinct codes read leniently in its
+  input, and distinct codes do not add up over batches.
+- **A generative coder's codes** (``unknown_codes="count"``, ``malformed_codes="count"``) are
+  counted codes: each batch's normalised predictions list theirs (:mod:`hieval.inputs.counted`),
+  its encoding places them nowhere (a leaf-level false positive, as one evaluation counts
+  them), and :meth:`~Evaluator.compute` lists the union in the pooled file; the records'
+  ``invalid_codes`` (rows per code) add up and their ``counted_codes`` are united.
 - **Settings that look across documents** act within a batch, which holds each document's
   gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
   the batch's gold (a prediction for a document of another batch is unknown in this one), and
@@ -41,8 +45,8 @@ What needs more than one batch, and how it is handled (exactly, never approximat
   ``label_set="observed"`` is computed from the reduced node counts, over all batches. A
   document given in two batches is refused, naming it, and a refused batch leaves the earlier
   ones as they were.
-- **Records**: each input's record sums its batches' (rows, labels, duplicates, unknown
-  codes, ...); the coverage warning is judged over all batches, as one evaluation judges it.
+- **Records**: each input's record sums its batches' (rows, labels, duplicates, unknown and
+  invalid codes, ...); the coverage warning is judged over all batches, as one evaluation judges it.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
-from hieval.inputs.options import COUNT, LENIENT, TUNE
+from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
+from hieval.inputs.options import LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
 from hieval.resources import Resources
 
@@ -185,17 +190,11 @@ class Evaluator:
                 f"Evaluator: {', '.join(whole)} needs whole inputs at once (a threshold is "
                 "tuned on a dev set before any document is decided); use hieval.evaluate"
             )
-        generative = [
-            f"{name}={options[name]!r}"
-            for name, value in (("unknown_codes", COUNT), ("malformed_codes", COUNT))
-            if options.get(name) == value
-        ]
         if options.get("code_format") == LENIENT:
-            generative.append(f"code_format={LENIENT!r}")
-        if generative:
             raise InputError(
-                f"Evaluator: {', '.join(generative)} is not reduced over batches yet (its "
-                "counted codes and lenient readings are listed per input); use hieval.evaluate"
+                f"Evaluator: code_format={LENIENT!r} is not reduced over batches (a record "
+                "counts the distinct codes read leniently in its input, and distinct codes do "
+                "not add up over batches); use hieval.evaluate"
             )
         self._keywords: dict[str, Any] = {
             **api.evaluate.__kwdefaults__,
@@ -418,7 +417,8 @@ class Evaluator:
         labels_file = folder / "predictions" / f"{name}.parquet"
         scores_file = folder / "scores" / f"{name}.parquet"
         threads = setup.resources.threads
-        labels = encode(gold, labels_file, self._space_for)
+        counted = counted_codes(labels_file)  # a generative coder's codes, placed nowhere
+        labels = encode(gold, labels_file, functools.partial(self._space_for, counted=counted))
         sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
         # Counts (node_frame reads them as integers): kept as such, summed exactly.
         sums = {level: level_sums.astype(np.int64) for level, level_sums in sums.items()}
@@ -445,14 +445,18 @@ class Evaluator:
         )
         return sums, doc_rows, gold_counts, labels, missing
 
-    def _space_for(self, codes: pl.Series) -> CodeSpace:
+    def _space_for(self, codes: pl.Series, *, counted: frozenset[str]) -> CodeSpace:
         """The code space a batch's labels are encoded in: the whole tree's, built once, when
         the batch has no code placed by its syntax (node counts list only the nodes a label
         reaches, and ICM's weights of those nodes do not depend on the others); otherwise
         the part of the tree its codes reach, with the placed codes' rows, as one evaluation
-        builds it (:func:`hieval.engine.driver.encode_labels`)."""
+        builds it (:func:`hieval.engine.driver.encode_labels`). The ``counted`` codes
+        (:mod:`hieval.inputs.counted`) are placed nowhere: the encoder appends them, at the
+        leaf level only, as one evaluation does."""
         setup = self._setup
         unknown = codes.filter(~codes.is_in(setup.known.implode()))
+        if counted:
+            unknown = unknown.filter(~unknown.is_in(pl.Series(sorted(counted)).implode()))
         if not unknown.len():
             return setup.space
         rows = codesystem.of_table(setup.table).placed_ancestors(unknown.to_list(), setup.table)
@@ -535,6 +539,11 @@ class Evaluator:
             scores = inputs / "scores" / f"{name}.parquet"
             self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
             self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
+            statuses: dict[str, str] = {}
+            for batch in self._batches:
+                statuses |= counted_statuses(batch / "predictions" / f"{name}.parquet")
+            if statuses:  # listed in the pooled file's metadata, as normalisation lists them
+                mark_counted(labels, dict(sorted(statuses.items())))
 
     @staticmethod
     def _reduced_files(name: str, *, work: Path, out: Path) -> pipeline.ModelFiles:
@@ -668,6 +677,23 @@ def _pooled_record(
         for code, n in record["unknown_codes"].items():
             unknown[code] = unknown.get(code, 0) + n
     pooled["unknown_codes"] = dict(sorted(unknown.items()))
+    # A generative coder's fields are written only when used (InputRecord.to_json).
+    invalid: dict[str, int] = {}
+    for record in records:
+        for code, n in record.get("invalid_codes", {}).items():
+            invalid[code] = invalid.get(code, 0) + n
+    counted = sorted({code for r in records for code in r.get("counted_codes", ())})
+    for key, value in (
+        ("invalid_codes", dict(sorted(invalid.items()))),
+        ("counted_codes", counted),
+    ):
+        pooled.pop(key, None)
+        if value:
+            pooled[key] = value
+    if any("malformed_code_policy" in r for r in records):
+        pooled["malformed_code_policy"] = next(
+            r["malformed_code_policy"] for r in records if "malformed_code_policy" in r
+        )
     pooled["path"] = f"{name} (in memory, {len(records)} batch{'es' if len(records) > 1 else ''})"
     listing = "".join(f"{r['sha256']}  {r['path']}\n" for r in records)
     pooled["sha256"] = hashlib.sha256(listing.encode()).hexdigest()
