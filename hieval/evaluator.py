@@ -78,12 +78,10 @@ from hieval.engine.driver import (
     count_labels,
     labels_gold_counts,
     labels_item_sums,
-    labels_lca_sums,
     relevant_ancestors,
 )
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
-from hieval.engine.lca import node_depths
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
@@ -106,7 +104,6 @@ class _Model:
     docs: list[pl.DataFrame] = field(default_factory=list)
     gold: list[GoldCounts] = field(default_factory=list)
     labels: list[Labels] = field(default_factory=list)
-    lca: list[np.ndarray] = field(default_factory=list)  # LCA-F's sums of each batch's labels
     missing: int = 0  # gold documents without a row of this model
     codes: tuple[str, ...] | None = None  # a dense model's columns
 
@@ -271,7 +268,7 @@ class Evaluator:
                 self._setup = None
                 self._models.clear()
             raise
-        for name, (sums, doc_rows, gold, labels, lca, missing) in counted.items():
+        for name, (sums, doc_rows, gold, labels, missing) in counted.items():
             model = self._models[name]
             if labels.space is not self._setup.space:
                 model.nodes.append(node_frame(sums, labels.space))
@@ -283,7 +280,6 @@ class Evaluator:
             model.docs.append(doc_rows)
             model.gold.append(gold)
             model.labels.append(labels)
-            model.lca.append(lca)
             model.missing += missing
 
     def _check_kind(self, name: str, value: object, number: int) -> None:
@@ -395,7 +391,6 @@ class Evaluator:
         table = read_level_table(levels)
         tree = paths.read_parquet(ancestors)
         system_max = codesystem.of_table(table).resolve_max_level(table.levels, config["max_level"])
-        self.__dict__.pop("_tree_depth", None)  # of an earlier, refused first batch's tree
         self._setup = _Setup(
             args=args,
             config=config,
@@ -427,9 +422,6 @@ class Evaluator:
         sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
         # Counts (node_frame reads them as integers): kept as such, summed exactly.
         sums = {level: level_sums.astype(np.int64) for level, level_sums in sums.items()}
-        # LCA-F's item sums need the tree, not the gold's weights: taken now, not at compute.
-        depth = self._tree_depth if labels.space is setup.space else node_depths(labels.space)
-        lca = labels_lca_sums(labels, depth=depth, threads=threads)
         params = icm_params(config)
         gold_counts = labels_gold_counts(labels, params=params, threads=threads)
         # Of the ancestor rows, only the placed codes' are the batch's own (the tree's rows
@@ -451,12 +443,7 @@ class Evaluator:
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        return sums, doc_rows, gold_counts, labels, lca, missing
-
-    @functools.cached_property
-    def _tree_depth(self) -> np.ndarray:
-        """Each node's depth in the whole tree's code space (LCA-F's distances), once."""
-        return node_depths(self._setup.space)
+        return sums, doc_rows, gold_counts, labels, missing
 
     def _space_for(self, codes: pl.Series, *, counted: frozenset[str]) -> CodeSpace:
         """The code space a batch's labels are encoded in: the whole tree's, built once, when
@@ -587,25 +574,17 @@ class Evaluator:
         threads = setup.resources.threads
         # Each batch with codes of its own in its own space; the others in one pass (per-item
         # sums do not depend on which documents are counted together).
-        # LCA-F's sums were taken batch by batch (:meth:`_count`).
         items = [
-            labels_item_sums(labels, weights, params=params, threads=threads, lca=lca)
-            for labels, lca in zip(model.labels, model.lca, strict=True)
+            labels_item_sums(labels, weights, params=params, threads=threads)
+            for labels in model.labels
             if labels.space is not setup.space
         ]
-        shared = [
-            (labels, lca)
-            for labels, lca in zip(model.labels, model.lca, strict=True)
-            if labels.space is setup.space
-        ]
+        shared = [labels for labels in model.labels if labels.space is setup.space]
         if shared:
             fixed = FixedWeights.of(weights, setup.space)
-            joined = _joined([labels for labels, _ in shared])
-            lca = np.concatenate([lca for _, lca in shared], axis=1)  # in _joined's order
+            joined = _joined(shared)
             items.append(
-                labels_item_sums(
-                    joined, weights, params=params, threads=threads, fixed=fixed, lca=lca
-                )
+                labels_item_sums(joined, weights, params=params, threads=threads, fixed=fixed)
             )
         nodes = model.nodes
         if model.sums is not None:

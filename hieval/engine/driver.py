@@ -33,7 +33,6 @@ from hieval.engine.counts import (
 from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import Groups, Slice, default_threads, parallel_map, slices
 from hieval.engine.icm import (
-    ALL_SUMS,
     FixedWeights,
     GoldCounts,
     IcmParams,
@@ -44,7 +43,6 @@ from hieval.engine.icm import (
     slice_item_sums,
 )
 from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, label_codes, read_frame
-from hieval.engine.lca import LCA_SUMS, slice_lca_sums
 
 log = logging.getLogger(__name__)
 
@@ -175,39 +173,20 @@ def labels_item_sums(
     params: IcmParams,
     threads: int | None = None,
     fixed: FixedWeights | None = None,
-    lca: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """The per-item ICM, HF and PROP-F sums of encoded labels over given node ``weights``:
     the item pass of :func:`evaluate_labels` alone, for documents counted earlier whose
     weights were known only once the whole gold was (:class:`hieval.Evaluator`). ``fixed``:
     the weights already aligned to the labels' code space (:meth:`FixedWeights.of`), for
-    batches sharing one space. ``lca``: LCA-F's sums of these labels taken already
-    (:func:`labels_lca_sums`; they need no weights), not taken again."""
+    batches sharing one space."""
     sums = ItemSums(labels, weights, params, fixed)
 
     def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
-        return part.first, part.end, slice_item_sums(part, sums.weights, lca=lca is None)
+        return part.first, part.end, slice_item_sums(part, sums.weights)
 
     for first, end, part_sums in parallel_map(one_slice, slices(labels), threads):
         sums.add(first, end, part_sums)
-    if lca is not None:
-        sums.sums[len(ALL_SUMS) - len(LCA_SUMS) :] = lca
     return sums.frame()
-
-
-def labels_lca_sums(labels: Labels, *, depth: np.ndarray, threads: int | None = None) -> np.ndarray:
-    """LCA-F's per-document sums of encoded labels, the rows of a (3, documents) int64 array
-    (:func:`hieval.engine.lca.slice_lca_sums`): the part of the item pass that depends on the
-    tree alone (``depth``: :func:`hieval.engine.lca.node_depths` of the labels' space), which
-    :class:`hieval.Evaluator` takes as each batch comes, not after the whole gold is known."""
-    out = np.zeros((len(LCA_SUMS), labels.doc_ids.len()), dtype=np.int64)
-
-    def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
-        return part.first, part.end, slice_lca_sums(part, depth)
-
-    for first, end, part_sums in parallel_map(one_slice, slices(labels), threads):
-        out[:, first:end] = part_sums
-    return out
 
 
 def gold_weights(

@@ -242,11 +242,9 @@ class FixedWeights:
         return cls(delta.astype(np.int64), counted, propensity, node_depths(space))
 
 
-def slice_item_sums(part: Slice, weights: FixedWeights, *, lca: bool = True) -> np.ndarray:
+def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
     """ALL_SUMS (fixed point for the IC and w sums) per document of a slice, as the rows of
-    a (12, documents) array. ``lca=False`` leaves LCA-F's rows at zero: they depend on the tree
-    alone, not on the gold's weights, so :class:`hieval.Evaluator` takes them batch by batch
-    (:func:`hieval.engine.driver.labels_lca_sums`)."""
+    a (12, documents) array."""
     sums = np.zeros((len(ALL_SUMS), part.n_docs), dtype=np.int64)
     for tree in part.tree_groups():
         xs, ys = tree.pred > 0, tree.gold > 0
@@ -261,8 +259,7 @@ def slice_item_sums(part: Slice, weights: FixedWeights, *, lca: bool = True) -> 
     prop = weights.propensity[leaf.node]
     props = slice(len(ITEM_SUMS), len(ITEM_SUMS) + len(PROP_SUMS))
     sums[props] = sum_by_doc(leaf, [prop * lx, prop * ly, prop * (lx & ly)], part.n_docs)
-    if lca:
-        sums[props.stop :] = slice_lca_sums(part, weights.depth)
+    sums[props.stop :] = slice_lca_sums(part, weights.depth)
     return sums
 
 
