@@ -416,7 +416,8 @@ class Evaluator:
         gold = folder / "gold.parquet"
         labels_file = folder / "predictions" / f"{name}.parquet"
         scores_file = folder / "scores" / f"{name}.parquet"
-        threads = setup.resources.threads
+        # One thread: this runs beside the next batch's normalisation (see _settle).
+        threads = 1
         counted = counted_codes(labels_file)  # a generative coder's codes, placed nowhere
         labels = encode(gold, labels_file, functools.partial(self._space_for, counted=counted))
         sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
