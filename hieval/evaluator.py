@@ -5,7 +5,9 @@ with :meth:`~Evaluator.update` and gives one :class:`~hieval.api.Evaluation` wit
 Each batch is reduced as it comes, the way the sharded workflow reduces shards of documents:
 :meth:`~Evaluator.update` validates and normalises the batch exactly as a file (the same
 calls, :func:`hieval.run.normalize_batch`, the same messages) and counts it with the engine
-(:mod:`hieval.engine.driver`), keeping only what adds up over documents. What every batch
+(:mod:`hieval.engine.driver`), keeping only what adds up over documents. A batch is counted
+in a background thread while the next one is validated and normalised (one batch in flight;
+:meth:`~Evaluator._settle`), so the two overlap on two cores. What every batch
 shares is built once, at the first: the level table, the whole tree's code space (a batch
 without codes placed by their syntax is encoded in it, and its node sums add up as integer
 arrays), and each raw code's parse (kept by the fast path of normalisation).
