@@ -248,7 +248,8 @@ class Evaluator:
         self._seen |= docs
         if self._counter is None:
             self._counter = ThreadPoolExecutor(1, thread_name_prefix="hieval-evaluator")
-            weakref.finalize(self, self._counter.shutdown)
+            # Not waiting: the last reference may go in the counting thread itself.
+            weakref.finalize(self, functools.partial(self._counter.shutdown, wait=False))
         counting = self._counter.submit(self._count_batch, config, data)
         self._pending = _Pending(counting, data, docs)
 
