@@ -277,6 +277,33 @@ def generate(
     return gold_path, pred_path
 
 
+#: How the documents are named in a generated data set (``--doc-ids``): as generated
+#: (``D0000001``: text, zero-padded, so file order is text order), integers (``1``), or text
+#: as many users have it (``d1``: not zero-padded, so ``d10`` sorts before ``d2``).
+DOC_ID_STYLES = ("padded", "int", "string")
+
+
+def doc_id_variant(gold: Path, pred: Path, style: str) -> tuple[Path, Path]:
+    """The generated ``gold`` and ``pred`` with their documents named in ``style`` (written once
+    beside them, same rows in the same order; only ``doc_id`` differs)."""
+    if style == "padded":
+        return gold, pred
+    if style not in DOC_ID_STYLES:
+        raise ValueError(f"unknown doc id style {style!r}; one of {DOC_ID_STYLES}")
+    out = []
+    for path in (gold, pred):
+        target = path.with_name(path.name.replace("_v", f"_{style}ids_v", 1))
+        out.append(target)
+        if target.exists():
+            continue
+        number = pl.col("doc_id").str.slice(1).cast(pl.Int64)
+        doc = number if style == "int" else pl.concat_str(pl.lit("d"), number.cast(pl.String))
+        table = pl.read_parquet(path).with_columns(doc.alias("doc_id")).to_arrow()
+        with atomic_path(target) as tmp:
+            pq.write_table(table, tmp, row_group_size=1 << 21)
+    return out[0], out[1]
+
+
 def record(gold_path: str | Path) -> dict:
     """The JSON record written beside a generated gold file."""
     path = Path(str(gold_path).removesuffix("_gold.parquet") + ".json")

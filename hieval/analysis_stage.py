@@ -33,18 +33,18 @@ from hieval.analysis.groups import (
 from hieval.analysis.per_code import code_table, node_counts
 from hieval.analysis.tree import Tree, tree_of
 from hieval.atomic import write_parquet
+from hieval.codesystem import placed_codes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import evaluate as count_labels
 from hieval.engine.icm import IcmParams
 from hieval.hierarchy.table import read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses
 from hieval.metrics.uncertainty.settings import Settings
-from hieval.pipeline import _placed_codes  # the one rule for placing a run's codes
 
 log = logging.getLogger(__name__)
 
 
-def model_error_analysis(
+def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params and outputs, one keyword each (scripts/model_errors.py))
     *,
     model: str,
     gold: str | Path,
@@ -90,7 +90,7 @@ def gather_errors(parts: list[str | Path], errors_out: str | Path) -> None:
     write_parquet(pl.concat([paths.read_parquet(p) for p in parts], how="diagonal"), errors_out)
 
 
-def error_analysis(
+def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs and outputs, one keyword each (hieval/run.py))
     *,
     gold: str | Path,
     labels: dict[str, str | Path],
@@ -127,7 +127,7 @@ def error_analysis(
     gather_errors(parts, errors_out)
 
 
-def group_analysis(
+def group_analysis(  # noqa: PLR0913 (rule group_analysis' inputs, params and outputs, one keyword each (scripts/group_analysis.py))
     *,
     gold: str | Path,
     docs: dict[str, str | Path],
@@ -199,7 +199,7 @@ def _group_icm(
             hierarchy=hierarchy,
             levels=table.levels,
             params=params,
-            placed=functools.partial(_placed_codes, table=table, counted=counted_codes(path)),
+            placed=functools.partial(placed_codes, table=table, counted=counted_codes(path)),
         )
         predicted = paths.read_parquet(path, columns=["doc_id", "code"])
         out[model] = group_icm(

@@ -556,7 +556,8 @@ def _engine_options(ev: argparse.ArgumentParser) -> None:
         type=_memory_limit,
         default=None,
         help="bound the memory of normalisation (DuckDB) and of each count, e.g. 2GB "
-        "(config engine.memory_limit)",
+        "(config engine.memory_limit; default: the SLURM allocation, the cgroup limit or 80%% "
+        "of the machine's memory, whichever is tightest)",
     )
     ev.add_argument(
         "--temp-directory",

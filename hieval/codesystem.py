@@ -251,3 +251,14 @@ def of_table(table: LevelTable) -> CodeSystem:
     if table.levels == ICD10_LEVELS:
         return SYSTEMS[ICD10]
     return SYSTEMS[VERBATIM]
+
+
+def placed_codes(
+    codes: pl.Series, table: LevelTable, counted: frozenset[str] = frozenset()
+) -> pl.DataFrame | None:
+    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax), but
+    for the ``counted`` ones: with no ancestors they are false positives at the leaf only.
+    The one rule for placing a run's codes (the count jobs, ICM's weights, the error analysis)."""
+    known = table.known_codes
+    unknown = {c for c in codes.to_list() if c not in known and c not in counted}
+    return of_table(table).placed_ancestors(unknown, table) if unknown else None

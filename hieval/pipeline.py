@@ -35,6 +35,7 @@ from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
+from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
 from hieval.hierarchy.icd10 import SOURCE as ICD10_SOURCE
@@ -279,7 +280,7 @@ def _normalize_one(
             duckdb_config=resources.duckdb_config(),
             scores_out=job.scores_out,
             tuned=thresholds,
-            memory_budget=parse_bytes(resources.memory_limit) if resources.memory_limit else None,
+            memory_budget=resources.memory_budget()[0],
             on_fast_path=fast_path,
         )
     except (duckdb.OutOfMemoryException, HievalError) as exc:
@@ -375,24 +376,33 @@ def read_tuned(path: str | Path) -> TunedThresholds:
     )
 
 
-def tune_threshold(
-    *,
-    model: str,
-    dev_gold: str | Path,
-    dev_scores: str | Path,
-    dev_records: tuple[str | Path, str | Path],
-    test_gold: str | Path,
-    test_record: str | Path,
-    per_code: bool = False,
-    min_support: int = DEFAULT_MIN_SUPPORT,
-    allow_dev_test_overlap: bool = False,
-    method: str = DEFAULT_METHOD,
-    curve_out: str | Path,
-    codes_out: str | Path,
-    tuned_out: str | Path,
-) -> float:
+@dataclass(frozen=True)
+class TuningJob:
+    """What :func:`tune_threshold` reads and writes for one model: its dev gold and dev
+    scores with their records (``dev_records``: the gold's, the predictions'), the test gold
+    and its record (to refuse tuning on the test set), the tuning settings (config
+    ``tuning``: :func:`hieval.config.tuning_options`), and its three outputs, the per-code
+    thresholds (``codes_out``) beside the tuned JSON (``tuned_out``)."""
+
+    model: str
+    dev_gold: str | Path
+    dev_scores: str | Path
+    dev_records: tuple[str | Path, str | Path]
+    test_gold: str | Path
+    test_record: str | Path
+    curve_out: str | Path
+    codes_out: str | Path
+    tuned_out: str | Path
+    per_code: bool = False
+    min_support: int = DEFAULT_MIN_SUPPORT
+    allow_dev_test_overlap: bool = False
+    method: str = DEFAULT_METHOD
+
+
+def tune_threshold(job: TuningJob) -> float:
     """Tune a model's threshold on its dev scores (:mod:`hieval.metrics.tuning`) and write the
-    dev curve, the per-code thresholds and a JSON naming the dev files and their sha256.
+    dev curve, the per-code thresholds and a JSON naming the dev files and their sha256
+    (:class:`TuningJob`).
 
     Tuning on the test set is refused: a dev gold that shares any document (by ``doc_id``)
     with the test gold is an error that says how many and which, since even one shared document
@@ -401,18 +411,19 @@ def tune_threshold(
     ``warnings`` for the report, as is a dev F1 of 0 at every threshold (no signal: the highest
     threshold is chosen by the tie rule, not by the data).
     """
+    model, codes_out, tuned_out = job.model, job.codes_out, job.tuned_out
     if Path(codes_out).parent.resolve() != Path(tuned_out).parent.resolve():
         raise ValueError("the per-code thresholds must be written beside the tuned JSON")
-    gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in dev_records)
-    test = json.loads(Path(test_record).read_text("utf-8"))
-    dev_frame = paths.read_parquet(dev_gold).select("doc_id", "code").sort("doc_id", "code")
-    test_frame = paths.read_parquet(test_gold).select("doc_id", "code").sort("doc_id", "code")
+    gold_record, pred_record = (json.loads(Path(p).read_text("utf-8")) for p in job.dev_records)
+    test = json.loads(Path(job.test_record).read_text("utf-8"))
+    dev_frame = paths.read_parquet(job.dev_gold).select("doc_id", "code").sort("doc_id", "code")
+    test_frame = paths.read_parquet(job.test_gold).select("doc_id", "code").sort("doc_id", "code")
     overlap = _dev_test_overlap(
         dev_frame, test_frame, model=model, dev_path=gold_record["path"], test_path=test["path"],
         same_file=gold_record["sha256"] == test["sha256"],
     )  # fmt: skip
     warnings = []
-    if overlap and not allow_dev_test_overlap:
+    if overlap and not job.allow_dev_test_overlap:
         raise InputError(
             f"{overlap}; tuning a threshold on the test set chooses it on the labels it is "
             "scored on: give a validation split that shares no document with the test gold "
@@ -421,12 +432,13 @@ def tune_threshold(
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = paths.read_parquet(dev_scores)
+    scores = paths.read_parquet(job.dev_scores)
     if scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
+    per_code, min_support, method = job.per_code, job.min_support, job.method
     result = tune(
         encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
     )
@@ -438,7 +450,7 @@ def tune_threshold(
         )
     for warning in warnings:
         log.warning("warning: %s", warning)
-    write_parquet(result.curve, curve_out)
+    write_parquet(result.curve, job.curve_out)
     write_parquet(result.per_code, codes_out)
     tuned = {
         "model": model,
@@ -502,7 +514,7 @@ def _propensities(
     return TrainPropensities.from_gold(frame, params or IcmParams())
 
 
-def score_metrics(
+def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outputs, one keyword each (scripts/score_metrics.py))
     *,
     model: str,
     gold: str | Path,
@@ -582,17 +594,7 @@ def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
     for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
-    return _placed_codes(codes, table, counted=counted_codes(predictions))
-
-
-def _placed_codes(
-    codes: pl.Series, table: LevelTable, counted: frozenset[str] = frozenset()
-) -> pl.DataFrame | None:
-    """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax), but
-    for the ``counted`` ones: with no ancestors they are false positives at the leaf only."""
-    known = table.known_codes
-    unknown = {c for c in codes.to_list() if c not in known and c not in counted}
-    return codesystem.of_table(table).placed_ancestors(unknown, table) if unknown else None
+    return codesystem.placed_codes(codes, table, counted=counted_codes(predictions))
 
 
 def icm_weights(
@@ -624,7 +626,7 @@ def icm_weights(
     return weights
 
 
-def count_model(
+def count_model(  # noqa: PLR0913 (rule count's inputs, params and outputs, one keyword each (scripts/count.py))
     gold: str | Path,
     predictions: str | Path,
     *,
@@ -649,7 +651,10 @@ def count_model(
     resources = resources or Resources()
     max_level = codesystem.of_table(table).resolve_max_level(table.levels, max_level)
     evaluated = evaluated_levels(table.levels, max_level)
-    resources.check_budget(label_rows(gold) + label_rows(predictions))
+    labels = label_rows(gold) + label_rows(predictions)
+    resources.check_budget(labels)
+    if labels >= COMPILED_FROM_LABELS:
+        prefetch_compiled()  # LCA-F's kernel loads while the labels are encoded
     result = evaluate(
         gold,
         predictions,
@@ -659,7 +664,9 @@ def count_model(
         params=params,
         weights=paths.read_parquet(weights) if weights is not None else None,
         # of the codes the encoder reads
-        placed=functools.partial(_placed_codes, table=table, counted=counted_codes(predictions)),
+        placed=functools.partial(
+            codesystem.placed_codes, table=table, counted=counted_codes(predictions)
+        ),
         threads=resources.threads,
         docs_out=Path(docs_out),
     )
@@ -765,7 +772,7 @@ def reduce_counts(
     )
 
 
-def model_metrics(
+def model_metrics(  # noqa: PLR0913 (rule metrics' inputs, params and outputs, one keyword each (scripts/metrics.py))
     *,
     model: str,
     nodes: str | Path,
@@ -823,7 +830,7 @@ class ModelFiles:
     notes: str | Path
 
 
-def count_and_score(
+def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and outputs, one keyword each (scripts/evaluate_model.py))
     *,
     model: str,
     gold: str | Path,
@@ -872,7 +879,7 @@ def count_and_score(
     )
 
 
-def model_rows_and_scores(
+def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's inputs, one keyword each)
     *,
     model: str,
     gold: str | Path,
@@ -917,7 +924,7 @@ def model_rows_and_scores(
     )
 
 
-def final_reports(
+def final_reports(  # noqa: PLR0913 (rule report's inputs, params and outputs, one keyword each (scripts/report.py))
     *,
     metrics: list[str | Path],
     records: list[str | Path],
@@ -1225,7 +1232,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     return scored
 
 
-def zoo_units(
+def zoo_units(  # noqa: PLR0913 (the bootstrap's per-document tables from the count stage's files, one keyword each)
     *,
     gold: str | Path,
     predictions: dict[str, str | Path],

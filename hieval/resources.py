@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from hieval.engine.groups import default_threads
 from hieval.errors import ConfigError, HievalError
@@ -40,6 +42,141 @@ _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 #: (54M rows) peaked at 5.0 GB; under 1.5 GB it spilled its sort and took the same 15.5 s
 #: (benchmarks/README.md). So a run's footprint is the count job's, not DuckDB's appetite.
 DEFAULT_DUCKDB_BYTES = 1536 * 2**20
+
+
+#: Share of a whole machine's memory (``/proc/meminfo``'s MemTotal) that the default
+#: ``engine.memory_limit`` takes, as DuckDB's own default does: the rest is the system's and
+#: other programs'. A SLURM allocation or a cgroup limit is this process's alone (the scheduler
+#: sized it from the same memory model, plus a floor), so it is taken whole.
+MACHINE_SHARE = 0.8
+#: cgroup v1's "no limit" is a page-rounded 2**63 - 1; anything this large is no limit.
+_NO_CGROUP_LIMIT = 2**60
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """The memory this process may use, and what says so (for messages)."""
+
+    total: int  # bytes of the source
+    usable: int  # bytes the default limit takes of them
+    said_by: str
+
+
+def machine_memory(
+    env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+) -> MemorySource | None:
+    """The memory this process may use, from the tightest of: a SLURM job's allocation
+    (``SLURM_MEM_PER_NODE``, or ``SLURM_MEM_PER_CPU`` times its CPUs; megabytes), the cgroup
+    limit of this process (v2 ``memory.max``, v1 ``memory.limit_in_bytes``, a container's or a
+    systemd slice's) and :data:`MACHINE_SHARE` of the machine's memory (``/proc/meminfo``).
+    None when none of them can be read. ``env`` and ``root`` are where to look (the tests'
+    fake allocations and file systems)."""
+    env = os.environ if env is None else env
+    root = Path(root)
+    found = [_slurm_memory(env), _cgroup_memory(root)]
+    total = _meminfo_total(root / "proc" / "meminfo")
+    if total is not None:
+        found.append(
+            MemorySource(
+                total,
+                int(MACHINE_SHARE * total),
+                f"the machine's {_gigabytes(total)}, from /proc/meminfo",
+            )
+        )
+    known = [source for source in found if source is not None]
+    return min(known, key=lambda source: source.usable) if known else None
+
+
+def _slurm_memory(env: Mapping[str, str]) -> MemorySource | None:
+    """A SLURM job's allocation: per node, or per CPU times the job's CPUs on this node."""
+    per_node = _megabytes(env.get("SLURM_MEM_PER_NODE"))
+    if per_node:
+        return MemorySource(
+            per_node, per_node, f"the SLURM job's {_gigabytes(per_node)}, from SLURM_MEM_PER_NODE"
+        )
+    per_cpu = _megabytes(env.get("SLURM_MEM_PER_CPU"))
+    if not per_cpu:
+        return None
+    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        cpus = env.get(name, "").strip()
+        if cpus.isdigit() and int(cpus) > 0:
+            total = per_cpu * int(cpus)
+            said = f"the SLURM job's {_gigabytes(total)}, from SLURM_MEM_PER_CPU x {name}"
+            return MemorySource(total, total, said)
+    return MemorySource(
+        per_cpu, per_cpu, f"the SLURM job's {_gigabytes(per_cpu)}, from SLURM_MEM_PER_CPU (one CPU)"
+    )
+
+
+def _megabytes(text: str | None) -> int | None:
+    """SLURM's memory variables: megabytes, an optional unit letter (``4000``, ``4G``)."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([KMGT]?)\s*", text or "", flags=re.IGNORECASE)
+    if not match or int(match.group(1)) == 0:
+        return None
+    unit = {"": 2**20, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    return int(match.group(1)) * unit[match.group(2).upper()]
+
+
+def _cgroup_memory(root: Path) -> MemorySource | None:
+    """The tightest memory limit of this process's cgroup and the cgroups above it (v2 and
+    v1 layouts), as mounted under ``root/sys/fs/cgroup``."""
+    base = root / "sys" / "fs" / "cgroup"
+    limits = []
+    try:
+        lines = (root / "proc" / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
+        if controllers == "":  # v2: one unified hierarchy
+            folders, name = [base], "memory.max"
+        elif "memory" in controllers.split(","):
+            folders, name = [base / "memory", base / controllers], "memory.limit_in_bytes"
+        else:
+            continue
+        for folder in folders:
+            here = folder / group.lstrip("/")
+            for level in (here, *here.parents):
+                limits.append(_cgroup_limit(level / name))
+                if level == folder:
+                    break
+    known = [limit for limit in limits if limit is not None]
+    if not known:
+        return None
+    limit = min(known)
+    return MemorySource(
+        limit, limit, f"the cgroup limit of {_gigabytes(limit)}, from /sys/fs/cgroup"
+    )
+
+
+def _cgroup_limit(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit() or int(text) >= _NO_CGROUP_LIMIT or int(text) == 0:
+        return None  # "max", or v1's no limit
+    return int(text)
+
+
+def _meminfo_total(path: Path) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_memory_limit(source: MemorySource | None = None) -> str | None:
+    """``engine.memory_limit``'s default: the memory this process may use
+    (:func:`machine_memory`), in megabytes (``18432MB``); None when it cannot be known."""
+    source = source or machine_memory()
+    return None if source is None else f"{source.usable // 10**6}MB"
 
 
 def default_duckdb_limit() -> str:
@@ -143,11 +280,17 @@ class Resources:
 
     def memory_budget(self) -> tuple[int, str]:
         """The bytes a job may use and what sets them, in the running entry point's syntax
-        (``--memory-limit 4GB``, ``engine.memory_limit: 4GB``), else DuckDB's
-        reading of the memory this process may use (80 % of the machine, container or SLURM
-        job: :func:`duckdb_default_limit`)."""
+        (``--memory-limit 4GB``, ``engine.memory_limit: 4GB``), else the default: the memory
+        this process may use (:func:`machine_memory`: a SLURM allocation, a cgroup limit, or 80 %
+        of the machine), else DuckDB's reading of it."""
         if self.memory_limit:
             return parse_bytes(self.memory_limit), setting("memory_limit", self.memory_limit)
+        source = machine_memory()
+        if source is not None:
+            return source.usable, (
+                f"the default {setting('memory_limit')} of {_gigabytes(source.usable)}, what this "
+                f"process may use ({_share(source)}{source.said_by})"
+            )
         own = duckdb_default_limit()
         size = _size_bytes(own)
         if size is None:  # DuckDB could not tell: no check
@@ -185,11 +328,11 @@ class Resources:
             f"{_gigabytes(need)}, above {source}; {advice}"
         )
 
-    def check_budget(self, labels: int) -> None:
-        """Refuse a job whose planned peak exceeds ``memory_limit``, with the shards that fit."""
-        if not self.memory_limit:
-            return
-        budget = parse_bytes(self.memory_limit)
+    def check_budget(self, labels: int, *, what: str = "this count job has") -> None:
+        """Refuse a job whose planned peak exceeds :meth:`memory_budget` (``memory_limit``, or
+        its default derived from the machine), with the shards or the limit that fit.
+        ``what`` says whose labels these are (a plan made before reading counts file rows)."""
+        budget, source = self.memory_budget()
         fixed = self._fixed_bytes()
         need = self.count_job_bytes(labels)
         if need <= budget:
@@ -205,13 +348,39 @@ class Resources:
         else:
             advice = f"raise {setting('memory_limit')}: it is below the engine's fixed needs"
         raise HievalError(
-            f"this count job has {labels:,} labels and needs about {_gigabytes(need)}, above "
-            f"{setting('memory_limit', self.memory_limit)}; {advice}"
+            f"{what} {labels:,} labels and needs about {_gigabytes(need)}, above {source}; {advice}"
         )
 
 
 def _gigabytes(size: int) -> str:
     return f"{size / 1e9:,.1f} GB"
+
+
+def _share(source: MemorySource) -> str:
+    return "" if source.usable == source.total else f"{MACHINE_SHARE * 100:.0f} % of "
+
+
+def input_rows(paths: Iterable[str | os.PathLike]) -> int | None:
+    """Rows of label files from their Parquet footers, before anything is read: at least as
+    many as their labels (repeats and dropped codes only lower them). None when one is not an
+    unscored long Parquet file (``doc_id, code``): its labels are not known before reading
+    (a scored file's labels are the pairs its threshold or top-k keeps, often far fewer)."""
+    import pyarrow as pa  # here: Snakemake imports this module at every start
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for path in paths:
+        if Path(path).suffix.lower() != ".parquet":
+            return None
+        try:
+            metadata = pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return None  # the readers say what is wrong with it
+        names = set(metadata.schema.names)
+        if not {"doc_id", "code"} <= names or "score" in {n.lower() for n in names}:
+            return None
+        rows += metadata.num_rows
+    return rows
 
 
 def label_rows(path) -> int:

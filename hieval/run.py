@@ -16,7 +16,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from hieval import hints
@@ -41,6 +41,7 @@ from hieval.conventions.stage import write_conventions
 from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
+from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import HievalError, preview_value
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
@@ -63,6 +64,7 @@ from hieval.pipeline import (
     ModelFiles,
     NormalizeJob,
     ReportJob,
+    TuningJob,
     UncertaintyJob,
     build_hierarchy,
     count_and_score,
@@ -73,7 +75,7 @@ from hieval.pipeline import (
     uncertainty,
 )
 from hieval.reports import figures
-from hieval.resources import Resources
+from hieval.resources import Resources, input_rows
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +428,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
+    if _check_count_plans(args, resources) >= COMPILED_FROM_LABELS:
+        prefetch_compiled()  # LCA-F's kernel loads while the inputs are read
     levels, ancestors, hierarchy = build_tables(
         args, out / "work" / "hierarchy", config["max_level"]
     )
@@ -438,6 +442,23 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     return _Run(
         args, out, names, config, params, resources, levels, ancestors, hierarchy, common, spaces
     )
+
+
+def _check_count_plans(args: EvaluateOptions, resources: Resources) -> int:
+    """Refuse, before anything is read, a model whose count job cannot fit the memory budget,
+    planned from its files' Parquet footers (rows, at least as many as labels); files of other
+    formats are planned once normalised (:func:`hieval.pipeline.count_model`). Returns the
+    most rows of one model's files (0 when not known)."""
+    gold = input_rows(args.gold)
+    if gold is None:
+        return 0
+    most = 0
+    for name, path in args.pred:
+        pred = input_rows([path])
+        if pred is not None:
+            resources.check_budget(gold + pred, what=f"model {name!r}: its files have")
+            most = max(most, gold + pred)
+    return most
 
 
 def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
@@ -548,9 +569,30 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
     }
 
 
-def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -> None:
-    """The tables over all models, then the reports people read (with the training gold's
-    frequencies when one is given)."""
+def _error_analysis(run: _Run) -> None:
+    """Each model's error distance rows, near-miss confusions and per-code table."""
+    names, work, out = run.names, run.work, run.out
+    error_analysis(
+        gold=run.gold,
+        labels=run.labels,
+        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
+        levels_file=run.levels,
+        ancestors=run.ancestors,
+        max_level=run.config["max_level"],
+        work=work / "errors",
+        errors_out=out / "errors.parquet",
+        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
+        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
+        train_gold=run.train_gold,
+        settings=uncertainty_settings(run.config),
+    )
+
+
+def _reports(
+    run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path], errors: Future
+) -> None:
+    """The tables over all models, then (once the error analysis, ``errors``, is done) the
+    reports people read (with the training gold's frequencies when one is given)."""
     args, names, work, out, config = run.args, run.names, run.work, run.out, run.config
     model_options = {name: _model_options(args, name) for name in names}
     final_reports(
@@ -569,20 +611,7 @@ def _reports(run: _Run, *, tuned: dict[str, Path], uncertain: dict[str, Path]) -
     )
     train_gold = run.train_gold
     settings = uncertainty_settings(config)
-    error_analysis(
-        gold=run.gold,
-        labels=run.labels,
-        nodes={name: work / "counts" / name / "nodes.parquet" for name in names},
-        levels_file=run.levels,
-        ancestors=run.ancestors,
-        max_level=config["max_level"],
-        work=work / "errors",
-        errors_out=out / "errors.parquet",
-        confusions_out={name: out / "confusions" / f"{name}.parquet" for name in names},
-        codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
-        train_gold=train_gold,
-        settings=settings,
-    )
+    errors.result()  # its error, if any, is raised here
     if config["doc_groups"]:
         group_analysis(
             gold=run.gold,
@@ -626,9 +655,13 @@ def report_into(run: _Run, *, tuned: dict[str, Path], progress: Progress = _log_
     ``counts``): uncertainty, the conventions, the tables, the analyses and the reports.
     :func:`evaluate_into` and :meth:`hieval.Evaluator.compute` (whose counts are its batches'
     reduced) both end here."""
-    uncertain = _intervals(run, progress)
-    _conventions(run)
-    _reports(run, tuned=tuned, uncertain=uncertain)
+    # The error analysis reads only the inputs and the counts, and the intervals, conventions
+    # and tables never read its outputs: it runs beside them (the reports wait for it).
+    with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
+        errors = beside.submit(_error_analysis, run)
+        uncertain = _intervals(run, progress)
+        _conventions(run)
+        _reports(run, tuned=tuned, uncertain=uncertain, errors=errors)
 
 
 def _gold_job(run: _Run) -> Callable[..., NormalizeJob]:
@@ -845,15 +878,17 @@ def _tune_thresholds(run: _Run, *, gold: Path | PendingFile, progress: Progress)
         )
         tuned[name] = out / "thresholds" / f"{name}.json"
         tune_threshold(
-            model=name,
-            dev_gold=dev_gold,
-            dev_scores=dev_scores,
-            dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
-            test_gold=gold,
-            test_record=out / "work" / "inputs" / "gold.json",
-            **tuning_options(config),
-            curve_out=out / "thresholds" / f"{name}.parquet",
-            codes_out=out / "thresholds" / f"{name}.codes.parquet",
-            tuned_out=tuned[name],
+            TuningJob(
+                model=name,
+                dev_gold=dev_gold,
+                dev_scores=dev_scores,
+                dev_records=(dev_gold.with_suffix(".json"), dev_labels.with_suffix(".json")),
+                test_gold=gold,
+                test_record=out / "work" / "inputs" / "gold.json",
+                **tuning_options(config),
+                curve_out=out / "thresholds" / f"{name}.parquet",
+                codes_out=out / "thresholds" / f"{name}.codes.parquet",
+                tuned_out=tuned[name],
+            )
         )
     return tuned

@@ -36,7 +36,7 @@ def read_notes(path: str | Path) -> dict[str, dict]:
     return json.loads(paths.read_parquet_metadata(path).get(NOTES_KEY, "{}"))
 
 
-def write_conventions(
+def write_conventions(  # noqa: PLR0913 (rule conventions' inputs, params and outputs, one keyword each (scripts/conventions.py))
     *,
     models: Sequence[str],
     gold: str | Path,

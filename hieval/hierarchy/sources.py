@@ -274,12 +274,7 @@ def cophe_json_table(data: bytes, source: str, canonical: bool) -> tuple[LevelTa
     ``.99`` suffix and the root is called ``root``; a user's own JSON (``verbatim``) keeps its
     names as written.
     """
-    try:
-        graph = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise HierarchyError(f"{source}: not valid JSON ({exc})") from None
-    if not isinstance(graph, dict):
-        raise HierarchyError(f"{source}: expected a JSON object of entries, not a list or value")
+    graph = _json_graph(data, source)
     rename = _cophe_range_name if canonical else (lambda c: c)
     root = ROOT if canonical else "@"
     levels = _json_levels(_parents_width(graph, source))
@@ -320,27 +315,37 @@ def cophe_json_table(data: bytes, source: str, canonical: bool) -> tuple[LevelTa
     if levels != ICD9_LEVELS and not any(r["depth"] == levels[0] for r in rows.values()):
         # nobody sits below the first parent slot (the slot names the code itself): no level
         levels, ancestor_levels = levels[1:], ancestor_levels[1:]
-    table_rows = [
-        {c: r.get(c) for c in ("code", "kind", "depth", *ancestor_levels, "title")}
-        for r in rows.values()
-    ]
-    table_rows.append(
-        {"code": root, "kind": "range", "depth": "root", "title": "root"}
-        | dict.fromkeys(ancestor_levels)
-    )
-    frame = pl.DataFrame(
-        table_rows,
-        schema=dict.fromkeys(("code", "kind", "depth", *ancestor_levels, "title"), pl.String),
-    )
     leaves = [rename(k) for k in graph if k not in referenced]
     table = LevelTable(
-        frame=frame,
+        frame=_cophe_frame(list(rows.values()), ancestor_levels, root),
         levels=levels,
         root=root,
         source=source,
         code_system="icd9" if canonical else "verbatim",
     )
     return table, leaves
+
+
+def _json_graph(data: bytes, source: str) -> dict:
+    """The JSON object of a CoPHE-style graph, or a :class:`HierarchyError` naming ``source``."""
+    try:
+        graph = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise HierarchyError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(graph, dict):
+        raise HierarchyError(f"{source}: expected a JSON object of entries, not a list or value")
+    return graph
+
+
+def _cophe_frame(rows: list[dict], ancestor_levels: list[str], root: str) -> pl.DataFrame:
+    """The level table's frame of :func:`cophe_json_table`'s rows, and the root's row."""
+    columns = ("code", "kind", "depth", *ancestor_levels, "title")
+    table_rows = [{c: r.get(c) for c in columns} for r in rows]
+    table_rows.append(
+        {"code": root, "kind": "range", "depth": "root", "title": "root"}
+        | dict.fromkeys(ancestor_levels)
+    )
+    return pl.DataFrame(table_rows, schema=dict.fromkeys(columns, pl.String))
 
 
 # --- A user's edge list -----------------------------------------------------------------------

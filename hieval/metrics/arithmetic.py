@@ -27,10 +27,14 @@ def divide(num, den, *, zero_division: float = 0.0):
     if isinstance(num, pl.Expr) or isinstance(den, pl.Expr):
         return pl.when(den > 0).then(num / den).otherwise(zero_division)
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    shape = np.broadcast_shapes(num.shape, den.shape)
-    # np.zeros takes pages the OS zeroes lazily: the common case writes its output once.
-    out = np.zeros(shape) if zero_division == 0 else np.full(shape, zero_division, np.float64)
-    return np.divide(num, den, out=out, where=den > 0)
+    # Divide everywhere, then select: where den > 0 the same IEEE quotient as dividing only
+    # there, elsewhere ``zero_division``. ``np.divide(..., where=den > 0)`` gives the same bits
+    # but runs numpy's masked loop, 10-20x slower than an unmasked divide and a select: on the
+    # bootstrap's replicates x nodes arrays it was the largest cost of a replicate. No warning
+    # for the quotients thrown away (x/0, 0/0, x/tiny negative), nor for an infinite one kept.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        quotient = np.divide(num, den)
+    return np.where(den > 0, quotient, zero_division if zero_division != 0 else 0.0)
 
 
 def exact_mean(values) -> float:

@@ -161,22 +161,10 @@ def per_level(
                 for name, runs in drawn:
                     grid = points(runs, family, metric)
                     everything += grid.ravel().tolist()
-                    with np.errstate(all="ignore"), _quiet():
-                        mean = np.nanmean(grid, axis=0)
-                    shown = name in colour
-                    style = (
-                        {"color": colour[name], "linewidth": 1.6, "zorder": 3, "label": name}
-                        if shown
-                        else {"color": "#b0b0b0", "linewidth": 0.8, "zorder": 2}
-                    )
-                    if len(drawn) <= MAX_COLOURED:
-                        style["marker"] = "o"
-                        style["markersize"] = 4
-                    ax.plot(x, mean, **style)
-                    if len(runs) > 1 and shown:
-                        with _quiet():
-                            low, high = np.nanmin(grid, axis=0), np.nanmax(grid, axis=0)
-                        ax.fill_between(x, low, high, color=colour[name], alpha=0.18, lw=0)
+                    _series_line(
+                        ax, x, grid, name=name, runs=runs, colour=colour,
+                        markers=len(drawn) <= MAX_COLOURED,
+                    )  # fmt: skip
                 ax.grid(axis="y", alpha=0.3)
                 if row == 0:
                     ax.set_title(FAMILY_TITLES[family])
@@ -199,6 +187,27 @@ def per_level(
             title=title, fontsize=8, title_fontsize=8,
         )  # fmt: skip
         return _svg(fig)
+
+
+def _series_line(ax, x, grid, *, name: str, runs: tuple, colour: dict, markers: bool) -> None:
+    """One series of :func:`per_level` on ``ax``: its runs' mean, coloured when it is named
+    (in ``colour``) and grey otherwise, and a named system's band (its runs' range)."""
+    with np.errstate(all="ignore"), _quiet():
+        mean = np.nanmean(grid, axis=0)
+    shown = name in colour
+    style = (
+        {"color": colour[name], "linewidth": 1.6, "zorder": 3, "label": name}
+        if shown
+        else {"color": "#b0b0b0", "linewidth": 0.8, "zorder": 2}
+    )
+    if markers:
+        style["marker"] = "o"
+        style["markersize"] = 4
+    ax.plot(x, mean, **style)
+    if len(runs) > 1 and shown:
+        with _quiet():
+            low, high = np.nanmin(grid, axis=0), np.nanmax(grid, axis=0)
+        ax.fill_between(x, low, high, color=colour[name], alpha=0.18, lw=0)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ the registry's ``per_unit``, :mod:`hieval.metrics.suite`)."""
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,6 +81,30 @@ def _plain_sum(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray
     return total if plus is None else total + plus
 
 
+#: Terms the bootstrap's exact sums slice in numpy (:func:`arithmetic.exact_parts`, about 3 ns
+#: a term) before the compiled ones take over (:mod:`hieval.metrics.uncertainty.exact_rows`,
+#: about 1.5 ns): compiling them costs 0.6-1.2 s on a fresh install (0.2 s to load once
+#: cached), more than a small zoo's whole bootstrap saves (the demo's sums 99M terms), so only
+#: a large one switches, after about 0.4 s of numpy (the benchmark's zoo sums 612M).
+#: Both give the same numbers, the correctly rounded sums.
+_NUMPY_TERMS = 120_000_000
+_numpy_terms = 0
+
+
+def _exact_parts(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray:
+    """Exact parts of the sums over the last axis (and ``plus``), in numpy for the first
+    :data:`_NUMPY_TERMS` terms of the process, compiled after."""
+    global _numpy_terms
+    if _numpy_terms < _NUMPY_TERMS:
+        _numpy_terms += values.size  # from several threads: a count, not a bound
+        return exact_parts(values, plus)
+    # Imported here: numba's import and compiled code are for large bootstraps alone, not for
+    # every job that imports this module.
+    from hieval.metrics.uncertainty.exact_rows import row_parts
+
+    return row_parts(values, plus)
+
+
 def node_sums(
     tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, *, items: np.ndarray | None = None,
     pure: np.ndarray | None = None, exact: bool = False,
@@ -98,7 +123,7 @@ def node_sums(
     bootstrap's all-ones replicate is the reported value bit for bit; the ``overall`` rows
     concatenate the levels' parts (:func:`_add`).
     """
-    total = exact_parts if exact else _plain_sum
+    total = _exact_parts if exact else _plain_sum
     seen = (tp + fp + fn) > 0
     if pure is None:
         out = {metric: total(f(tp, fp, fn)) for metric, f in COUNT_MEASURES.items()}
@@ -239,11 +264,23 @@ def _doc_values(units: Units, metric, n: np.ndarray) -> np.ndarray:
     return metric.per_unit(*(units.column(f"flat|{LEAF}|{m}") for m in COUNT_METRICS), n)
 
 
+#: :func:`_count_bits` of the per-document node tables seen, by the table's id (a weak
+#: reference checks it is the same table, and drops the entry with it): the bootstrap asks
+#: for the same model's tables in every block of replicates.
+_BITS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
 def _count_bits(matrix: sparse.csr_matrix, n: int) -> np.ndarray:
     """Per node, which of its TP (1), FP (2) and FN (4) blocks hold a count in some document
     (weights are never negative, so a weighted sum is non-zero only where one is)."""
+    key = id(matrix)
+    kept = _BITS.get(key)
+    if kept is not None and kept[0]() is matrix and len(kept[1]) == n:
+        return kept[1]
     present = np.bincount(matrix.indices[matrix.data != 0], minlength=3 * n) > 0
-    return present[:n] * 1 | present[n : 2 * n] * 2 | present[2 * n :] * 4
+    bits = present[:n] * 1 | present[n : 2 * n] * 2 | present[2 * n :] * 4
+    _BITS[key] = (weakref.ref(matrix, lambda _, key=key: _BITS.pop(key, None)), bits)
+    return bits
 
 
 def _stacked(components: list[tuple[Units, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -270,10 +307,15 @@ def replicate_values(
     names = components[0][0].names
     col = {name: sums[:, i] for name, i in names.items()}
     nodes = {}
+    # W @ N as (Nᵀ @ Wᵀ)ᵀ, as scipy computes it, with Wᵀ made contiguous once here rather than
+    # copied by scipy for every part; the node sums read the node-major result as it lies.
+    transposed = [(u, np.ascontiguousarray(w.T)) for u, w in components]
     for family, level in layout.count_parts():
         n = layout.nodes[level].len()
-        summed = sum(w @ u.nodes[family, level] for u, w in components)
-        tp, fp, fn = (summed[:, i * n : (i + 1) * n] for i in range(3))
+        summed = transposed[0][0].nodes[family, level].T @ transposed[0][1]
+        for u, wt in transposed[1:]:
+            summed += u.nodes[family, level].T @ wt
+        tp, fp, fn = (summed[i * n : (i + 1) * n].T for i in range(3))
         items = col["item"][:, None] if (family, level) == ("flat", LEAF) else None
         bits = np.bitwise_or.reduce([_count_bits(u.nodes[family, level], n) for u, _ in components])
         pure = np.where(bits == 1, 1, np.where((bits == 2) | (bits == 4), 2, 0))
