@@ -84,11 +84,13 @@ from hieval.engine.driver import (
 )
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
+from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
 from hieval.inputs.options import LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
+from hieval.reports import figures
 from hieval.resources import Resources
 
 #: Options that need a whole input at once (see the module doc), refused by the Evaluator.
@@ -476,6 +478,12 @@ class Evaluator:
         if self._setup is None:
             raise InputError("Evaluator.compute: no batch yet; call update(gold, predictions)")
         setup = self._setup
+        # As one evaluate does: the imports of LCA-F's kernel (for a count large enough to
+        # use it) and of pyplot (for the report's figures) overlap the reduction.
+        keys = sum(batch.keys.size for model in self._models.values() for batch in model.labels)
+        if keys >= COMPILED_FROM_LABELS:
+            prefetch_compiled()
+        figures.prefetch()
         evaluation = api.Evaluation.__new__(api.Evaluation)
         out = api._Private(evaluation, "hieval-evaluate-").path / "out"
         work = out / "work"
