@@ -455,7 +455,7 @@ def measure_e2e(gold: Path, pred: Path, options: dict) -> dict:
     (``os.wait4``), and the micro counts of the node table it wrote.
 
     The hierarchy cache lives in ``<data dir>/cache`` and is built (untimed) before the first
-    run; OUT is ``<data dir>/tmp/e2e_out``, replaced by every run.
+    run; OUT is ``<data dir>/tmp/e2e_out``, replaced by every run (the warm-up hierarchy too).
     """
     import shutil
 
@@ -466,7 +466,9 @@ def measure_e2e(gold: Path, pred: Path, options: dict) -> dict:
     cache, out = Path(gold).resolve().parent / "cache", workdir / "e2e_out"
     root = Path(__file__).resolve().parents[1]
     env = os.environ | {"PYTHONPATH": str(root)}  # this checkout's hieval, not an installed one
-    warm = [sys.executable, "-m", "hieval.cli", "hierarchy", "--out", str(workdir / "e2e_hier")]
+    hierarchy = workdir / "e2e_hier"  # the benchmark's own folder: an older hieval's copy goes
+    shutil.rmtree(hierarchy, ignore_errors=True)
+    warm = [sys.executable, "-m", "hieval.cli", "hierarchy", "--out", str(hierarchy)]
     subprocess.run([*warm, "--cache", str(cache)], env=env, cwd=root, check=True,
                    capture_output=True)  # fmt: skip
     kernel = "from hieval.engine.lca_compiled import warm; warm()"  # compiled once per checkout

@@ -49,6 +49,7 @@ from hieval.hierarchy.table import (
 )
 from hieval.hints import setting
 from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
+from hieval.inputs.dense_scores import read_reference, read_scores
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,
@@ -67,7 +68,7 @@ from hieval.metrics.uncertainty.settings import Settings
 from hieval.reports import changes, html, paper_tables
 from hieval.reports.error_sections import read_tables
 from hieval.reports.frequency import frequency_bins, train_frequencies
-from hieval.reports.history import append_history, history_rows
+from hieval.reports.history import append_history, history_rows, replicate_table
 from hieval.reports.paper_layouts import layout_tables
 from hieval.reports.summary import combine, node_report, write_csv, write_reports
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
@@ -357,7 +358,12 @@ def _coverage(
 
 
 def _doc_ids(path: str | os.PathLike) -> pl.DataFrame:
-    """The distinct documents of a normalised label file (one column, ``doc_id``)."""
+    """The distinct documents of a normalised label file (one column, ``doc_id``); of a dense
+    scores reference, its kept rows' documents."""
+    dense = read_reference(path)
+    if dense is not None:
+        kept = [d for d in dense.docs if d is not None]
+        return pl.DataFrame({"doc_id": kept}, schema={"doc_id": pl.String}).unique()
     return paths.scan_parquet(path).select("doc_id").unique().collect()
 
 
@@ -432,7 +438,7 @@ def tune_threshold(job: TuningJob) -> float:
         )
     if overlap:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
-    scores = paths.read_parquet(job.dev_scores)
+    scores = read_scores(job.dev_scores)
     if scores.height == 0:
         raise InputError(
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
@@ -491,13 +497,12 @@ def _dev_test_overlap(
 
 
 def _score_ancestors(
-    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame,
-    score_frame: pl.DataFrame,
-) -> pl.DataFrame:  # fmt: skip
+    gold: str | Path, scores: str | Path, table: LevelTable, anc: pl.DataFrame, *, scored: bool
+) -> pl.DataFrame:
     """The ancestor table the ranking rows pool through: scored codes the hierarchy lacks
     are placed by syntax where that is possible, else left out of the levels."""
     try:
-        placed = _placed(gold, scores, table) if score_frame.height else None
+        placed = _placed(gold, scores, table) if scored else None
     except CodeError:
         placed = None  # left out of the levels (counted in the notes)
     return anc if placed is None else pl.concat([anc, placed.select(anc.columns)])
@@ -537,10 +542,24 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
-    score_frame = paths.read_parquet(scores)
+    dense = read_reference(scores)
+    if dense is not None and train_gold is None:  # by blocks of the matrix, never made long
+        from hieval.metrics.blocked_rows import dense_score_rows
+
+        tidy, notes = dense_score_rows(
+            paths.read_parquet(gold), dense, model=model, ks=ks, levels=levels,
+            ancestors=_score_ancestors(
+                gold, scores, table, paths.read_parquet(ancestors), scored=True
+            ),
+            threshold=tuned.get("threshold"),
+        )  # fmt: skip
+        write_parquet(tidy, metrics_out)
+        write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
+        return tidy
+    score_frame = read_scores(scores)
     if score_frame.height:
         gold_frame = paths.read_parquet(gold)
-        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), score_frame)
+        anc = _score_ancestors(gold, scores, table, paths.read_parquet(ancestors), scored=True)
     else:  # hard predictions: nothing is ranked, so the gold (at 1000x, 0.4 GB) is not read
         gold_frame, anc = pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String}), None
     tidy, notes = score_rows(
@@ -593,6 +612,11 @@ def _memory_advice(name: str, path: Path, limit: str | None) -> str:
 def _placed(gold: str | Path, predictions: str | Path, table: LevelTable) -> pl.DataFrame | None:
     """Ancestor rows for codes of these files that the hierarchy lacks (placed by syntax), but
     for the predictions' counted codes (:mod:`hieval.inputs.counted`), which are placed nowhere."""
+    dense = read_reference(predictions)
+    if dense is not None:  # a dense matrix's scores: its columns' codes
+        listed = pl.Series([c for c in dense.codes if c is not None], dtype=pl.String)
+        codes = pl.concat([label_codes(gold), listed])
+        return codesystem.placed_codes(codes, table, counted=frozenset(dense.counted))
     codes = pl.concat([label_codes(path) for path in (gold, predictions)])  # the dictionaries
     return codesystem.placed_codes(codes, table, counted=counted_codes(predictions))
 
@@ -1005,6 +1029,7 @@ class ReportJob:
     notes: list[str | Path] = ()
     analysis_dir: str | Path | None = None
     confidence: float | None = None  # of the intervals, kept with them in the history
+    replicates: str | Path | None = None  # the headline rows' replicates, kept in the history
     summary_md: str | Path | None = None  # opens with the changes since the last evaluation
     #: The layout of tables.tex/.md (``report.paper_table``: cophe, caml, edin) and the
     #: conventions.parquet the caml and edin layouts (and the report's Conventions) read.
@@ -1041,7 +1066,7 @@ def publish_reports(job: ReportJob) -> None:
             version=__version__,
             code_system=system.name,
             hierarchy_sha256=sha256_file(job.levels_file),
-            bootstrap=(intervals, job.confidence) if intervals is not None else None,
+            bootstrap=_bootstrap(intervals, job),
         )
         past = append_history(job.history, current)
         if job.summary_md is not None:
@@ -1114,6 +1139,16 @@ def _paper_tables(
     )
 
 
+def _bootstrap(intervals: pl.DataFrame | None, job: ReportJob) -> tuple | None:
+    """What the history keeps of the bootstrap: the intervals, their confidence and, when
+    the uncertainty stage wrote them, the headline rows' replicates."""
+    if intervals is None:
+        return None
+    if job.replicates is None:
+        return (intervals, job.confidence)
+    return (intervals, job.confidence, paths.read_parquet(job.replicates))
+
+
 def leaf_count(table: LevelTable) -> int:
     """The number of leaves: nodes that are no other node's ancestor."""
     anc = table.ancestors()
@@ -1148,6 +1183,9 @@ class UncertaintyJob:
     ranking: dict[str, str | Path] | None = None
     ks: tuple[int, ...] = DEFAULT_KS
     train_gold: str | Path | None = None
+    #: The headline rows' replicates (:func:`hieval.reports.history.replicate_table`), which
+    #: the history keeps for the paired interval of the next evaluation's changes.
+    replicates_out: str | Path | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1180,6 +1218,7 @@ def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     tidy = {model: paths.read_parquet(job.metrics[model]) for model in job.predictions}
     scored = _scored_units(job, layout, tidy) if job.scores and job.ranking else {}
+    replicates: dict = {}
     intervals, comparisons = uncertainty_tables(
         tidy,
         units,
@@ -1188,9 +1227,13 @@ def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
         levels=layout.levels,
         threads=resources.threads,
         ranking=scored,
+        replicates_out=replicates,
     )
     write_parquet(intervals, job.intervals_out)
     write_parquet(comparisons, job.comparisons_out)
+    if job.replicates_out is not None:
+        table = replicate_table(replicates, tidy, seed=settings.seed)
+        write_parquet(table, job.replicates_out)
     log.info(
         "%d intervals (%d replicates), %d comparisons (%d permutations)",
         intervals.height,
@@ -1211,7 +1254,20 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
     for model in job.predictions:
-        score_frame = paths.read_parquet(job.scores[model])
+        dense = read_reference(job.scores[model]) if propensities is None else None
+        if dense is not None:  # by blocks of its matrix, unless AUC replicates need it long
+            from hieval.metrics.blocked_rows import dense_ranking_units
+
+            units = dense_ranking_units(
+                gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
+                ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
+                model=model,
+            )  # fmt: skip
+            if units is not None:
+                scored[model] = units
+                tidy[model] = pl.concat([tidy[model], _with_units(job, model, units)])
+                continue
+        score_frame = read_scores(job.scores[model])
         if not score_frame.height:
             continue
         scored[model] = ranking_units(
@@ -1219,17 +1275,21 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             score_frame,
             doc_ids=layout.doc_ids,
             ks=job.ks,
-            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, score_frame),
+            ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
             levels=layout.levels,
             model=model,
             propensities=propensities,
         )
-        rows = paths.read_parquet(job.ranking[model])
-        wanted = set(scored[model].keys)
-        keys = rows.select("family", "level", "average", "metric").iter_rows()
-        rows = rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
-        tidy[model] = pl.concat([tidy[model], rows])
+        tidy[model] = pl.concat([tidy[model], _with_units(job, model, scored[model])])
     return scored
+
+
+def _with_units(job: UncertaintyJob, model: str, units) -> pl.DataFrame:
+    """The model's ranking rows that have units (so replicates)."""
+    rows = paths.read_parquet(job.ranking[model])
+    wanted = set(units.keys)
+    keys = rows.select("family", "level", "average", "metric").iter_rows()
+    return rows.filter(pl.Series([key in wanted for key in keys], dtype=pl.Boolean))
 
 
 def zoo_units(  # noqa: PLR0913 (the bootstrap's per-document tables from the count stage's files, one keyword each)

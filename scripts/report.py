@@ -1,10 +1,12 @@
-"""Snakemake script: the reports over all models — the tables (metrics.parquet/.csv,
-summary.csv/.md), then the HTML report, the paper tables, the figures and the zoo's history;
-last, what an earlier configuration left in results/report goes."""
+"""Snakemake script: the reports over all models — the models' error distance rows gathered
+(errors.parquet), the tables (metrics.parquet/.csv, summary.csv/.md), then the HTML report,
+the paper tables, the figures and the zoo's history; last, what an earlier configuration left
+in results/report goes."""
 
 import json
 from pathlib import Path
 
+from hieval.analysis_stage import gather_errors
 from hieval.pipeline import ReportJob, final_reports, publish_reports
 from hieval.reports.leftovers import remove_leftovers
 from hieval.workflow_script import run_rule
@@ -12,6 +14,7 @@ from hieval.workflow_script import run_rule
 
 def main(smk):
     systems = json.loads(smk.params.systems)
+    gather_errors(list(smk.input.errors), smk.output.errors)
     final_reports(
         metrics=[*smk.input.metrics, *smk.input.ranking],
         notes=list(smk.input.notes),
@@ -48,6 +51,7 @@ def main(smk):
             notes=list(smk.input.notes),
             analysis_dir=Path(smk.output.metrics).parent,
             confidence=smk.params.confidence,
+            replicates=smk.input.get("replicates"),
             summary_md=smk.output.summary_md,
             paper_table=smk.params.paper_table,
             conventions=smk.input.conventions,

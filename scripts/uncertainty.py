@@ -30,6 +30,7 @@ def main(smk):
             ranking=dict(zip(models, smk.input.ranking, strict=True)),
             ks=tuple(smk.params.ks),
             train_gold=smk.input.get("train_gold"),
+            replicates_out=smk.output.replicates,
         )
     )
 

@@ -462,7 +462,9 @@ def test_dense_nan_score_names_document_and_code(tmp_path, capsys):
     (tmp_path / "pred.codes.txt").write_text("401.9\n96.04\n364.11\n")
     (tmp_path / "pred.docs.txt").write_text("d1\nd2\n")
     code, out = evaluate(tmp_path, write(tmp_path / "gold.csv", GOLD), pred)
-    assert_refused(capsys, code, out, "row 2: score 'nan'", "(document 'd2', code '96.04')")
+    assert_refused(
+        capsys, code, out, "row 2 (document 'd2'), column 2 (code '96.04'): score 'nan' is not"
+    )
 
 
 # --- 10. CAML's LR files hold label indices ---------------------------------------------------

@@ -52,6 +52,7 @@ _COUNTS = "test_counts_reference.py::test_metrics_match_reference"
 _SPLIT = "test_metric_registry_common.py::test_split_families_match_naive_counts"
 _SUITE_SK = "test_suite.py::test_example_and_label_based_match_sklearn"
 _RANKING = "test_ranking.py::test_ranking_metrics_match_sklearn_and_naive"
+_SCORED = "test_calibration_scored.py::test_scored_calibration_matches_sklearn_and_naive"
 
 
 def _reference(metric: Metric) -> str:
@@ -114,6 +115,8 @@ REFERENCES: dict[tuple[str, str, str], str] = {
     ("calibration", "micro", "ece"): (
         "test_ranking.py::test_calibration_matches_a_direct_computation"
     ),
+    ("calibration", "scored", "brier"): _SCORED,
+    ("calibration", "scored", "ece"): _SCORED,
     ("selection", "global", "threshold"): "test_tuning.py::test_brute_force_sweep",
 }
 

@@ -197,8 +197,11 @@ def test_best_is_bold_in_every_group_and_lowest_for_a_loss(zoo50):
         "Calibration",
     ]  # fmt: skip
 
-    def tidy_values(family: str, metric: str) -> list[float]:
+    def tidy_values(family: str, metric: str, heading: str) -> list[float]:
+        average = {"Brier": "micro", "Brier-scored": "scored"}.get(heading)
         rows = tidy.filter((pl.col("family") == family) & (pl.col("metric") == metric))
+        if average is not None:  # calibration: over the label space, or the scored pairs
+            rows = rows.filter(pl.col("average") == average)
         return rows.filter(pl.col("level").is_in(["overall", "leaf"]))["value"].to_list()
 
     for tab, heading, family, metric, higher in (
@@ -206,10 +209,11 @@ def test_best_is_bold_in_every_group_and_lowest_for_a_loss(zoo50):
         ("Label and example-based", "EB-HAMM", "example", "hamming_loss", False),
         ("ICM and suite", "LCA-F", "lca", "f1", True),
         ("Calibration", "Brier", "calibration", "brier", False),
+        ("Calibration", "Brier-scored", "calibration", "brier", False),
         ("Set-based and hierarchical", "CoPHE F1", "cophe", "f1", True),
     ):
         values, bold = _bold_values(panels[tab], heading)
-        expected = tidy_values(family, metric)
+        expected = tidy_values(family, metric, heading)
         if family == "cophe":
             expected = tidy.filter(
                 (pl.col("family") == "cophe") & (pl.col("level") == "overall")

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
+from hieval.inputs.dense_scores import read_scores
 from hieval.inputs.normalize import normalize_labels
 from hieval.inputs.options import LabelOptions, TunedThresholds
 
@@ -100,7 +101,7 @@ def test_scores_survive_normalisation(tmp_path, icd9, gold, kind):
         options=LabelOptions(format=fmt, threshold=0.5),
         scores_out=scores_out,
     )
-    kept = {(d, c): s for d, c, s in pl.read_parquet(scores_out).iter_rows()}
+    kept = {(d, c): s for d, c, s in read_scores(scores_out).iter_rows()}  # dense: its matrix
     expected = dict(SCORES)
     if full:  # wide and dense tables score every code of every document
         expected |= {(d, c): 0.0 for d in DOCS for c in CODES if (d, c) not in SCORES}

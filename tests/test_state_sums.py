@@ -56,7 +56,8 @@ def test_state_sums_equal_a_plain_loop():
 def test_without_a_writable_cache_the_loop_is_compiled_uncached(monkeypatch):
     """numba refuses ``cache=True`` where no folder is writable (a read-only install without
     a home folder): the loop is then compiled per process, not an import error."""
-    from hieval.metrics.uncertainty import state_sums as module
+    from hieval import compiled as module
+    from hieval.metrics.uncertainty import state_sums
 
     calls = []
 
@@ -67,6 +68,6 @@ def test_without_a_writable_cache_the_loop_is_compiled_uncached(monkeypatch):
         return lambda function: function
 
     monkeypatch.setattr(module, "njit", njit)
-    compiled = module._compiled(module._state_sums_py)
-    assert compiled is module._state_sums_py
+    compiled = module.compiled(state_sums._state_sums_py)
+    assert compiled is state_sums._state_sums_py
     assert calls == [{"cache": True, "nogil": True}, {"nogil": True}]

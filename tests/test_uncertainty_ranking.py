@@ -98,8 +98,9 @@ def test_integer_weights_are_the_test_set_with_documents_repeated(truncated):
         expected = {("ranking", "leaf", *k): v for k, v in point_values(repeated, KS).items()}
         pooled, _ = level_arrays(repeated, ancestors, LEVEL)
         expected |= {("ranking", LEVEL, *k): v for k, v in point_values(pooled, KS).items()}
-        calibration = calibration_values(repeated) or {}
-        expected |= {("calibration", "leaf", "micro", k): v for k, v in calibration.items()}
+        for average in ("micro", "scored"):
+            calibration = calibration_values(repeated, average=average) or {}
+            expected |= {("calibration", "leaf", average, k): v for k, v in calibration.items()}
         for key_ in units.keys:
             assert replicates[key_][r] == pytest.approx(expected[key_], rel=1e-12), (r, key_)
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from hieval.inputs.dense_scores import DenseScores
+
 
 @dataclass(frozen=True)
 class Matrices:
@@ -38,11 +40,17 @@ class Matrices:
         """``auc_micro`` (the flattened matrix) and ``auc_macro`` (the mean over the labels
         with a positive and a defined AUC): CAML's and Edin et al.'s definitions agree, so
         the conventions share one computation (the costliest of them)."""
-        per_label = [auc(self.y[:, j], self.raw[:, j]) for j in np.flatnonzero(self.y.any(0))]
-        defined = [value for value in per_label if not np.isnan(value)]
+        # The exact Mann-Whitney counts of hieval.metrics.blocked (integers, then :func:`auc`'s
+        # one division), a block of documents at a time: the same floats as :func:`auc` per
+        # column and flattened, without an argsort per label.
+        from hieval.metrics.blocked import blocked_aucs  # compiled (numba): loaded when used
+
+        found = blocked_aucs(self.raw, *np.nonzero(self.y))
+        per_label = found.per_label[np.flatnonzero(self.y.any(0))]
+        defined = [float(value) for value in per_label if not np.isnan(value)]
         return {
             "auc_macro": float(np.mean(defined)) if defined else float("nan"),
-            "auc_micro": auc(self.y.ravel(), self.raw.ravel()),
+            "auc_micro": float("nan") if found.micro is None else found.micro,
         }
 
 
@@ -87,8 +95,10 @@ def matrices(
     scores: pl.DataFrame,
     *,
     labels: Sequence[str],
+    dense: DenseScores | None = None,
 ) -> Matrices:
-    """The matrices of one model over the gold's documents and ``labels``."""
+    """The matrices of one model over the gold's documents and ``labels``; a ``dense`` model's
+    scores are copied from its matrix (``scores`` is then empty), never made long rows."""
     docs = documents(gold)
     doc_index = pl.DataFrame(
         {"doc_id": docs, "row": np.arange(len(docs))}, schema_overrides={"doc_id": pl.String}
@@ -104,10 +114,32 @@ def matrices(
         "predictions": _fill(decided, doc_index, label_index, yhat),
     }
     raw = None
-    if scores.height:
+    if dense is not None:
+        raw = _dense_raw(dense, docs, labels)
+    elif scores.height:
         raw = np.zeros(shape, dtype=np.float64)
         _fill(scores, doc_index, label_index, raw, values="score")
     return Matrices(list(docs), list(labels), y, yhat, raw, outside)
+
+
+def _dense_raw(dense: DenseScores, docs: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """``raw`` from a dense model's matrix: the cells of its kept rows and columns that fall
+    on the gold's documents and ``labels`` (as float64, as the long scores hold them), 0
+    elsewhere; copied a block of rows at a time."""
+    matrix = dense.matrix()
+    doc_at = {d: i for i, d in enumerate(docs)}
+    label_at = {c: j for j, c in enumerate(labels)}
+    rows = [(i, doc_at[d]) for i, d in enumerate(dense.docs) if d is not None and d in doc_at]
+    cols = [(j, label_at[c]) for j, c in enumerate(dense.codes) if c is not None and c in label_at]
+    raw = np.zeros((len(docs), len(labels)), dtype=np.float64)
+    if not rows or not cols:
+        return raw
+    source_rows, target_rows = (np.array(v, dtype=np.int64) for v in zip(*rows, strict=True))
+    source_cols, target_cols = (np.array(v, dtype=np.int64) for v in zip(*cols, strict=True))
+    for start in range(0, len(source_rows), 1024):
+        block = np.asarray(matrix[source_rows[start : start + 1024]])[:, source_cols]
+        raw[target_rows[start : start + 1024, None], target_cols] = block
+    return raw
 
 
 def auc(truth: np.ndarray, scores: np.ndarray) -> float:
@@ -118,11 +150,15 @@ def auc(truth: np.ndarray, scores: np.ndarray) -> float:
     negatives = truth.size - positives
     if positives == 0 or negatives == 0:
         return float("nan")
-    order = np.argsort(scores, kind="stable")
-    ordered = scores[order]
-    # doubled average ranks (1-based) of each run of tied scores: integers, summed exactly
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], ordered.size]
-    doubled = np.repeat(starts + ends + 1, ends - starts)
-    rank_sum = int(doubled[truth[order]].sum())
+    # A positive's doubled average rank (1-based) is (scores below it) + (scores at most it)
+    # + 1: integers, summed exactly. The matrix is mostly unscored zeros, so only the other
+    # scores are sorted, and the zeros are counted in where they rank (the flattened matrix
+    # of the micro AUC would otherwise be a sort of documents x labels).
+    nonzero = scores[scores != 0]
+    zeros = scores.size - nonzero.size
+    ordered = np.sort(nonzero)
+    value = scores[truth]
+    below = np.searchsorted(ordered, value, side="left") + zeros * (value > 0)
+    at_most = np.searchsorted(ordered, value, side="right") + zeros * (value >= 0)
+    rank_sum = int((below + at_most + 1).sum(dtype=np.int64))
     return (rank_sum - positives * (positives + 1)) / (2 * positives * negatives)

@@ -23,6 +23,7 @@ from hieval.conventions.table import (
     strictly_above,
 )
 from hieval.hierarchy.table import read_level_table
+from hieval.inputs.dense_scores import read_reference
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def write_conventions(  # noqa: PLR0913 (rule conventions' inputs, params and ou
                 gold=gold_frame,
                 decided=decided,
                 scores=paths.read_parquet(scores[model]),
+                dense=read_reference(scores[model]),
                 tidy=pl.concat([paths.read_parquet(p) for p in tidy[model]]),
                 conventions=names,
                 ks=ks,

@@ -16,6 +16,7 @@ from hieval.conventions.hieval_own import hieval_metrics
 from hieval.conventions.matrix import matrices, observed_labels
 from hieval.conventions.registry import NAMES, PAPER_TABLES
 from hieval.errors import HievalError, preview_value
+from hieval.inputs.dense_scores import DenseScores
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +104,14 @@ def model_rows(  # noqa: PLR0913 (one model's tables, each read once by the call
     icd9: bool = True,
     notes: dict | None = None,
     asked: bool = True,
+    dense: DenseScores | None = None,
 ) -> pl.DataFrame:
     """The rows of ``model`` under each of ``conventions``; with ``label_space`` None, CAML's and
     Edin et al.'s label space is the codes observed in the gold and the decided predictions.
     ``notes``, when given, receives what the report says about them (the label space, the
     pairs left outside it, the threshold of Edin et al.'s decisions). ``asked``: the
-    conventions were named by the user (not the default), so they run at any size."""
+    conventions were named by the user (not the default), so they run at any size.
+    ``dense``: the model's scores are its matrix (``scores`` is then empty)."""
     rows: list[tuple[str, str, float]] = []
     matrix_conventions = [c for c in conventions if c != "hieval"]
     if matrix_conventions and not asked:
@@ -123,7 +126,7 @@ def model_rows(  # noqa: PLR0913 (one model's tables, each read once by the call
             )  # fmt: skip
         else:
             labels = label_space
-        m = matrices(gold, decided, scores, labels=labels)
+        m = matrices(gold, decided, scores, labels=labels, dense=dense)
         _check_label_space(m.outside, gold, label_space_name)
         if notes is not None:
             notes.update(

@@ -13,7 +13,8 @@ vectorised version (``tests/test_lca_compiled.py``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hieval.compiled import compiled
 
 _DEPTHS = 1 << 10
 _NONE = np.iinfo(np.int32).max
@@ -146,22 +147,13 @@ def _count(d, e, groups, entry, group, per_label, depth, is_root, out):  # noqa:
             out[1, d] += 1
 
 
-def _compiled(function):
-    """``function`` compiled without the GIL, cached on disk where numba finds a writable
-    folder (else compiled in each process, as :mod:`hieval.metrics.uncertainty.state_sums`)."""
-    try:
-        return njit(cache=True, nogil=True)(function)
-    except RuntimeError:
-        return njit(nogil=True)(function)
-
-
 # Helpers first: each is resolved as compiled when the kernel compiles.
-_widest = _compiled(_widest)
-_entries = _compiled(_entries)
-_groups = _compiled(_groups)
-_drop_and_pair = _compiled(_drop_and_pair)
-_count = _compiled(_count)
-lca_sums = _compiled(_lca_sums_py)
+_widest = compiled(_widest)
+_entries = compiled(_entries)
+_groups = compiled(_groups)
+_drop_and_pair = compiled(_drop_and_pair)
+_count = compiled(_count)
+lca_sums = compiled(_lca_sums_py)
 
 
 def slice_lca_sums(doc, code, pred, *, space, depth) -> np.ndarray:

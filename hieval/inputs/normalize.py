@@ -353,6 +353,11 @@ def normalize_labels(  # noqa: PLR0913 (its callers' keywords; checked into one 
     common = parquet_fast.normalize(source, job)
     if common is not None:  # the usual clean file: normalised over integer ranks
         return common
+    from hieval.inputs import dense_normalize  # here: it takes its steps from this module
+
+    matrix = dense_normalize.blocked_matrix(source, job)
+    if matrix is not None:  # a dense score matrix: decided by blocks, never made long
+        return dense_normalize.normalize_dense(source, job, matrix)
     return _normalize_in_duckdb(source, job)
 
 

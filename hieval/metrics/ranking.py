@@ -30,6 +30,8 @@ Definitions (docs/scores.md states them too):
   scores form one threshold), averaged over documents with a gold code.
 - ``brier`` / ``ece`` ``micro``: over the label space, unscored pairs scoring 0; ECE with 15
   equal-width bins on [0, 1] (the last one closed), for scores in [0, 1] only.
+- ``brier`` / ``ece`` ``scored``: the same over the scored pairs only (a truncated score file's
+  unscored zeros, mostly true negatives, would otherwise make any model look calibrated).
 """
 
 from __future__ import annotations
@@ -347,7 +349,15 @@ def point_values(arrays: ScoreArrays, ks: Sequence[int] = DEFAULT_KS) -> dict[st
         values["macro", "auc"] = float(macro_mean(per_label)[0])
     if arrays.n_docs == 0:
         return values
-    docs = ranked_documents(arrays)
+    return values | document_means(ranked_documents(arrays), ks)
+
+
+def document_means(docs: RankedDocuments, ks: Sequence[int]) -> dict[tuple[str, str], float]:
+    """Every ``mean`` ranking row (P@K, R@K, R-precision, MAP, nDCG@K, ...) by (average,
+    metric) from ranked documents, each :func:`document_mean` of its registry declaration
+    (:data:`~hieval.metrics.registry.DOCUMENT_MEANS`); a metric without a counted document (or
+    without the gains it needs) is left out. Shared by the long path and the dense blocks."""
+    values: dict[tuple[str, str], float] = {}
     for metric in DOCUMENT_MEANS:
         for name, k in at_ks(metric.metric, ks):
             value = document_mean(metric, docs, k)
@@ -371,46 +381,61 @@ def calibration_sums(arrays: ScoreArrays, bins: int = ECE_BINS) -> dict[str, np.
     doc = arrays.key // arrays.n_labels
     missed = np.bincount(arrays.gold_key[~found] // arrays.n_labels, minlength=n_docs)
     error = score - truth
+    scored_brier = np.bincount(doc, weights=error * error, minlength=n_docs)
     out = {
-        "brier": np.bincount(doc, weights=error * error, minlength=n_docs) + missed,
+        "brier": scored_brier + missed,
         "pairs": np.full(n_docs, float(arrays.n_labels)),
     }
     bin_of = np.minimum((score * bins).astype(np.int64), bins - 1)
     cell = doc * bins + bin_of
     score_sum = np.bincount(cell, weights=score, minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
-    true_sum = true_sum.astype(np.float64)
+    scored_true = np.bincount(cell[truth], minlength=n_docs * bins).reshape(n_docs, bins)
+    scored_true = scored_true.astype(np.float64)
+    true_sum = scored_true.copy()
     true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
     for b in range(bins):
         out[f"score|{b}"] = score_sum[:, b]
         out[f"true|{b}"] = true_sum[:, b]
+    out["scored|brier"] = scored_brier
+    out["scored|pairs"] = np.bincount(doc, minlength=n_docs).astype(np.float64)
+    for b in range(bins):
+        out[f"scored|true|{b}"] = scored_true[:, b]
     return out
 
 
 def calibration_formula(
     col: dict[str, np.ndarray], bins: int = ECE_BINS, *, empty: float = 0.0
-) -> dict[str, np.ndarray]:
+) -> dict[tuple[str, str], np.ndarray]:
     """Brier score and ECE per row of weighted sums of :func:`calibration_sums`' columns
     (``col``: name -> one sum per replicate, correctly rounded): Σ squared errors / pairs, and
     Σ over bins |Σ truth − Σ score| / pairs (the bins' sums over documents weighted before the
-    absolute value); ``empty`` where no pair is weighted."""
-    gaps = np.column_stack([np.abs(col[f"true|{b}"] - col[f"score|{b}"]) for b in range(bins)])
-    return {
-        "brier": divide(col["brier"], col["pairs"], zero_division=empty),
-        "ece": divide(exact_sum(gaps), col["pairs"], zero_division=empty),
-    }
+    absolute value); ``empty`` where no pair is weighted. Keyed by (average, metric): ``micro``
+    over the label space, ``scored`` over the scored pairs only (the same bins' score sums, the
+    gold pairs among the scored ones, the scored pairs' count)."""
+    out = {}
+    for average, prefix in (("micro", ""), ("scored", "scored|")):
+        gaps = np.column_stack(
+            [np.abs(col[f"{prefix}true|{b}"] - col[f"score|{b}"]) for b in range(bins)]
+        )
+        pairs = col[f"{prefix}pairs"]
+        out[average, "brier"] = divide(col[f"{prefix}brier"], pairs, zero_division=empty)
+        out[average, "ece"] = divide(exact_sum(gaps), pairs, zero_division=empty)
+    return out
 
 
-def calibration_values(arrays: ScoreArrays, bins: int = ECE_BINS) -> dict[str, float] | None:
-    """Brier score and ECE over the label space (unscored pairs score 0), or None when a score
-    lies outside [0, 1]: :func:`calibration_formula` with every document weighing 1."""
+def calibration_values(
+    arrays: ScoreArrays, bins: int = ECE_BINS, *, average: str = "micro"
+) -> dict[str, float] | None:
+    """Brier score and ECE by metric name, over the label space (``average="micro"``: unscored
+    pairs score 0) or over the scored pairs (``"scored"``: None without one), or None when a
+    score lies outside [0, 1]: :func:`calibration_formula` with every document weighing 1."""
     sums = calibration_sums(arrays, bins)
-    if sums is None:
+    if sums is None or (average == "scored" and len(arrays.key) == 0):
         return None
     names = list(sums)
     totals = exact_weighted_sums(np.ones((1, arrays.n_docs)), np.column_stack(list(sums.values())))
     values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
-    return {name: float(value[0]) for name, value in values.items()}
+    return {metric: float(value[0]) for (avg, metric), value in values.items() if avg == average}
 
 
 def pool(arrays: ScoreArrays, node_of: np.ndarray, n_nodes: int) -> ScoreArrays:
@@ -500,6 +525,8 @@ def score_rows(
             notes["calibration"] = "scores outside [0, 1]: no calibration rows"
         else:
             rows += [("calibration", LEAF, "micro", m, v) for m, v in calibration.items()]
+            scored = calibration_values(arrays, average="scored") or {}
+            rows += [("calibration", LEAF, "scored", m, v) for m, v in scored.items()]
     else:
         notes["ranking"] = "hard predictions (no scores): no ranking or calibration rows"
     if threshold is not None:

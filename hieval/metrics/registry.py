@@ -298,6 +298,16 @@ REGISTRY: tuple[Metric, ...] = (
         "ECE", higher_is_better=False,
     ),
     Metric(
+        "calibration", "brier", "scored", LEAF, SCORES,
+        "Brier over the scored pairs only (unscored pairs left out, not scored 0)",
+        "Brier-scored", higher_is_better=False,
+    ),
+    Metric(
+        "calibration", "ece", "scored", LEAF, SCORES,
+        "ECE over the scored pairs only (unscored pairs left out, not scored 0)",
+        "ECE-scored", higher_is_better=False,
+    ),
+    Metric(
         "selection", "threshold", "global", LEAF, SCORES,
         "the decision threshold tuned on the dev set (max dev flat micro-F1)",
     ),

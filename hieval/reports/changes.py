@@ -4,14 +4,23 @@ History section near the report's end.
 
 A model's *last evaluation* is the latest evaluation recorded in its series (same model name,
 gold, code system, hierarchy and settings) with another key than this run's (other inputs or
-another hieval version). A change is *beyond its interval* when its
-size exceeds the half-width of the bootstrap interval of the difference, taken as
-``sqrt(h_before² + h_now²)`` from the half-widths ``h = (high - low) / 2`` of the two
-evaluations' own percentile intervals at the same confidence. That is the interval of a
-difference of two independent estimates; both evaluations resample the same gold documents,
-so their errors are positively correlated and the paired interval is narrower: the test is
-conservative (a move called beyond it is one; a smaller move may be real). Without intervals
-in both evaluations (bootstrap off), or at different confidences, no verdict is given.
+another hieval version). A change is *beyond its interval* when the bootstrap interval of the
+difference (at the evaluations' confidence) does not hold 0. Two ways to get that interval:
+
+- **paired** (exact): both evaluations kept their headline replicates, drew them with the same
+  seed and the same number of replicates, on the same gold (the series says so). A replicate's
+  document weights depend only on (seed, document id, replicate), so replicate r of both
+  evaluations resampled the same documents, and the replicate-wise difference *is* the paired
+  bootstrap of the difference: its percentile interval is the interval of the change.
+- **approximate** otherwise (an evaluation by an earlier hieval, another seed or count): the
+  change ± ``sqrt(h_before² + h_now²)`` from the half-widths ``h = (high - low) / 2`` of the
+  two evaluations' own intervals, the interval of a difference of two independent estimates.
+  Both resample the same documents, so their errors are positively correlated and the paired
+  interval is narrower: this test is conservative (a move called beyond it is one; a smaller
+  move may be real). The report says which rows used it.
+
+Without intervals in both evaluations (bootstrap off), or at different confidences, no verdict
+is given.
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ from hieval.reports.history import HISTORY_METRICS
 
 #: Headline metrics shown as percentages; ICM has no fixed range and is shown as it is.
 RAW_METRICS = ("ICM",)
-#: The columns of :func:`last_changes`.
+#: The columns of :func:`last_changes`: ``low`` and ``high`` bound the interval of the
+#: change, ``half_width`` is half its width, ``method`` says how it was had (:data:`PAIRED`,
+#: :data:`APPROXIMATE` or None without an interval).
 CHANGE_COLUMNS = (
     "model",
     "metric",
@@ -42,7 +53,12 @@ CHANGE_COLUMNS = (
     "half_width",
     "beyond",
     "before_timestamp",
+    "low",
+    "high",
+    "method",
 )
+PAIRED = "paired"
+APPROXIMATE = "approximate"
 
 
 def _series_rows(history: pl.DataFrame, current: pl.DataFrame, model: str) -> pl.DataFrame:
@@ -64,16 +80,42 @@ def _half_width(row: dict) -> float | None:
     return (row["high"] - row["low"]) / 2
 
 
+def paired_interval(old: dict, now: dict) -> tuple[float, float] | None:
+    """The percentile interval of the replicate-wise differences now - before, at the
+    evaluations' confidence, when both kept replicates of one seed and count (the paired
+    bootstrap of the difference: module docstring); None otherwise. Replicates in which a
+    value is undefined (NaN) are left out, as in the intervals themselves."""
+    before, after = old.get("replicates"), now.get("replicates")
+    if before is None or after is None or len(before) != len(after) or not len(after):
+        return None
+    if old.get("bootstrap_seed") is None or old["bootstrap_seed"] != now.get("bootstrap_seed"):
+        return None
+    differences = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    differences = differences[~np.isnan(differences)]
+    if not differences.size:
+        return None
+    tail = (1 - now["confidence"]) / 2
+    low, high = np.quantile(differences, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def _compared(old: dict, now: dict) -> tuple:
     """One headline metric before and now: the values, the change, the half-width of the
-    interval of the change and whether the change is beyond it (module docstring)."""
+    interval of the change, whether the change is beyond it, and that interval and how it
+    was had (module docstring)."""
     change = now["value"] - old["value"]
     widths = (_half_width(old), _half_width(now))
-    half = None
+    low = high = method = None
     if None not in widths and old["confidence"] == now["confidence"]:
-        half = math.hypot(*widths)
-    beyond = None if half is None else abs(change) > half
-    return (old["value"], now["value"], change, half, beyond, old["timestamp"])
+        paired = paired_interval(old, now)
+        if paired is not None:
+            (low, high), method = paired, PAIRED
+        else:
+            half = math.hypot(*widths)
+            low, high, method = change - half, change + half, APPROXIMATE
+    beyond = None if method is None else not (low <= 0 <= high)
+    half = None if method is None else (high - low) / 2
+    return (old["value"], now["value"], change, half, beyond, old["timestamp"], low, high, method)
 
 
 def _previous(history: pl.DataFrame, current: pl.DataFrame, model: str) -> dict[str, dict]:
@@ -105,6 +147,7 @@ def last_changes(history: pl.DataFrame, current: pl.DataFrame) -> pl.DataFrame:
         "metric": pl.String,
         "beyond": pl.Boolean,
         "before_timestamp": pl.String,
+        "method": pl.String,
     }
     return pl.DataFrame(out, schema=schema, orient="row")
 
@@ -119,6 +162,14 @@ def _value(metric: str, value: float | None, *, signed: bool = False) -> str:
     return f"{100 * value:{sign}.1f}"
 
 
+def _range(metric: str, low: float | None, high: float | None) -> str:
+    """The interval of a change as its two ends: a paired percentile interval need not be
+    symmetric about the change, so a "± half-width" could contradict the verdict."""
+    if low is None or high is None:
+        return "–"
+    return f"[{_value(metric, low, signed=True)}, {_value(metric, high, signed=True)}]"
+
+
 def _verdict(beyond: bool | None) -> str:
     return {True: "yes", False: "no", None: "no interval"}[beyond]
 
@@ -126,11 +177,17 @@ def _verdict(beyond: bool | None) -> str:
 _NOTE = (
     "Each model's headline metrics against its last evaluation on the same gold, code system, "
     "hierarchy and settings (F-measures in %, changes in points; ICM as it is). Beyond the "
-    "interval: the change is larger than the half-width of the bootstrap interval of the "
-    "difference, sqrt(h_before² + h_now²) from the two evaluations' own intervals "
-    "(conservative: both resample the same documents); no interval: an evaluation without "
-    "bootstrap."
+    "interval: the bootstrap interval of the difference does not hold 0; ± interval is half "
+    "its width. Paired: from the two evaluations' replicates, drawn with the same seed on the "
+    "same documents (the paired bootstrap of the difference, exact); approximate: the change "
+    "± sqrt(h_before² + h_now²) from the two evaluations' own intervals (an evaluation without "
+    "kept replicates, or another seed or replicate count; conservative, since both resample "
+    "the same documents); no interval: an evaluation without bootstrap."
 )
+
+
+def _how(method: str | None) -> str:
+    return method or "–"
 
 
 def _moved(changes: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -149,8 +206,9 @@ def changes_markdown(changes: pl.DataFrame) -> str:
     lines = ["## Changes since the last evaluation", "", _NOTE, ""]
     if moved.height:
         lines += [
-            "| Model | Metric | Last evaluated | Before | Now | Change | ± interval | Beyond |",
-            "|---|---|---|---:|---:|---:|---:|---|",
+            "| Model | Metric | Last evaluated | Before | Now | Change | Its interval | Beyond "
+            "| Interval |",
+            "|---|---|---|---:|---:|---:|---:|---|---|",
         ]
         for r in moved.iter_rows(named=True):
             metric = r["metric"]
@@ -158,7 +216,8 @@ def changes_markdown(changes: pl.DataFrame) -> str:
                 f"| {md(r['model'])} | {metric} | {r['before_timestamp']} "
                 f"| {_value(metric, r['before'])} | {_value(metric, r['now'])} "
                 f"| {_value(metric, r['change'], signed=True)} "
-                f"| {_value(metric, r['half_width'])} | {_verdict(r['beyond'])} |"
+                f"| {_range(metric, r['low'], r['high'])} | {_verdict(r['beyond'])} "
+                f"| {_how(r['method'])} |"
             )
         lines.append("")
     if still:
@@ -192,14 +251,14 @@ def changes_html(history: pl.DataFrame | None, current: pl.DataFrame | None) -> 
         f"<td>{esc(r['before_timestamp'])}</td>"
         f"<td>{_value(r['metric'], r['before'])}</td><td>{_value(r['metric'], r['now'])}</td>"
         f"<td><b>{_value(r['metric'], r['change'], signed=True)}</b></td>"
-        f"<td>{_value(r['metric'], r['half_width'])}</td><td>{_verdict(r['beyond'])}</td>"
-        "</tr>"
+        f"<td>{_range(r['metric'], r['low'], r['high'])}</td><td>{_verdict(r['beyond'])}</td>"
+        f"<td>{_how(r['method'])}</td></tr>"
         for r in moved.iter_rows(named=True)
     )
     table = (
         '<div class="scroll"><table><thead><tr><th>Model</th><th>Metric</th>'
-        "<th>Last evaluated</th><th>Before</th><th>Now</th><th>Change</th><th>± interval</th>"
-        f"<th>Beyond</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        "<th>Last evaluated</th><th>Before</th><th>Now</th><th>Change</th><th>Its interval</th>"
+        f"<th>Beyond</th><th>Interval</th></tr></thead><tbody>{rows}</tbody></table></div>"
         if moved.height
         else ""
     )

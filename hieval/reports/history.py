@@ -33,6 +33,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -40,6 +41,9 @@ from hieval import paths
 from hieval.atomic import write_parquet
 from hieval.errors import InputError
 from hieval.metrics.registry import BY_PAPER, paper_level
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The headline metrics kept per evaluation (paper names of the registry).
 HISTORY_METRICS = ("F-flat", "F-set", "F-CoPHE", "ICM", "EB-F")
@@ -55,8 +59,8 @@ SCHEMA_V1 = {
     "hieval_version": pl.String,
     "key": pl.String,
 }
-#: The history's columns (docs/history.md says what each holds).
-SCHEMA = {
+#: The second schema (hieval before the history kept bootstrap replicates): still read.
+SCHEMA_V2 = {
     **SCHEMA_V1,
     "code_system": pl.String,
     "hierarchy_sha256": pl.String,
@@ -65,6 +69,50 @@ SCHEMA = {
     "high": pl.Float64,
     "confidence": pl.Float64,
 }
+#: The history's columns (docs/history.md says what each holds): the second schema's, and the
+#: bootstrap's seed and the value's replicates (one per bootstrap replicate, in replicate
+#: order), from which the next evaluation of the same gold gets the paired interval of its
+#: change (:mod:`hieval.reports.changes`).
+SCHEMA = {
+    **SCHEMA_V2,
+    "bootstrap_seed": pl.Int64,
+    "replicates": pl.List(pl.Float64),
+}
+#: The columns of the headline replicates table the uncertainty stage writes
+#: (:func:`replicate_table`) and :func:`history_rows` reads.
+REPLICATE_SCHEMA = {
+    "model": pl.String,
+    "family": pl.String,
+    "level": pl.String,
+    "average": pl.String,
+    "metric": pl.String,
+    "bootstrap_seed": pl.Int64,
+    "replicates": pl.List(pl.Float64),
+}
+
+
+def headline_rows() -> list[tuple[str, str, str, str]]:
+    """The tidy rows (family, level, average, metric) of :data:`HISTORY_METRICS`."""
+    return [
+        (m.family, paper_level(m), m.average, m.metric)
+        for m in (BY_PAPER[name] for name in HISTORY_METRICS)
+    ]
+
+
+def replicate_table(
+    replicates: dict[str, np.ndarray], tidy: dict[str, pl.DataFrame], *, seed: int
+) -> pl.DataFrame:
+    """The headline rows' bootstrap replicates per model (``replicates``: replicates x the
+    model's ``tidy`` rows, in their order), with the bootstrap's ``seed``: the few KB the
+    history keeps of a bootstrap."""
+    wanted = set(headline_rows())
+    rows = []
+    for model, matrix in replicates.items():
+        keys = tidy[model].select("family", "level", "average", "metric").rows()
+        for column, key in enumerate(keys):
+            if key in wanted:
+                rows.append((model, *key, seed, matrix[:, column].tolist()))
+    return pl.DataFrame(rows, schema=REPLICATE_SCHEMA, orient="row")
 
 
 def digest(value) -> str:
@@ -80,12 +128,13 @@ def history_rows(
     version: str,
     code_system: str,
     hierarchy_sha256: str,
-    bootstrap: tuple[pl.DataFrame, float] | None = None,
+    bootstrap: tuple[pl.DataFrame, float] | tuple[pl.DataFrame, float, pl.DataFrame] | None = None,
     timestamp: str | None = None,
 ) -> pl.DataFrame:
     """This run's rows: per model, its headline metrics, the evaluation's key and series, and
     the bootstrap interval of each value when the run has one (``bootstrap``: its intervals
-    table and their confidence).
+    table and their confidence, and optionally :func:`replicate_table`'s table, whose
+    replicates and seed are kept with each value).
 
     ``settings`` holds ``run`` (settings shared by every model) and ``models`` (each model's
     own reading options); ``records`` the input records (gold first, then the models).
@@ -94,9 +143,11 @@ def history_rows(
     gold = by_name["gold"]["sha256"]
     when = timestamp or datetime.now(UTC).isoformat(timespec="seconds")
     values = _by_row(tidy, "value")
-    intervals, confidence = bootstrap if bootstrap is not None else (None, None)
+    intervals, confidence, replicates = (*bootstrap, None)[:3] if bootstrap else (None,) * 3
     lows = _by_row(intervals, "low") if intervals is not None else {}
     highs = _by_row(intervals, "high") if intervals is not None else {}
+    seeds = _by_row(replicates, "bootstrap_seed") if replicates is not None else {}
+    draws = _by_row(replicates, "replicates") if replicates is not None else {}
     rows = []
     for model in dict.fromkeys(tidy["model"].to_list()):
         record = by_name.get(model, {})
@@ -114,7 +165,8 @@ def history_rows(
             low, high = lows.get(row), highs.get(row)
             level = confidence if low is not None and high is not None else None
             identity = (gold, inputs, settings_sha, version, key, code_system, hierarchy_sha256)
-            rows.append((when, model, name, value, *identity, series, low, high, level))
+            drawn = (seeds.get(row), draws.get(row))
+            rows.append((when, model, name, value, *identity, series, low, high, level, *drawn))
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")
 
 
@@ -127,12 +179,14 @@ def _by_row(table: pl.DataFrame, column: str) -> dict[tuple, float]:
 
 
 def upgraded(frame: pl.DataFrame) -> pl.DataFrame:
-    """A history frame of the first schema in the current one: the new columns empty (its
-    code system, hierarchy and intervals were not recorded, so its rows are in no series)."""
+    """A history frame of an earlier schema in the current one: the new columns empty (the
+    first schema's code system, hierarchy and intervals were not recorded, so its rows are in
+    no series; the second's replicates were not kept, so its changes get the approximate
+    interval)."""
     if dict(frame.schema) == SCHEMA:
         return frame
     return frame.with_columns(
-        [pl.lit(None, dtype).alias(name) for name, dtype in SCHEMA.items() if name not in SCHEMA_V1]
+        [pl.lit(None, dtype).alias(name) for name, dtype in SCHEMA.items() if name not in frame]
     ).select(list(SCHEMA))
 
 
@@ -160,7 +214,7 @@ def read_history(path: str | Path) -> pl.DataFrame:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _unusable(path, f"cannot be read as Parquet ({reason})") from None
     found = dict(old.schema)
-    if found == SCHEMA_V1:  # written by an earlier hieval: kept, in the current schema
+    if found in (SCHEMA_V1, SCHEMA_V2):  # written by an earlier hieval: kept, in the current schema
         return upgraded(old)
     if found != SCHEMA:
         have = ", ".join(f"{name} {dtype}" for name, dtype in found.items())

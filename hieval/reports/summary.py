@@ -242,7 +242,7 @@ def _score_table(tidy: pl.DataFrame, models: list[str], notes: list[dict] = ()) 
         "Models without scores have no ranking rows (see the notes). Ranking metrics in percent; "
         "Brier and ECE are losses. Pairs scored: the share of the label space's (document, "
         "code) pairs the score file scores; the others rank tied below every scored pair (AUC) "
-        "and score zero (Brier, ECE).",
+        "and score zero (Brier, ECE micro); the scored rows leave them out.",
         "",
         f"| Model | Pairs scored (%) | {' | '.join(heads)} |",
         "|---|---:|" + "---:|" * len(heads),

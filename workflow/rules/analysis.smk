@@ -1,6 +1,7 @@
 """Hierarchical error analysis (results/report/): each model's error distance rows, near-miss
-confusions and per-code table (a job per model), the error distance of all models
-(errors.parquet), and with config doc_groups the metrics per group of documents."""
+confusions and per-code table (a job per model, so that a changed model reruns alone; the
+report job gathers the error distance of all models, errors.parquet), and with config
+doc_groups the metrics per group of documents."""
 
 
 rule model_errors:
@@ -29,24 +30,6 @@ rule model_errors:
         uncertainty=json.dumps(config["uncertainty"], sort_keys=True),
     script:
         "../../scripts/model_errors.py"
-
-
-rule error_distance:
-    input:
-        expand(results("errors/{model}.parquet"), model=MODEL_NAMES),
-    output:
-        results("report/errors.parquet"),
-    log:
-        logs("report/errors.log"),
-    conda:
-        "../envs/hieval.yaml"
-    resources:
-        mem_mb=mem_mb,
-        runtime=runtime,
-    params:
-        hieval=HIEVAL_CODE,
-    script:
-        "../../scripts/error_distance.py"
 
 
 rule group_analysis:

@@ -209,6 +209,7 @@ def uncertainty_files(wildcards):
     return {
         "intervals": results("report/intervals.parquet"),
         "comparisons": results("report/comparisons.parquet"),
+        "replicates": results("report/replicates.parquet"),
     }
 
 

@@ -27,7 +27,9 @@ rule report:
         # not read: named so the job knows every file of this run in results/report, and
         # removes what an earlier configuration left there (hieval.reports.leftovers)
         nodes_csv=expand(results("report/nodes/{model}.csv"), model=MODEL_NAMES),
-        errors=rules.error_distance.output,
+        # each model's error distance rows, gathered here into report/errors.parquet (a job
+        # of its own cost a process start for a concatenation)
+        errors=expand(results("errors/{model}.parquet"), model=MODEL_NAMES),
         confusions=expand(
             results("report/confusions/{model}.parquet"), model=MODEL_NAMES
         ),
@@ -37,6 +39,7 @@ rule report:
         # mean and sd over each system's runs, when the sheet has a `system` column
         **systems_output(),
         metrics=results("report/metrics.parquet"),
+        errors=results("report/errors.parquet"),
         metrics_csv=results("report/metrics.csv"),
         summary=results("report/summary.csv"),
         summary_md=results("report/summary.md"),

@@ -30,11 +30,13 @@ rule uncertainty:
     output:
         intervals=results("report/intervals.parquet"),
         comparisons=results("report/comparisons.parquet"),
+        # the headline rows' replicates: the history keeps them (paired change intervals)
+        replicates=results("report/replicates.parquet"),
     log:
         logs("report/uncertainty.log"),
     conda:
         "../envs/hieval.yaml"
-    threads: 2
+    threads: uncertainty_threads
     resources:
         mem_mb=mem_mb,
         runtime=lambda wildcards, input, attempt: runtime(wildcards, input, attempt)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -118,9 +119,11 @@ def _check_decisions(
         )
 
 
-def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
-    """Register ``src``: one row per non-zero decision, or per score, plus each document."""
-    matrix = _matrix(path, name)
+def _lists(
+    matrix: np.ndarray, path: Path, name: str, extras
+) -> tuple[list[str], list[str], list[int], Path]:
+    """The matrix's document and code lists (docs, codes, each code's line, the code list's
+    path), each as long as its axis."""
     stem = path.with_suffix("")
     code_list = Path(extras.code_list or f"{stem}.codes.txt")
     doc_list = Path(extras.doc_list or f"{stem}.docs.txt")
@@ -136,6 +139,57 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extra
                 f"but the {what} list {listed} holds {len(entries)} {what}s for its "
                 f"{matrix.shape[axis]} {unit}; give one {what} per {unit[:-1]}, in order"
             )
+    return docs, codes, code_lines, code_list
+
+
+@dataclass(frozen=True)
+class ScoreMatrix:
+    """A floating ``.npy`` of scores, memory mapped, with its lists (checked against its
+    shape): what normalisation decides block by block (:mod:`hieval.inputs.dense_decisions`)."""
+
+    matrix: np.ndarray
+    docs: list[str]
+    codes: list[str]
+    code_lines: list[int]
+    code_list: Path
+
+
+def score_matrix(path: Path, name: str, extras) -> ScoreMatrix | None:
+    """The score matrix of ``path`` read lazily, or None where it must be read whole: an
+    ``.npz`` (compressed members cannot be mapped) or integer or boolean cells (decisions, or
+    0/1 integers, read as today)."""
+    if path.suffix.lower() != ".npy":
+        return None
+    try:
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, *_DAMAGED):
+        return None  # read whole by load(), which names what is wrong
+    if matrix.ndim != 2 or not np.issubdtype(matrix.dtype, np.floating):
+        return None
+    docs, codes, code_lines, code_list = _lists(matrix, path, name, extras)
+    return ScoreMatrix(matrix, docs, codes, code_lines, code_list)
+
+
+def register_lists(con: duckdb.DuckDBPyConnection, matrix: ScoreMatrix) -> None:
+    """The tables :func:`code_rows` and :func:`code_places` read, for a matrix decided by
+    blocks."""
+    con.register(
+        "dense_codes",
+        pa.table(
+            {
+                "ci": np.arange(len(matrix.codes)),
+                "code": matrix.codes,
+                "line": matrix.code_lines,
+            }
+        ),
+    )
+    con.register("dense_code_list", pa.table({"path": [str(matrix.code_list)]}))
+
+
+def load(con: duckdb.DuckDBPyConnection, path: Path, name: str, role: str, extras) -> None:
+    """Register ``src``: one row per non-zero decision, or per score, plus each document."""
+    matrix = _matrix(path, name)
+    docs, codes, code_lines, code_list = _lists(matrix, path, name, extras)
     if role == "gold":
         _check_decisions(matrix, path, name, docs, codes)
     # A gold is decisions whatever its dtype (float 0/1 is common); predictions are decisions

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from hieval.compiled import compiled
 from hieval.metrics.arithmetic import _HUGE, _slice_bits, exact_parts
 
 #: The bits of a float64 without its sign, and of the largest magnitude sliced here: a row whose
@@ -43,16 +43,6 @@ _CHUNK = 256
 _LEFT, _SPECIAL = 1, 2
 
 
-def _compiled(function, **flags):
-    """``function`` compiled without the GIL (the bootstrap runs models on threads), its
-    machine code cached on disk where numba finds a writable folder, else compiled in each
-    process (as :mod:`hieval.metrics.uncertainty.state_sums` does)."""
-    try:
-        return njit(cache=True, nogil=True, **flags)(function)
-    except RuntimeError:
-        return njit(nogil=True, **flags)(function)
-
-
 def _total_py(buffer: np.ndarray, count: int) -> float:  # pragma: no cover - compiled
     """Σ buffer[:count] in any order (``reassoc``: vectorised): the terms are exact slices on
     one grid, or non-negative remainders only compared with 0."""
@@ -62,7 +52,7 @@ def _total_py(buffer: np.ndarray, count: int) -> float:  # pragma: no cover - co
     return total
 
 
-_total = _compiled(_total_py, fastmath={"reassoc", "nsz"})
+_total = compiled(_total_py, fastmath={"reassoc", "nsz"})
 
 
 def _top_bits_py(bits: np.ndarray) -> np.uint64:  # pragma: no cover - compiled
@@ -75,7 +65,7 @@ def _top_bits_py(bits: np.ndarray) -> np.uint64:  # pragma: no cover - compiled
     return top
 
 
-_top_bits = _compiled(_top_bits_py)
+_top_bits = compiled(_top_bits_py)
 
 
 def _row_parts_py(
@@ -124,7 +114,7 @@ def _row_parts_py(
             left[i] = _LEFT
 
 
-_row_parts = _compiled(_row_parts_py)
+_row_parts = compiled(_row_parts_py)
 
 
 def _column_parts_py(
@@ -172,7 +162,7 @@ def _column_parts_py(
             left[i] = _LEFT
 
 
-_column_parts = _compiled(_column_parts_py)
+_column_parts = compiled(_column_parts_py)
 
 
 def row_parts(values: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray:

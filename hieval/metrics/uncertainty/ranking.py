@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from hieval.metrics.arithmetic import divide, exact_weighted_sums
-from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS
+from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
 from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import (
     DEFAULT_KS,
@@ -100,7 +100,12 @@ def _document_values(arrays: ScoreArrays, ks: Sequence[int]) -> dict[str, np.nda
     and the denominators, one column per document set the declarations average over and, for
     a metric with a declared ``best``, its best values (``best|psp@5``), zero where the
     document does not count. A statistic the arrays cannot give (no gains) has no column."""
-    docs = ranked_documents(arrays)
+    return document_columns(ranked_documents(arrays), ks)
+
+
+def document_columns(docs: RankedDocuments, ks: Sequence[int]) -> dict[str, np.ndarray]:
+    """:func:`_document_values` from the gold pairs' ranks themselves (a dense matrix's come
+    from :mod:`hieval.metrics.blocked`, not from score arrays)."""
     out = {over: docs.counted(over).astype(np.float64) for over in DOCUMENT_SETS}
     for metric in DOCUMENT_MEANS:
         mean = metric.per_document
@@ -183,7 +188,8 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     if calibration is not None:
         for name, column in calibration.items():
             add(f"calibration|{name}", column)
-        keys += [("calibration", LEAF, "micro", "brier"), ("calibration", LEAF, "micro", "ece")]
+        averages = ("micro", "scored") if len(arrays.key) else ("micro",)
+        keys += [("calibration", LEAF, avg, m) for avg in averages for m in ("brier", "ece")]
     n_docs = doc_ids.len()
     matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
     plans = {level: auc_plan([pairs]) for level, pairs in auc.items()}
@@ -268,7 +274,7 @@ def ranking_replicates(
                 prefix = "calibration|"
                 sums = {k[len(prefix) :]: v for k, v in col.items() if k.startswith(prefix)}
                 calibration = calibration_formula(sums, bins, empty=empty)
-            out[key] = calibration[metric]
+            out[key] = calibration[average, metric]
         else:
             raise KeyError(f"no replicate formula for {key}")
     return out

@@ -19,7 +19,8 @@ so the results are the same floating-point numbers (tests/test_uncertainty_speed
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from hieval.compiled import compiled
 
 
 def _state_sums_py(
@@ -49,18 +50,7 @@ def _state_sums_py(
                     out[part, r, c] += table[row, c]
 
 
-def _compiled(function):
-    """``function`` compiled without the GIL, its machine code cached on disk where numba
-    finds a writable folder (beside this module, else the user's cache); where none is (a
-    read-only install without a home folder) numba refuses ``cache=True`` at decoration, and
-    the loop is compiled in each process instead (about 0.6 s, once)."""
-    try:
-        return njit(cache=True, nogil=True)(function)
-    except RuntimeError:
-        return njit(nogil=True)(function)
-
-
-_state_sums = _compiled(_state_sums_py)
+_state_sums = compiled(_state_sums_py)
 
 
 def state_sums(

@@ -284,11 +284,15 @@ def uncertainty_tables(
     levels: tuple[str, ...],
     threads: int | None = None,
     ranking: dict[str, RankingUnits] | None = None,
+    replicates_out: dict[str, np.ndarray] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``intervals`` and ``comparisons`` over a zoo: ``tidy`` and ``units`` per model, in
     the sheet's order; ``levels`` are the evaluated levels (for the row order); ``ranking``
     the scored models' :class:`~hieval.metrics.uncertainty.ranking.RankingUnits`, whose rows
-    ``tidy`` then holds too.
+    ``tidy`` then holds too. ``replicates_out``, when given, receives each model's replicates
+    (replicates x its ``tidy`` rows, in their order): the history keeps the headline rows', so
+    that a later evaluation on the same documents and seed gets the paired interval of its
+    change (:mod:`hieval.reports.changes`).
 
     Models (bootstrap) and pairs (randomization test) are computed on ``threads`` threads
     (default: the cores this process may use; numpy and scipy's sparse products release the
@@ -320,6 +324,8 @@ def uncertainty_tables(
         log.info(
             "%d models: %d bootstrap replicates of their metrics", len(models), settings.bootstrap
         )
+        if replicates_out is not None:
+            replicates_out.update(replicates)
         pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
         zoo = _Zoo(tidy, units, replicates, ranking, layout, weights_key, settings)
         comparisons = list(pool.map(lambda pair: _pair_rows(*pair, zoo), pairs))

@@ -1,0 +1,305 @@
+"""A dense model's ranking and calibration rows read from its matrix by blocks of documents
+(issue 36): :func:`hieval.metrics.ranking.score_rows`' rows and notes, to the last bit, without
+the long scores table.
+
+Why: the long path indexes every scored pair (157M at MIMIC-IV's size) by string joins and
+sorts them per level. Here the matrix stays on disk (memory mapped, its sha256 checked), the
+gold becomes integer pairs over its rows and columns, and :func:`hieval.metrics.blocked.
+blocked_levels` ranks the gold pairs at the leaves and every max-pooled level in two reads.
+Its counts are integers and its final arithmetic today's, so AUC and the document means are
+today's bits. Calibration sums each document's squared errors and bin sums in the order
+today's ``np.bincount`` adds them (the scored codes of a document in code order), then sums the
+documents exactly, as :func:`hieval.metrics.ranking.calibration_values` does: today's bits too.
+
+Documents are numbered here as the matrix's rows come (those with a row first, then the gold's
+documents without one): every mean over documents is an exact sum, which no order changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from hieval.inputs.dense_scores import DenseScores, RowView
+from hieval.metrics import blocked
+from hieval.metrics.arithmetic import exact_weighted_sums
+from hieval.metrics.blocked_calibration import block_sums
+from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
+from hieval.metrics.ranking import ECE_BINS, calibration_formula
+from hieval.metrics.registry import LEAF, TIDY_SCHEMA, sort_tidy
+from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
+from hieval.metrics.uncertainty.ranking import (
+    BEST,
+    DOCUMENT_SETS,
+    RankingUnits,
+    document_columns,
+)
+from hieval.metrics.uncertainty.ranking import _denominator as denominator
+
+log = logging.getLogger(__name__)
+
+#: Documents per block, from the environment for the tests (blocks of 1 and 7 must give the
+#: same rows); :data:`hieval.metrics.blocked.DEFAULT_BLOCK_DOCS` otherwise.
+BLOCK_DOCS_VARIABLE = "HIEVAL_DENSE_BLOCK_DOCS"
+
+
+def block_docs() -> int:
+    return int(os.environ.get(BLOCK_DOCS_VARIABLE, blocked.DEFAULT_BLOCK_DOCS))
+
+
+class DenseModel:
+    """A dense model over the gold: the matrix's kept rows in order (``view``), the gold pairs
+    as (document, label) integers, the label space (``labels``: each label's code, the
+    matrix's kept columns first, then the gold's other codes) and its code order."""
+
+    def __init__(self, scores: DenseScores, gold: pl.DataFrame) -> None:
+        matrix = scores.matrix()
+        gold_docs = sorted(gold["doc_id"].unique().to_list())
+        in_gold = set(gold_docs)
+        rows = [i for i, d in enumerate(scores.docs) if d is not None and d in in_gold]
+        rows.sort(key=lambda i: scores.docs[i])
+        cols = [j for j, c in enumerate(scores.codes) if c is not None]
+        with_row = {scores.docs[i] for i in rows}
+        docs = [scores.docs[i] for i in rows] + [d for d in gold_docs if d not in with_row]
+        column_codes = [scores.codes[j] for j in cols]
+        gold_pairs = gold.drop_nulls("code")
+        others = sorted(set(gold_pairs["code"].to_list()) - set(column_codes))
+        self.docs: list[str] = docs  # rows with a row in the matrix first, then the others
+        self.labels: list[str] = column_codes + others
+        self.extra_labels = len(others)
+        self.n_docs = len(docs)
+        self.code_order = np.argsort(np.argsort(np.array(self.labels, dtype=object)))
+        all_cols = len(cols) == matrix.shape[1]
+        self.view = RowView(matrix, np.array(rows, dtype=np.int64), None if all_cols else cols)
+        doc_index = {d: i for i, d in enumerate(docs)}
+        label_index = {c: j for j, c in enumerate(self.labels)}
+        self.gold_rows = np.array([doc_index[d] for d in gold_pairs["doc_id"]], dtype=np.int64)
+        self.gold_cols = np.array([label_index[c] for c in gold_pairs["code"]], dtype=np.int64)
+
+    @property
+    def pairs(self) -> int:
+        return self.n_docs * len(self.labels)
+
+    @property
+    def scored(self) -> int:
+        return self.view.size
+
+    def node_of(self, ancestors: pl.DataFrame, level: str) -> tuple[np.ndarray, int]:
+        """Each label's node at ``level`` (nodes numbered in name order, -1 for none), as
+        :func:`hieval.metrics.ranking.level_arrays` places them, and how many have none."""
+        at_level = ancestors.filter(pl.col("level") == level).select("code", "ancestor")
+        mapped = pl.DataFrame({"code": self.labels}, schema={"code": pl.String}).join(
+            at_level, on="code", how="left", maintain_order="left"
+        )["ancestor"]
+        nodes = mapped.drop_nulls().unique().sort()
+        index = {n: i for i, n in enumerate(nodes.to_list())}
+        node_of = np.array([index.get(a, -1) for a in mapped.to_list()], dtype=np.int64)
+        return node_of, int((node_of < 0).sum())
+
+
+def dense_score_rows(
+    gold: pl.DataFrame,
+    scores: DenseScores,
+    *,
+    model: str,
+    ks: Sequence[int],
+    ancestors: pl.DataFrame | None,
+    levels: Sequence[str],
+    threshold: float | None,
+) -> tuple[pl.DataFrame, dict]:
+    """:func:`hieval.metrics.ranking.score_rows` of a dense model without training gold (the
+    propensity-scored rows need the long path)."""
+    dense = DenseModel(scores, gold)
+    notes: dict = {
+        "model": model,
+        "scored_pairs": dense.scored,
+        "propensity": "no training gold (--train-gold): no psp@K or psndcg@K rows",
+        "label_space_pairs": dense.pairs,
+        "unscored_pairs": dense.pairs - dense.scored,
+    }
+    if dense.pairs - dense.scored:
+        log.info(
+            "%s: %d of %d (document, code) pairs of the label space are unscored; they rank "
+            "below every scored pair, so AUC is a bound",
+            model, dense.pairs - dense.scored, dense.pairs,
+        )  # fmt: skip
+    node_of = {}
+    for level in levels:
+        node_of[level], left_out = dense.node_of(ancestors, level)
+        if left_out:
+            notes.setdefault("codes_without_node", {})[level] = left_out
+    size = block_docs()
+    results = _levels(dense, node_of, size)
+    rows: list[tuple[str, str, str, str, float]] = []
+    for level in [LEAF, *levels]:
+        aucs, ranks = results["leaf" if level == LEAF else level]
+        values = {}
+        if aucs.micro is not None:
+            values["micro", "auc"] = aucs.micro
+        if aucs.macro is not None:
+            values["macro", "auc"] = aucs.macro
+        if dense.n_docs:
+            values |= blocked.document_values(ranks, dense.n_docs, ks)
+        rows += [("ranking", level, average, metric, v) for (average, metric), v in values.items()]
+    calibration = calibration_values(dense, block_docs=size)
+    if calibration is None:
+        notes["calibration"] = "scores outside [0, 1]: no calibration rows"
+    else:
+        for average in ("micro", "scored"):  # the long path's row order
+            rows += [
+                ("calibration", LEAF, a, m, v) for (a, m), v in calibration.items() if a == average
+            ]
+    if threshold is not None:
+        rows.append(("selection", LEAF, "global", "threshold", threshold))
+    tidy = pl.DataFrame([(model, *row) for row in rows], schema=TIDY_SCHEMA, orient="row")
+    return sort_tidy(tidy, tuple(levels), [model]), notes
+
+
+def calibration_sums(
+    dense: DenseModel, *, block_docs: int, bins: int = ECE_BINS
+) -> dict[str, np.ndarray] | None:
+    """:func:`hieval.metrics.ranking.calibration_sums` of a dense model, a block at a time:
+    per document its squared errors (unscored pairs score 0, so a missed gold pair adds 1),
+    its pairs and each bin's score sum and gold count; None when a score lies outside [0, 1].
+    Each document's sums add its scored codes in code order, as today's ``np.bincount`` over
+    the sorted keys does (:mod:`hieval.metrics.blocked_calibration`), so every per-document
+    float is today's."""
+    view, n_docs = dense.view, dense.n_docs
+    scored_rows, width = view.shape
+    if dense.pairs == 0:
+        return None
+    by_code = np.argsort(dense.code_order[:width], kind="stable")
+    gold_rows, gold_cols = dense.gold_rows, dense.gold_cols
+    inside = (gold_rows < scored_rows) & (gold_cols < width)
+    missed = np.bincount(gold_rows[~inside], minlength=n_docs).astype(np.float64)
+    rows, cols = gold_rows[inside], gold_cols[inside]
+    column_at = np.empty(width, dtype=np.int64)
+    column_at[by_code] = np.arange(width)  # each column's place in code order
+    brier = np.zeros(n_docs)
+    score_sum = np.zeros((n_docs, bins))
+    true_sum = np.zeros((n_docs, bins))
+    places = column_at[cols]  # each gold cell's place in code order
+    order = np.lexsort((places, rows))
+    rows, places = rows[order], places[order]
+    bounds = np.searchsorted(rows, [*range(0, scored_rows, block_docs), scored_rows])
+    for number, start in enumerate(range(0, scored_rows, block_docs)):
+        block = np.ascontiguousarray(view[start : start + block_docs])
+        a, b = bounds[number], bounds[number + 1]
+        n = block.shape[0]
+        inside_range = block_sums(
+            block, by_code, rows[a:b] - start, places[a:b], bins, brier[start : start + n],
+            score_sum[start : start + n], true_sum[start : start + n],
+        )  # fmt: skip
+        if not inside_range:
+            return None
+    scored_true = true_sum.copy()
+    true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
+    out = {"brier": brier + missed, "pairs": np.full(n_docs, float(len(dense.labels)))}
+    for b in range(bins):
+        out[f"score|{b}"] = score_sum[:, b]
+        out[f"true|{b}"] = true_sum[:, b]
+    out["scored|brier"] = brier  # the scored cells alone: every cell of a row is scored
+    out["scored|pairs"] = np.where(np.arange(n_docs) < scored_rows, float(width), 0.0)
+    for b in range(bins):
+        out[f"scored|true|{b}"] = scored_true[:, b]
+    return out
+
+
+def calibration_values(
+    dense: DenseModel, *, block_docs: int, bins: int = ECE_BINS
+) -> dict[tuple[str, str], float] | None:
+    """Brier score and ECE by (average, metric) as
+    :func:`hieval.metrics.ranking.calibration_values` gives them: over the label space
+    (``micro``) and over the scored pairs (``scored``, left out without a scored pair)."""
+    sums = calibration_sums(dense, block_docs=block_docs, bins=bins)
+    if sums is None:
+        return None
+    names = list(sums)
+    totals = exact_weighted_sums(np.ones((1, dense.n_docs)), np.column_stack(list(sums.values())))
+    values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
+    averages = ("micro", "scored") if dense.scored else ("micro",)
+    return {key: float(value[0]) for key, value in values.items() if key[0] in averages}
+
+
+def dense_ranking_units(
+    gold: pl.DataFrame,
+    scores: DenseScores,
+    *,
+    doc_ids: pl.Series,
+    ks: Sequence[int],
+    ancestors: pl.DataFrame | None,
+    levels: Sequence[str],
+    model: str,
+) -> RankingUnits | None:
+    """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model too large for
+    AUC replicates at every level (above :data:`AUC_MAX_SCORED_PAIRS` scored pairs: they get no
+    interval there either), from the blocks: the document columns from the blocked ranks and
+    the calibration sums, in ``doc_ids``' order. None where a level is small enough for AUC
+    replicates: then the long path (the same units, AUC included) is the one to take."""
+    dense = DenseModel(scores, gold)
+    if not pl.Series(sorted(set(dense.docs)), dtype=pl.String).equals(doc_ids, check_names=False):
+        raise ValueError("the score table's gold documents differ from the bootstrap's")
+    scored_rows = dense.view.shape[0]
+    node_of, scored = {}, {LEAF: dense.scored}
+    for level in levels:
+        node_of[level], _left_out = dense.node_of(ancestors, level)
+        width = node_of[level][: dense.view.shape[1]]
+        scored[level] = scored_rows * len(np.unique(width[width >= 0]))
+    if min(scored.values()) <= AUC_MAX_SCORED_PAIRS:
+        return None
+    for level in [LEAF, *levels]:
+        log.warning(
+            "%s: %s scored pairs at level %s, above %s: its ROC-AUC rows get no interval "
+            "and no comparison (sorting them for the replicates would take minutes and "
+            "gigabytes); truncate the score file (e.g. each document's top 1,000) to get them",
+            model, f"{scored[level]:,}", level, f"{AUC_MAX_SCORED_PAIRS:,}",
+        )  # fmt: skip
+    size = block_docs()
+    results = _levels(dense, node_of, size)
+    place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
+    names: dict[str, int] = {}
+    columns: list[np.ndarray] = []
+    keys: list = []
+    for level in [LEAF, *levels]:
+        ranks = _in_order(results["leaf" if level == LEAF else level][1], place)
+        values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
+        for name, column in values.items():
+            names[f"{level}|{name}"] = len(columns)
+            columns.append(np.asarray(column, dtype=np.float64))
+        for name in values:
+            metric = name not in DOCUMENT_SETS and not name.startswith(BEST)
+            if metric and values[denominator(name)].any():
+                keys.append(("ranking", level, "mean", name))
+    sums = calibration_sums(dense, block_docs=size)
+    if sums is not None:
+        for name, column in sums.items():
+            ordered = np.empty_like(column)
+            ordered[place] = column
+            names[f"calibration|{name}"] = len(columns)
+            columns.append(ordered)
+        averages = ("micro", "scored") if dense.scored else ("micro",)
+        keys += [("calibration", LEAF, avg, m) for avg in averages for m in ("brier", "ece")]
+    matrix = np.column_stack(columns) if columns else np.zeros((dense.n_docs, 0))
+    return RankingUnits(matrix, names, tuple(keys), {}, {})
+
+
+def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
+    """The ranks with each document renumbered by ``place`` (sorted by it, stably: a
+    document's pairs keep their code order)."""
+    doc = place[ranks.doc]
+    order = np.argsort(doc, kind="stable")
+    return DocumentRanks(doc[order], ranks.position[order], ranks.precision[order])
+
+
+def _levels(dense: DenseModel, node_of: dict[str, np.ndarray], size: int) -> dict:
+    """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
+    document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
+    return blocked.blocked_levels(
+        dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
+        code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
+        block_docs=size,
+    )  # fmt: skip
