@@ -88,6 +88,7 @@ from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
+from hieval.inputs.dense_scores import long_frame, read_reference
 from hieval.inputs.options import LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
 from hieval.reports import figures
@@ -343,6 +344,11 @@ class Evaluator:
             }
             batch = self._run(args, config, out=folder, common=common)
             run.normalize_batch(batch)
+        for name in setup.names:  # a dense model's scores point at its staged matrix
+            scores = batch.work / "inputs" / "scores" / f"{name}.parquet"
+            reference = read_reference(scores) if scores.exists() else None
+            if reference is not None:  # as long rows, which the pooled scores are
+                write_parquet(long_frame(reference), scores)
         shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
         return docs, batch.work / "inputs", config
 
