@@ -85,7 +85,7 @@ from hieval.engine.driver import (
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
 from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
-from hieval.errors import InputError, preview_value
+from hieval.errors import HievalError, InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
 from hieval.inputs.dense_scores import long_frame, read_reference
@@ -94,15 +94,21 @@ from hieval.inputs.policies import coverage_warning
 from hieval.reports import figures
 from hieval.resources import Resources
 
+#: The default ``reduce_rows``: batches are gathered until they hold this many rows (gold and
+#: predicted rows, or a dense matrix's cells), then reduced as one chunk. Measured at 100x
+#: (benchmarks/RESULTS.md): a chunk's fixed cost (about 80 ms) is then paid a few times over a
+#: whole validation set, and its rows take a few hundred MB while they are normalised.
+REDUCE_ROWS = 2_000_000
+
 #: Options that need a whole input at once (see the module doc), refused by the Evaluator.
 WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list", "doc_groups")
 
 
 @dataclass
 class _Model:
-    """One model's reduced batches: what adds up over documents, and its encoded labels.
-    The node sums of batches encoded in the whole tree's space add up as arrays (``sums``);
-    a batch with codes of its own keeps its node table (``nodes``)."""
+    """One model's reduced chunks: what adds up over documents, and its encoded labels.
+    The node sums of chunks encoded in the whole tree's space add up as arrays (``sums``);
+    a chunk with codes of its own keeps its node table (``nodes``)."""
 
     sums: dict[str, np.ndarray] | None = None
     nodes: list[pl.DataFrame] = field(default_factory=list)
@@ -113,14 +119,26 @@ class _Model:
     codes: tuple[str, ...] | None = None  # a dense model's columns
 
 
+@dataclass(frozen=True, eq=False)
+class _Batch:
+    """One accepted ``update`` waiting for its chunk: its inputs as frames (or dense
+    matrices), its number (the update call's), its gold's documents and its size in rows."""
+
+    number: int
+    gold: pl.DataFrame | memory.Dense
+    models: dict[str, pl.DataFrame | memory.Dense]
+    docs: pl.Series
+    rows: int
+
+
 @dataclass(frozen=True)
-class _Pending:
-    """A batch normalised and being counted in the background: its counts to come, the
-    folder of its normalised tables, its documents."""
+class _Counting:
+    """A chunk normalised and being counted in the background: its counts to come, the
+    folder of its normalised tables, and the update calls it holds."""
 
     counting: Future
     data: Path
-    docs: set[str]
+    numbers: tuple[int, ...]
 
 
 class _BatchResources(Resources):
@@ -183,10 +201,21 @@ class Evaluator:
     ]
     """
 
-    def __init__(self, *, hierarchy: str | os.PathLike | api.Hierarchy = "package", **options):
+    def __init__(
+        self,
+        *,
+        hierarchy: str | os.PathLike | api.Hierarchy = "package",
+        reduce_rows: int = REDUCE_ROWS,
+        **options,
+    ):
         unknown = set(options) - set(api.evaluate.__kwdefaults__)
         if unknown:
             raise TypeError(f"Evaluator got unknown option(s): {', '.join(sorted(unknown))}")
+        if isinstance(reduce_rows, bool) or not isinstance(reduce_rows, int) or reduce_rows < 1:
+            raise InputError(
+                f"Evaluator: reduce_rows must be a whole number of rows, 1 or more; got "
+                f"{preview_value(reduce_rows)}"
+            )
         whole = [name for name in WHOLE_INPUT_OPTIONS if options.get(name) is not None]
         if options.get("threshold") == TUNE:
             whole.insert(0, f"threshold={TUNE!r}")
@@ -206,73 +235,159 @@ class Evaluator:
             **options,
             "hierarchy": hierarchy,
         }
+        self._reduce_rows = reduce_rows
         self._folder = api._Private(self, "hieval-evaluator-").path
         self._setup: _Setup | None = None
         self._models: dict[str, _Model] = {}
-        self._batches: list[Path] = []
-        self._seen: set[str] = set()
+        self._names: tuple[str, ...] | None = None  # the models of the accepted batches
+        self._chunks: list[Path] = []  # each reduced chunk's normalised tables
+        self._seen: dict[str, int] = {}  # each accepted document -> its update call
+        self._updates = 0  # update calls accepted
+        self._queued: list[_Batch] = []
+        self._queued_rows = 0
+        self._schemas: set[tuple] = set()  # batch layouts normalised once already
+        self._refused: str | None = None  # why no complete evaluation can be given
         self._counter: ThreadPoolExecutor | None = None
-        self._pending: _Pending | None = None
+        self._pending: _Counting | None = None
 
     def update(self, gold_batch: object, predictions_batch: object) -> None:
         """Add a batch of documents: their gold and each model's predictions, in any input
-        kind :func:`hieval.evaluate` takes in memory, validated and normalised as a file is
-        and counted at once. A document of an earlier batch is refused, naming it (its labels
-        would be counted twice); a refused batch leaves the earlier ones as they were."""
+        kind :func:`hieval.evaluate` takes in memory.
+
+        The batch is checked at once: its kind, its columns' layout (a layout not seen before
+        is normalised at once, alone), and its documents (one of an earlier batch is refused,
+        naming it and both batches). It then waits with the batches after it until they hold
+        ``reduce_rows`` rows, and the chunk is validated, normalised and counted as one; an
+        error found then names the batch the document came from, and leaves the Evaluator
+        refusing to :meth:`compute` (the chunk is dropped: a result without it would look
+        complete). A batch refused at its own ``update`` leaves the earlier ones as they were."""
+        self._check_usable()
         models = api._named(predictions_batch)
         if (
-            self._models
+            self._names
             and isinstance(predictions_batch, Mapping)
-            and set(predictions_batch) == set(self._models)
+            and set(predictions_batch) == set(self._names)
         ):
             models = dict(predictions_batch)  # {"m": {}}: a batch model m predicts nothing in
-        number = len(self._batches) + 1
-        if self._models and set(models) != set(self._models):
+        number = self._updates + 1
+        if self._names and set(models) != set(self._names):
             raise InputError(
                 f"batch {number}: models {sorted(models)}, the earlier batches "
-                f"{sorted(self._models)}; give every batch every model"
+                f"{sorted(self._names)}; give every batch every model"
             )
         for name, value in {"gold": gold_batch, **models}.items():
             self._check_kind(name, value, number)
-        folder = self._folder / f"batch-{number}"
-        try:
-            docs, data, config = self._normalise(gold_batch, models, folder=folder, number=number)
-            self._settle()  # the previous batch, counted meanwhile
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            if not self._batches:  # the settings come again with the next first batch
-                self._setup = None
-            raise
-        for name, value in models.items():
+        batch = self._batch(gold_batch, models, number)
+        layout = _layout(batch)
+        if layout in self._schemas and not _needs_own_chunk(batch):
+            self._queued.append(batch)
+            self._queued_rows += batch.rows
+            if self._queued_rows >= self._reduce_rows:
+                self._flush(current=batch)
+            self._accept(batch)
+            return
+        # Alone, at once: a new layout (its columns checked before any batch joins it), or a
+        # batch whose normalisation looks past its documents (see _needs_own_chunk).
+        self._flush()
+        self._reduce([batch], deferred=False)
+        self._schemas.add(layout)
+        self._accept(batch)
+
+    def _batch(self, gold_batch: object, models: dict[str, object], number: int) -> _Batch:
+        """The batch's inputs as frames (or dense matrices), and its documents, none of which
+        may have come in an earlier batch."""
+        with api._api_errors():
+            gold = _as_frame(gold_batch, name="gold", role="gold")
+            frames = {
+                name: _as_frame(value, name=name, role="predictions")
+                for name, value in models.items()
+            }
+        docs = _documents(gold)
+        if self._seen:
+            again = docs.filter(docs.is_in(pl.Series(list(self._seen)).implode()))
+            if again.len():
+                first = again.sort()[0]
+                raise InputError(
+                    f"gold: batch {number}: document {preview_value(first)} came in an earlier "
+                    f"batch (batch {self._seen[first]}; {again.len()} such document(s)); each "
+                    "document belongs to one batch"
+                )
+        rows = sum(_size(value) for value in (gold, *frames.values()))
+        return _Batch(number, gold, frames, docs, rows)
+
+    def _accept(self, batch: _Batch) -> None:
+        self._updates = batch.number
+        self._names = self._names or tuple(batch.models)
+        self._seen.update(dict.fromkeys(batch.docs.to_list(), batch.number))
+        for name, value in batch.models.items():
             model = self._models.setdefault(name, _Model())
             if isinstance(value, memory.Dense):
                 model.codes = value.codes
-        self._batches.append(data)
-        self._seen |= docs
+
+    def _check_usable(self) -> None:
+        if self._refused is not None:
+            raise InputError(
+                f"Evaluator: a chunk of earlier batches was refused ({self._refused}); the "
+                "batches accepted so far would give an incomplete evaluation: correct the "
+                "input and evaluate again with a new Evaluator"
+            )
+
+    def _flush(self, current: _Batch | None = None) -> None:
+        """Reduce the queued batches as one chunk: deferred, unless it holds only the batch
+        of the ``update`` under way (``current``), which may still be refused alone."""
+        queued, self._queued, self._queued_rows = self._queued, [], 0
+        if queued:
+            self._reduce(queued, deferred=not (len(queued) == 1 and queued[0] is current))
+
+    def _reduce(self, batches: list[_Batch], *, deferred: bool) -> None:
+        """Validate and normalise ``batches`` together as one chunk, then count it in the
+        background (the previous chunk's counts are settled first). An error names the batch
+        of the document it names; if the batches' updates have returned (``deferred``), the
+        Evaluator refuses from then on (:meth:`_check_usable`)."""
+        folder = self._folder / f"chunk-{len(self._chunks) + 1}"
+        gold = _joined_inputs([b.gold for b in batches])
+        models = {n: _joined_inputs([b.models[n] for b in batches]) for n in batches[0].models}
+        try:
+            try:
+                data, config = self._normalise(gold, models, folder=folder)
+            except HievalError as exc:
+                if not deferred:  # refused at its own update: the message evaluate gives
+                    raise
+                raise type(exc)(_naming_batch(str(exc), batches)) from None
+            self._settle()  # the previous chunk, counted meanwhile
+        except BaseException as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            if not self._chunks:  # the settings come again with the next first batch
+                self._setup = None
+            if deferred:
+                self._refused = str(exc)
+            raise
+        self._chunks.append(data)
         if self._counter is None:
             self._counter = ThreadPoolExecutor(1, thread_name_prefix="hieval-evaluator")
             # Not waiting: the last reference may go in the counting thread itself.
             weakref.finalize(self, functools.partial(self._counter.shutdown, wait=False))
-        counting = self._counter.submit(self._count_batch, config, data)
-        self._pending = _Pending(counting, data, docs)
+        counting = self._counter.submit(self._count_chunk, config, data)
+        self._pending = _Counting(counting, data, tuple(b.number for b in batches))
 
     def _settle(self) -> None:
-        """Add the counts of the batch counted in the background (the batch before the one
-        being normalised): a batch is counted while the next one is validated and normalised.
-        Should its counting fail (past normalisation only the engine's limits can refuse it),
-        the batch is dropped, as a refused batch is, and the error raised here."""
+        """Add the counts of the chunk counted in the background: a chunk is counted while
+        the next one is gathered and normalised. Should its counting fail (past normalisation
+        only the engine's limits can refuse it), its batches have returned from their
+        updates: the Evaluator refuses from then on, and the error is raised here."""
         pending, self._pending = self._pending, None
         if pending is None:
             return
         try:
             counted = pending.counting.result()
-        except BaseException:
-            self._batches.remove(pending.data)
-            self._seen -= pending.docs
+        except BaseException as exc:
+            self._chunks.remove(pending.data)
             shutil.rmtree(pending.data.parent.parent, ignore_errors=True)
-            if not self._batches:
-                self._setup = None
-                self._models.clear()
+            numbers = pending.numbers
+            message = f"{_numbered(numbers)}: {exc}"
+            self._refused = message
+            if isinstance(exc, HievalError):
+                raise type(exc)(message) from None
             raise
         for name, (sums, doc_rows, gold, labels, missing) in counted.items():
             model = self._models[name]
@@ -303,11 +418,10 @@ class Evaluator:
             )
 
     def _normalise(
-        self, gold_batch: object, models: dict[str, object], *, folder: Path, number: int
-    ) -> tuple[set[str], Path, dict]:
-        """Normalise one batch into ``folder`` (as :func:`hieval.evaluate` normalises its
-        inputs); returns the batch's documents, the folder of its normalised tables and the
-        batch's settings."""
+        self, gold_batch: object, models: dict[str, object], *, folder: Path
+    ) -> tuple[Path, dict]:
+        """Normalise one chunk into ``folder`` (as :func:`hieval.evaluate` normalises its
+        inputs); returns the folder of its normalised tables and the chunk's settings."""
         inputs = folder / "inputs"
         inputs.mkdir(parents=True)
         staged: list[memory.Staged] = []
@@ -331,7 +445,6 @@ class Evaluator:
                 named=True,
             )
             args.shown = {str(item.path): item.what for item in staged}
-            docs = self._new_documents(staged[0], number)
             setup = self._setup or self._first(args)
             args.per_file = run._per_file_options(args, setup.names)
             config = run.config_from_args(args)
@@ -350,10 +463,10 @@ class Evaluator:
             if reference is not None:  # as long rows, which the pooled scores are
                 write_parquet(long_frame(reference), scores)
         shutil.rmtree(inputs)  # the staged copies of the batch's rows: read, and gone
-        return docs, batch.work / "inputs", config
+        return batch.work / "inputs", config
 
-    def _count_batch(self, config: dict, data: Path) -> dict[str, tuple]:
-        """Each model's counts of one normalised batch (:meth:`_count`)."""
+    def _count_chunk(self, config: dict, data: Path) -> dict[str, tuple]:
+        """Each model's counts of one normalised chunk (:meth:`_count`)."""
         return {name: self._count(name, config, folder=data) for name in self._setup.names}
 
     def _run(self, args: run.EvaluateOptions, config: dict, *, out: Path, common: dict) -> run._Run:
@@ -373,18 +486,6 @@ class Evaluator:
             common,
             setup.spaces,
         )
-
-    def _new_documents(self, gold: memory.Staged, number: int) -> set[str]:
-        """The documents of a batch's gold, none of which may have come before."""
-        docs = gold.doc_of_row if gold.doc_of_row is not None else pl.Series([], dtype=pl.String)
-        batch = set(docs.cast(pl.String, strict=False).drop_nulls().unique().to_list())
-        again = sorted(batch & self._seen)
-        if again:
-            raise InputError(
-                f"gold: batch {number}: document {preview_value(again[0])} came in an earlier "
-                f"batch ({len(again)} such document(s)); each document belongs to one batch"
-            )
-        return batch
 
     def _first(self, args: run.EvaluateOptions) -> _Setup:
         """The hierarchy's tables and the settings, from the first batch (once)."""
@@ -479,7 +580,11 @@ class Evaluator:
 
     def compute(self) -> api.Evaluation:
         """One :class:`~hieval.api.Evaluation` of every batch so far: equal to
-        :func:`hieval.evaluate` over all of them at once."""
+        :func:`hieval.evaluate` over all of them at once. The batches still queued are
+        reduced first; should they be refused (or a chunk's count fail), the error is raised,
+        naming the batch, and so is every later call."""
+        self._check_usable()
+        self._flush()
         self._settle()
         if self._setup is None:
             raise InputError("Evaluator.compute: no batch yet; call update(gold, predictions)")
@@ -509,7 +614,9 @@ class Evaluator:
             for name, files in reduced.items():
                 self._reduced(name, params=params, out=files)
             pooled.result()
-        write_text(records[0], _pooled_record(self._records("gold.json"), "gold"))
+        write_text(
+            records[0], _pooled_record(self._records("gold.json"), "gold", batches=self._updates)
+        )
         for name in setup.names:
             labels = inputs / "predictions" / f"{name}.parquet"
             scores = inputs / "scores" / f"{name}.parquet"
@@ -517,6 +624,7 @@ class Evaluator:
             record = _pooled_record(
                 self._records(f"predictions/{name}.json"),
                 name,
+                batches=self._updates,
                 coverage=(self._models[name].missing, len(self._seen)),
             )
             write_text(records[-1], record)
@@ -558,7 +666,7 @@ class Evaluator:
             self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
             self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
             statuses: dict[str, str] = {}
-            for batch in self._batches:
+            for batch in self._chunks:
                 statuses |= counted_statuses(batch / "predictions" / f"{name}.parquet")
             if statuses:  # listed in the pooled file's metadata, as normalisation lists them
                 mark_counted(labels, dict(sorted(statuses.items())))
@@ -613,12 +721,12 @@ class Evaluator:
         write_parquet(item_sums, out.item_sums)
 
     def _records(self, name: str) -> list[dict]:
-        return [json.loads((batch / name).read_text("utf-8")) for batch in self._batches]
+        return [json.loads((batch / name).read_text("utf-8")) for batch in self._chunks]
 
     def _pool(self, name: str, out: Path, order: list[str], schema: Mapping | None = None) -> None:
         """The batches' normalised tables ``name`` as one, sorted as normalisation sorts a
         whole input (documents are disjoint across batches, so nothing else changes)."""
-        parts = [batch / name for batch in self._batches if (batch / name).exists()]
+        parts = [batch / name for batch in self._chunks if (batch / name).exists()]
         frames = [paths.read_parquet(p) for p in parts]
         frames = [frame for frame in frames if frame.height] or frames[:1]
         if not frames:
@@ -682,7 +790,7 @@ _SUMMED = (
 
 
 def _pooled_record(
-    records: list[dict], name: str, *, coverage: tuple[int, int] | None = None
+    records: list[dict], name: str, *, batches: int, coverage: tuple[int, int] | None = None
 ) -> str:
     """One input's record over its batches: counts summed, unknown codes added up, the
     batches' sha256 listed into one; ``coverage`` (documents without a row, gold documents)
@@ -712,7 +820,7 @@ def _pooled_record(
         pooled["malformed_code_policy"] = next(
             r["malformed_code_policy"] for r in records if "malformed_code_policy" in r
         )
-    pooled["path"] = f"{name} (in memory, {len(records)} batch{'es' if len(records) > 1 else ''})"
+    pooled["path"] = f"{name} (in memory, {batches} batch{'es' if batches > 1 else ''})"
     listing = "".join(f"{r['sha256']}  {r['path']}\n" for r in records)
     pooled["sha256"] = hashlib.sha256(listing.encode()).hexdigest()
     warnings = dict.fromkeys(w for r in records for w in r["warnings"])
@@ -720,3 +828,98 @@ def _pooled_record(
         warnings |= dict.fromkeys(coverage_warning(name, missing=coverage[0], gold=coverage[1]))
     pooled["warnings"] = list(warnings)
     return json.dumps(pooled, indent=2, sort_keys=True) + "\n"
+
+
+def _as_frame(value: object, *, name: str, role: str) -> pl.DataFrame | memory.Dense:
+    """A batch input as the frame it is staged from (a dense matrix as it is)."""
+    if isinstance(value, memory.Dense):
+        return value
+    return memory._frame(value, name=name, role=role)
+
+
+def _documents(gold: pl.DataFrame | memory.Dense) -> pl.Series:
+    """The distinct documents of a batch's gold (as text; a gold without a ``doc_id`` column
+    has none here, and is refused by normalisation, alone)."""
+    if isinstance(gold, memory.Dense):
+        docs = pl.Series("doc_id", gold.doc_ids, dtype=pl.String)
+    elif "doc_id" in gold.columns:
+        docs = gold["doc_id"].cast(pl.String, strict=False)
+    else:
+        docs = pl.Series("doc_id", [], dtype=pl.String)
+    return docs.drop_nulls().unique(maintain_order=True)
+
+
+def _size(value: pl.DataFrame | memory.Dense) -> int:
+    return value.matrix.size if isinstance(value, memory.Dense) else value.height
+
+
+def _layout(batch: _Batch) -> tuple:
+    """What a batch's inputs look like to the readers' column checks: the columns and types
+    of each frame, a dense matrix's type and shape rank (its codes are checked apart). Batches
+    of one layout are normalised together; the first of each layout alone, so that its columns
+    are judged before any batch joins it."""
+
+    def of(value: pl.DataFrame | memory.Dense) -> tuple:
+        if isinstance(value, memory.Dense):
+            return ("dense", value.matrix.dtype.str, value.matrix.ndim)
+        return tuple((column, str(dtype)) for column, dtype in value.schema.items())
+
+    return (of(batch.gold), *((name, of(value)) for name, value in batch.models.items()))
+
+
+def _needs_own_chunk(batch: _Batch) -> bool:
+    """Whether a batch is normalised alone, as it would be by itself: normalisation looks past
+    a document in two places, which must see this batch only. ``unknown_docs`` judges the
+    predicted documents against the gold's (a prediction for a document of another batch is
+    unknown in this one); and a gold without any code is refused. A document id that is null
+    (refused, naming a row no document names) also goes alone."""
+    gold = batch.gold
+    if isinstance(gold, pl.DataFrame):
+        if "code" not in gold.columns or gold["doc_id"].null_count():
+            return True
+        codes = gold["code"]
+        if codes.dtype == pl.String:
+            codes = codes.str.strip_chars().replace("", None)
+        if not codes.drop_nulls().len():
+            return True
+    elif not np.any(gold.matrix):
+        return True
+    for value in batch.models.values():
+        if isinstance(value, memory.Dense):
+            docs = pl.Series(value.doc_ids, dtype=pl.String)
+        elif "doc_id" not in value.columns or value["doc_id"].null_count():
+            return True
+        else:
+            docs = value["doc_id"].cast(pl.String, strict=False)
+        if not docs.is_in(batch.docs.implode()).all():
+            return True
+    return False
+
+
+def _joined_inputs(values: list[pl.DataFrame | memory.Dense]) -> pl.DataFrame | memory.Dense:
+    """A chunk's batches of one input as one (their layouts are the same: :func:`_layout`)."""
+    if len(values) == 1:
+        return values[0]
+    if isinstance(values[0], memory.Dense):
+        return memory.Dense(
+            np.concatenate([v.matrix for v in values]),
+            values[0].codes,
+            tuple(itertools.chain.from_iterable(v.doc_ids for v in values)),
+        )
+    return pl.concat(values, how="vertical")
+
+
+def _naming_batch(message: str, batches: list[_Batch]) -> str:
+    """A chunk's error naming the batch (update call) of the document it names: the first
+    batch holding a document the message names, or every batch of the chunk."""
+    if "document " in message:
+        for batch in batches:
+            if any(f"document {preview_value(d)}" in message for d in batch.docs.to_list()):
+                return f"batch {batch.number}: {message}"
+    return f"{_numbered(tuple(b.number for b in batches))}: {message}"
+
+
+def _numbered(numbers: tuple[int, ...]) -> str:
+    if len(numbers) == 1:
+        return f"batch {numbers[0]}"
+    return f"batches {numbers[0]}-{numbers[-1]}"

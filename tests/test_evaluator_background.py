@@ -1,6 +1,6 @@
 """hieval.Evaluator (issue 31) counts a batch in the background while the next one is
-normalised: a batch whose counting fails is dropped as a refused batch is, the error is raised
-at the next call, and the batches before it give what one evaluate of them gives. A generative
+normalised: a chunk whose counting fails is dropped, the error is raised at the next call, naming
+the batch, and the Evaluator refuses from then on (its batches' updates had returned). A generative
 coder's counted codes (``unknown_codes``/``malformed_codes`` ``count``) are reduced over batches:
 equal to one evaluate, against which every table here is checked."""
 
@@ -21,12 +21,12 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def failing_on(monkeypatch, batch_folder: str) -> None:
-    """The engine refuses the batch normalised into ``batch_folder`` (as its limits would)."""
+def failing_on(monkeypatch, chunk_folder: str) -> None:
+    """The engine refuses the chunk normalised into ``chunk_folder`` (as its limits would)."""
     count = evaluator_module.Evaluator._count
 
     def refusing(self, name, config, *, folder):
-        if folder.parent.parent.name == batch_folder:
+        if folder.parent.parent.name == chunk_folder:
             raise hieval.InputError("more than 8388608 distinct codes cannot be counted")
         return count(self, name, config, folder=folder)
 
@@ -34,37 +34,41 @@ def failing_on(monkeypatch, batch_folder: str) -> None:
 
 
 @pytest.mark.parametrize("raised_by", ["update", "compute"])
-def test_a_batch_whose_count_fails_is_dropped_and_the_error_raised(cache, monkeypatch, raised_by):
-    failing_on(monkeypatch, "batch-2")
-    evaluator = hieval.Evaluator(cache=cache)
+def test_a_chunk_whose_count_fails_is_dropped_and_the_evaluator_refuses(
+    cache, monkeypatch, raised_by
+):
+    """Batch 2's update returned before its count failed: the error names it, and from then
+    on the Evaluator refuses (a result without batch 2 would look complete)."""
+    failing_on(monkeypatch, "chunk-2")
+    evaluator = hieval.Evaluator(cache=cache, reduce_rows=1)  # a chunk per batch
     evaluator.update({"a": GOLD["a"]}, {"m": {"a": PRED["a"]}})
     evaluator.update({"b": GOLD["b"]}, {"m": {"b": PRED["b"]}})  # counted in the background
-    with pytest.raises(hieval.InputError, match="distinct codes cannot be counted"):
+    with pytest.raises(hieval.InputError, match="^batch 2: more than 8388608 distinct codes"):
         if raised_by == "update":
             evaluator.update({"c": GOLD["c"]}, {"m": {"c": PRED["c"]}})
         else:
             evaluator.compute()
-    # Batch 2 (and the batch whose update raised) are gone; batch 1 stands, and "b" may come again.
-    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["batch-1", "hierarchy"]
+    # Chunk 2 (and the chunk of the update that raised) are gone.
+    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["chunk-1", "hierarchy"]
     monkeypatch.undo()
-    evaluator.update({d: GOLD[d] for d in "bc"}, {"m": {d: PRED[d] for d in "bc"}})
-    ours = evaluator.compute()
-    whole = hieval.evaluate(GOLD, {"m": PRED}, cache=cache)
-    assert_frame_equal(ours.metrics, whole.metrics, check_exact=True)
-    assert_frame_equal(ours.nodes, whole.nodes, check_exact=True)
+    for call in (
+        evaluator.compute,
+        lambda: evaluator.update({"d": ["401.9"]}, {"m": {"d": ["401.9"]}}),
+    ):
+        with pytest.raises(hieval.InputError, match=r"was refused \(batch 2: more than.*new Ev"):
+            call()
 
 
-def test_a_first_batch_whose_count_fails_leaves_nothing_behind(cache, monkeypatch):
-    failing_on(monkeypatch, "batch-1")
+def test_a_first_chunk_whose_count_fails_leaves_the_evaluator_refusing(cache, monkeypatch):
+    failing_on(monkeypatch, "chunk-1")
     evaluator = hieval.Evaluator(cache=cache)
     evaluator.update({"a": GOLD["a"]}, {"m": {"a": PRED["a"]}})
-    with pytest.raises(hieval.InputError, match="distinct codes cannot be counted"):
+    with pytest.raises(hieval.InputError, match="^batch 1: more than 8388608 distinct codes"):
         evaluator.compute()
     monkeypatch.undo()
-    with pytest.raises(hieval.InputError, match="no batch yet"):
+    with pytest.raises(hieval.InputError, match="was refused"):
         evaluator.compute()
-    evaluator.update(GOLD, {"x": PRED})  # another model: the first batch's settings are gone
-    assert evaluator.compute().models == ["x"]
+    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["hierarchy"]
 
 
 # A generative coder's predictions: codes the release lacks (999.99 is placed by its syntax

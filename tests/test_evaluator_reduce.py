@@ -166,7 +166,9 @@ def test_dense_score_batches_equal_one_evaluate(cache):
 def test_a_document_in_two_batches_is_refused_naming_it_and_earlier_batches_stand(cache):
     gold = {"a": ["401.9"], "b": ["250.00", "428.0"], "c": ["V10.3"]}
     pred = {"a": ["401.9", "428.0"], "b": ["250.00"], "c": ["038.9"]}
-    evaluator = hieval.Evaluator(cache=cache)
+    # Every batch its own chunk, reduced at its update (tests/test_evaluator_chunks.py: an
+    # error found in a chunk of earlier batches).
+    evaluator = hieval.Evaluator(cache=cache, reduce_rows=1)
     evaluator.update({d: gold[d] for d in "ab"}, {"m": {d: pred[d] for d in "ab"}})
     with pytest.raises(hieval.InputError, match=r"gold: batch 2: document 'b' came in an earl"):
         evaluator.update({"b": ["401.9"], "c": gold["c"]}, {"m": {"c": pred["c"]}})
@@ -237,12 +239,12 @@ def test_no_rows_of_a_batch_are_kept(icd9, cache):
     arrays = [v for v in found if isinstance(v, np.ndarray)]
     assert arrays and all(a.dtype.kind in "biu" for a in arrays)  # keys and flags, no scores
     kept = {p.relative_to(evaluator._folder).as_posix() for p in evaluator._folder.rglob("*")}
-    batch = {p for p in kept if p.startswith("batch-1/")}
-    assert not [p for p in batch if p.startswith("batch-1/inputs")]
+    batch = {p for p in kept if p.startswith("chunk-1/")}
+    assert not [p for p in batch if p.startswith("chunk-1/inputs")]
     # The normalised decided labels stay on disk: the conventions and the error analysis read them.
-    assert "batch-1/work/inputs/predictions/cautious_coder.parquet" in batch
-    assert "batch-1/work/inputs/scores/scored.parquet" in batch
-    assert "batch-1/work/inputs/scores/cautious_coder.parquet" not in batch  # hard: nothing ranked
+    assert "chunk-1/work/inputs/predictions/cautious_coder.parquet" in batch
+    assert "chunk-1/work/inputs/scores/scored.parquet" in batch
+    assert "chunk-1/work/inputs/scores/cautious_coder.parquet" not in batch  # hard: nothing ranked
 
 
 @pytest.mark.parametrize(
@@ -268,7 +270,7 @@ def test_a_refused_first_batch_leaves_nothing_behind(cache):
         evaluator.update({"a": ["bogus"]}, {"x": {"a": ["401.9"]}})
     evaluator.update({"a": ["401.9"]}, {"m": {"a": ["401.9"]}})
     assert evaluator.compute().models == ["m"]
-    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["batch-1", "hierarchy"]
+    assert sorted(p.name for p in evaluator._folder.iterdir()) == ["chunk-1", "hierarchy"]
 
 
 def test_codes_placed_by_their_syntax_in_some_batches(cache):
