@@ -11,6 +11,7 @@ Targets: ``api`` no slower than ``cli``; ``evaluator`` no slower than 1.2 x ``ap
 metrics of ``api`` and ``evaluator`` are checked against the CLI's ``metrics.parquet`` (or,
 without the ``cli`` step, against each other).
 
+``--reduce-rows`` sets the Evaluator's ``reduce_rows`` (its default otherwise).
 ``--no-error-analysis`` times every step with the error analysis (issue 34's stage, which
 dominates one evaluate at 100x) replaced by a no-op in the child, to show the Evaluator's own
 work; the benchmark's switch only (the API has none). ``--steps`` runs some steps only; the
@@ -36,7 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("cli", "cli-inprocess", "api", "evaluator")
 
 
-def child(step: str, gold: Path, pred: Path, work: Path, batches: int, *, analysis: bool) -> dict:
+def child(
+    step: str, gold: Path, pred: Path, work: Path, batches: int, *, analysis: bool,
+    reduce_rows: int | None,
+) -> dict:  # fmt: skip
     """Run one step in this process and return its timing and CPU time (called in the
     child)."""
     import numpy as np
@@ -75,7 +79,8 @@ def child(step: str, gold: Path, pred: Path, work: Path, batches: int, *, analys
         empty = pred_frame.head(0)
         cpu = time.process_time()
         start = time.perf_counter()
-        evaluator = hieval.Evaluator(cache=cache)
+        rows = {} if reduce_rows is None else {"reduce_rows": reduce_rows}
+        evaluator = hieval.Evaluator(cache=cache, **rows)
         for i in range(batches):
             pred_batch = preds[(i,)].drop("b") if (i,) in preds else empty
             evaluator.update(golds[(i,)].drop("b"), {"m": pred_batch})
@@ -86,7 +91,10 @@ def child(step: str, gold: Path, pred: Path, work: Path, batches: int, *, analys
     return {"seconds": seconds, "cpu": cpu, "metrics": str(out.with_suffix(".parquet"))}
 
 
-def run(step: str, gold: Path, pred: Path, work: Path, batches: int, *, analysis: bool) -> dict:
+def run(
+    step: str, gold: Path, pred: Path, work: Path, batches: int, *, analysis: bool,
+    reduce_rows: int | None,
+) -> dict:  # fmt: skip
     """One step in a fresh child process: its own timing, and the child's peak RSS."""
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     if step == "cli":
@@ -96,7 +104,9 @@ def run(step: str, gold: Path, pred: Path, work: Path, batches: int, *, analysis
     else:
         command = [sys.executable, __file__, "--child", step, "--gold", str(gold), "--pred",
                    str(pred), "--work", str(work), "--batches", str(batches),
-                   *([] if analysis else ["--no-error-analysis"])]  # fmt: skip
+                   *([] if analysis else ["--no-error-analysis"]),
+                   *([] if reduce_rows is None else ["--reduce-rows", str(reduce_rows)]),
+                   ]  # fmt: skip
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL)  # fmt: skip
@@ -122,11 +132,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--no-error-analysis", dest="analysis", action="store_false")
+    parser.add_argument("--reduce-rows", type=int, help="the Evaluator's reduce_rows")
     args = parser.parse_args(argv)
     if args.child:
         result = child(
-            args.child, args.gold, args.pred, args.work, args.batches, analysis=args.analysis
-        )
+            args.child, args.gold, args.pred, args.work, args.batches, analysis=args.analysis,
+            reduce_rows=args.reduce_rows,
+        )  # fmt: skip
         print(json.dumps(result))
         return
     sys.path.insert(0, str(ROOT))
@@ -145,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     best: dict[str, dict] = {}
     for repeat in range(args.repeat):
         for step in steps:
-            result = run(step, gold, pred, work, args.batches, analysis=args.analysis)
+            result = run(step, gold, pred, work, args.batches, analysis=args.analysis,
+                         reduce_rows=args.reduce_rows)  # fmt: skip
             print(f"# repeat {repeat + 1}, {step}: {result['seconds']:.2f} s wall, "
                   f"{result.get('cpu', float('nan')):.2f} s CPU, load {os.getloadavg()[0]:.1f}",
                   flush=True)  # fmt: skip
@@ -155,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     info = gen.record(gold)
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {platform.node()}, {os.cpu_count()} cores; "
           f"scale {args.scale:g}: {info['documents']} documents, {info['gold_rows']} gold "
-          f"and {info['pred_rows']} predicted rows; {args.batches} batches; error analysis "
+          f"and {info['pred_rows']} predicted rows; {args.batches} batches (reduce_rows "
+          f"{args.reduce_rows or 'default'}); error analysis "
           f"{'on' if args.analysis else 'off'}; best of {args.repeat}")  # fmt: skip
     print(f"| step | wall s | CPU s | peak RSS MB | metrics = {steps[0]}'s |")
     print("|---|---:|---:|---:|---|")

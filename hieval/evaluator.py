@@ -83,7 +83,7 @@ from hieval.engine.driver import (
     relevant_ancestors,
 )
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
-from hieval.engine.keys import DOC_SHIFT, CodeSpace, Labels, encode
+from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import HievalError, InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
@@ -303,15 +303,14 @@ class Evaluator:
                 for name, value in models.items()
             }
         docs = _documents(gold)
-        if self._seen:
-            again = docs.filter(docs.is_in(pl.Series(list(self._seen)).implode()))
-            if again.len():
-                first = again.sort()[0]
-                raise InputError(
-                    f"gold: batch {number}: document {preview_value(first)} came in an earlier "
-                    f"batch (batch {self._seen[first]}; {again.len()} such document(s)); each "
-                    "document belongs to one batch"
-                )
+        seen = self._seen
+        again = sorted(d for d in docs.to_list() if d in seen)  # the batch's size, not all's
+        if again:
+            raise InputError(
+                f"gold: batch {number}: document {preview_value(again[0])} came in an earlier "
+                f"batch (batch {seen[again[0]]}; {len(again)} such document(s)); each "
+                "document belongs to one batch"
+            )
         rows = sum(_size(value) for value in (gold, *frames.values()))
         return _Batch(number, gold, frames, docs, rows)
 
@@ -528,8 +527,9 @@ class Evaluator:
         gold = folder / "gold.parquet"
         labels_file = folder / "predictions" / f"{name}.parquet"
         scores_file = folder / "scores" / f"{name}.parquet"
-        # One thread: this runs beside the next batch's normalisation (see _settle).
-        threads = 1
+        # The engine's threads: a chunk is counted while batches are gathered (cheap), and
+        # only the next chunk's normalisation runs beside it.
+        threads = setup.resources.threads
         counted = counted_codes(labels_file)  # a generative coder's codes, placed nowhere
         labels = encode(gold, labels_file, functools.partial(self._space_for, counted=counted))
         sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
@@ -698,20 +698,19 @@ class Evaluator:
             ancestors, gold.nodes, gold.items, levels=setup.table.levels, params=params
         )
         threads = setup.resources.threads
-        # Each batch with codes of its own in its own space; the others in one pass (per-item
-        # sums do not depend on which documents are counted together).
+        # Chunk by chunk (per-item sums do not depend on which documents are counted
+        # together); the chunks in the whole tree's space share its weights, looked up once.
+        fixed = FixedWeights.of(weights, setup.space)
         items = [
-            labels_item_sums(labels, weights, params=params, threads=threads)
-            for labels in model.labels
-            if labels.space is not setup.space
-        ]
-        shared = [labels for labels in model.labels if labels.space is setup.space]
-        if shared:
-            fixed = FixedWeights.of(weights, setup.space)
-            joined = _joined(shared)
-            items.append(
-                labels_item_sums(joined, weights, params=params, threads=threads, fixed=fixed)
+            labels_item_sums(
+                labels,
+                weights,
+                params=params,
+                threads=threads,
+                fixed=fixed if labels.space is setup.space else None,
             )
+            for labels in model.labels
+        ]
         nodes = model.nodes
         if model.sums is not None:
             nodes = [*nodes, node_frame(model.sums, setup.space)]
@@ -753,24 +752,6 @@ def _in_document_order(frames: list[pl.DataFrame]) -> list[pl.DataFrame] | None:
     if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
         return None
     return [frames[i] for _, _, i in bounds]
-
-
-def _joined(batches: list[Labels]) -> Labels:
-    """The encoded labels of batches sharing one code space as one: each batch's documents
-    numbered after the earlier batches' (its keys stay sorted, and so does the whole)."""
-    offsets = np.cumsum([0, *(labels.doc_ids.len() for labels in batches[:-1])])
-    keys = np.concatenate(
-        [
-            labels.keys + (int(offset) << DOC_SHIFT)
-            for labels, offset in zip(batches, offsets, strict=True)
-        ]
-    )
-    return Labels(
-        keys,
-        pl.concat([labels.doc_ids for labels in batches]),
-        np.concatenate([labels.in_gold for labels in batches]),
-        batches[0].space,
-    )
 
 
 _SCORES = {"doc_id": pl.String, "code": pl.String, "score": pl.Float64}
@@ -854,15 +835,20 @@ def _size(value: pl.DataFrame | memory.Dense) -> int:
 
 
 def _layout(batch: _Batch) -> tuple:
-    """What a batch's inputs look like to the readers' column checks: the columns and types
-    of each frame, a dense matrix's type and shape rank (its codes are checked apart). Batches
-    of one layout are normalised together; the first of each layout alone, so that its columns
-    are judged before any batch joins it."""
+    """What a batch's inputs look like to the readers: the columns and types of each frame,
+    and whether any of its codes has a dot (``code_format="auto"`` reads an input's codes as
+    dotted if one has, as undotted otherwise: each batch must be read as it would be alone);
+    a dense matrix's type and shape rank (its codes are checked apart). Batches of one layout
+    are normalised together; the first of each layout alone, so that its columns are judged
+    before any batch joins it."""
 
     def of(value: pl.DataFrame | memory.Dense) -> tuple:
         if isinstance(value, memory.Dense):
             return ("dense", value.matrix.dtype.str, value.matrix.ndim)
-        return tuple((column, str(dtype)) for column, dtype in value.schema.items())
+        dotted = None
+        if value.schema.get("code") == pl.String:
+            dotted = bool(value["code"].str.contains(".", literal=True).any())
+        return (*((column, str(dtype)) for column, dtype in value.schema.items()), dotted)
 
     return (of(batch.gold), *((name, of(value)) for name, value in batch.models.items()))
 

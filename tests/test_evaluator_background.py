@@ -43,7 +43,7 @@ def test_a_chunk_whose_count_fails_is_dropped_and_the_evaluator_refuses(
     evaluator = hieval.Evaluator(cache=cache, reduce_rows=1)  # a chunk per batch
     evaluator.update({"a": GOLD["a"]}, {"m": {"a": PRED["a"]}})
     evaluator.update({"b": GOLD["b"]}, {"m": {"b": PRED["b"]}})  # counted in the background
-    with pytest.raises(hieval.InputError, match="^batch 2: more than 8388608 distinct codes"):
+    with pytest.raises(hieval.InputError, match=r"^batch 2: more than 8388608 distinct codes"):
         if raised_by == "update":
             evaluator.update({"c": GOLD["c"]}, {"m": {"c": PRED["c"]}})
         else:
@@ -63,7 +63,7 @@ def test_a_first_chunk_whose_count_fails_leaves_the_evaluator_refusing(cache, mo
     failing_on(monkeypatch, "chunk-1")
     evaluator = hieval.Evaluator(cache=cache)
     evaluator.update({"a": GOLD["a"]}, {"m": {"a": PRED["a"]}})
-    with pytest.raises(hieval.InputError, match="^batch 1: more than 8388608 distinct codes"):
+    with pytest.raises(hieval.InputError, match=r"^batch 1: more than 8388608 distinct codes"):
         evaluator.compute()
     monkeypatch.undo()
     with pytest.raises(hieval.InputError, match="was refused"):
