@@ -204,3 +204,28 @@ def test_a_batch_reduced_alone_at_its_update_is_refused_there_and_the_rest_stand
 def test_a_chunk_bound_that_is_no_row_count_is_refused(cache, reduce_rows):
     with pytest.raises(hieval.InputError, match="reduce_rows must be a whole number"):
         hieval.Evaluator(cache=cache, reduce_rows=reduce_rows)
+
+
+FRAMES = [
+    pl.DataFrame({"doc_id": ["a", "a", "b"], "code": ["401.9", None, "250.00"]}),
+    pl.DataFrame({"doc_id": ["a", "b"], "code": ["4019", "25000"]}),  # undotted
+    pl.DataFrame({"doc_id": ["a", "b"], "code": [None, " "]}),  # no code at all
+    pl.DataFrame({"doc_id": ["a", None], "code": ["401.9", "428.0"]}),  # a null document
+    pl.DataFrame({"doc_id": ["a", "zz"], "code": ["401.9", "428.0"]}),  # zz: not in the gold
+    pl.DataFrame({"doc_id": ["b"], "code": ["401.9"], "score": [0.5]}),
+    pl.DataFrame(schema={"doc_id": pl.String, "code": pl.String}),
+    pl.DataFrame({"doc_id": ["a"], "code": [4019]}),  # a number: refused by the readers
+]
+
+
+@pytest.mark.parametrize("frame", FRAMES)
+@pytest.mark.parametrize("gold_docs", [None, ["a", "b"]])
+def test_a_small_batch_is_looked_at_in_python_as_polars_looks_at_a_large_one(
+    monkeypatch, frame, gold_docs
+):
+    """What decides a batch's chunk (layout, documents, alone) is the same on both paths."""
+    from hieval import evaluator as module
+
+    small = module._facts(frame, gold_docs=gold_docs)
+    monkeypatch.setattr(module, "_SMALL", -1)
+    assert module._facts(frame, gold_docs=gold_docs) == small
