@@ -2,15 +2,32 @@
 with :meth:`~Evaluator.update` and gives one :class:`~hieval.api.Evaluation` with
 :meth:`~Evaluator.compute`, equal to one :func:`~hieval.api.evaluate` over every batch.
 
-Each batch is reduced as it comes, the way the sharded workflow reduces shards of documents:
-:meth:`~Evaluator.update` validates and normalises the batch exactly as a file (the same
-calls, :func:`hieval.run.normalize_batch`, the same messages) and counts it with the engine
-(:mod:`hieval.engine.driver`), keeping only what adds up over documents. A batch is counted
-in a background thread while the next one is validated and normalised (one batch in flight;
-:meth:`~Evaluator._settle`), so the two overlap on two cores. What every batch
-shares is built once, at the first: the level table, the whole tree's code space (a batch
-without codes placed by their syntax is encoded in it, and its node sums add up as integer
-arrays), and each raw code's parse (kept by the fast path of normalisation).
+Batches are gathered and reduced in chunks, the way the sharded workflow reduces shards of
+documents. :meth:`~Evaluator.update` does only what is cheap and must be immediate: it converts
+the batch to frames, refuses a document of an earlier batch (naming both batches), and queues
+the batch. Once the queued batches hold ``reduce_rows`` rows (:data:`REDUCE_ROWS`), they are
+validated and normalised together as one chunk, exactly as a file (the same calls,
+:func:`hieval.run.normalize_batch`, the same messages), and counted with the engine
+(:mod:`hieval.engine.driver`), keeping only what adds up over documents; :meth:`~Evaluator.compute`
+reduces what is still queued. So the per-file cost of normalising and counting (about 80 ms) is
+paid per chunk, not per batch, and memory holds at most one chunk's rows besides the counts. A
+chunk is counted in a background thread while the next one is gathered and normalised.
+
+A batch is normalised alone, at its own ``update``, where a chunk could read it otherwise than
+it would be read by itself: the first batch of each layout (columns, types, and whether a code
+has a dot, which ``code_format="auto"`` reads per input), a batch predicting a document outside
+its own gold (``unknown_docs`` judges within a batch), and a gold batch without any code (refused,
+as such a gold file is). Any bound gives the same result, bit for bit.
+
+An error found in a chunk of batches whose updates have returned (a bad code in batch 7, found
+when batches 5-9 are normalised) is raised naming the batch of its document (``batch 7: ...``);
+the chunk is dropped and the Evaluator refuses every later call: a result without those batches
+would look complete. A batch refused at its own ``update`` (alone, or filling a chunk by itself)
+leaves the earlier batches as they were, with the message :func:`~hieval.api.evaluate` gives.
+
+What every chunk shares is built once, at the first: the level table, the whole tree's code
+space (a chunk without codes placed by their syntax is encoded in it, and its node sums add up
+as integer arrays), and each raw code's parse (kept by the fast path of normalisation).
 :meth:`~Evaluator.compute` sums the node counts, concatenates the per-document tables
 (:func:`hieval.pipeline.reduce_counts`) and runs the metric, score, uncertainty and report
 stages once (:func:`hieval.run.report_into`, the tail of every evaluation).
@@ -18,18 +35,18 @@ stages once (:func:`hieval.run.report_into`, the tail of every evaluation).
 What needs more than one batch, and how it is handled (exactly, never approximated):
 
 - **ICM's node weights** come from the whole gold's frequencies. The frequencies add up per
-  node (:class:`hieval.engine.icm.GoldCounts`), so each batch keeps its own and the weights are
+  node (:class:`hieval.engine.icm.GoldCounts`), so each chunk keeps its own and the weights are
   computed once, at :meth:`~Evaluator.compute`. The per-item ICM, HF and PROP-F sums depend on
-  those weights, so each batch keeps its labels *encoded* (the engine's int64 keys, 8 bytes a
-  label, :mod:`hieval.engine.keys`), and the item pass runs over them with the final weights
-  (one pass over the joined keys of every batch encoded in the whole tree's space).
+  those weights, so each chunk keeps its labels *encoded* (the engine's int64 keys, 8 bytes a
+  label, :mod:`hieval.engine.keys`), and the item pass runs over them, chunk by chunk, with
+  the final weights (looked up once).
 - **Scores** (ranking, ROC-AUC, calibration) and the **bootstrap** read the normalised score
   and label tables: exact ROC-AUC ranks every scored pair of all documents together. Each
-  batch's normalised tables (the stage's own Parquet output, not the rows given) stay in the
+  chunk's normalised tables (the stage's own Parquet output, not the rows given) stay in the
   Evaluator's private folder on disk, and are pooled in document order at
   :meth:`~Evaluator.compute`: the gold, each model's decided labels (the conventions and the
-  error analysis read them too) and, for a scored model, its scores. Nothing of a batch's
-  rows stays in memory.
+  error analysis read them too) and, for a scored model, its scores (a dense model's as long
+  rows). Nothing of a chunk's rows stays in memory once it is counted.
 - **Tuning** (``threshold="tune"``, ``dev_gold``, ``dev_predictions``) chooses one threshold
   from a dev set before any test document is decided, and ``train_gold``, ``doc_list`` and
   ``doc_groups`` name whole inputs: they are refused here (use :func:`hieval.evaluate`).
@@ -43,12 +60,14 @@ What needs more than one batch, and how it is handled (exactly, never approximat
 - **Settings that look across documents** act within a batch, which holds each document's
   gold and predictions together: ``unknown_docs`` judges a batch's predicted documents against
   the batch's gold (a prediction for a document of another batch is unknown in this one), and
-  a batch whose gold holds no code at all is refused as a gold file is;
-  ``label_set="observed"`` is computed from the reduced node counts, over all batches. A
-  document given in two batches is refused, naming it, and a refused batch leaves the earlier
-  ones as they were.
-- **Records**: each input's record sums its batches' (rows, labels, duplicates, unknown and
-  invalid codes, ...); the coverage warning is judged over all batches, as one evaluation judges it.
+  a batch whose gold holds no code at all is refused as a gold file is (such batches are
+  normalised alone, above); ``label_set="observed"`` is computed from the reduced node counts,
+  over all batches. A document given in two batches is refused, naming it and both batches.
+  One difference from one evaluation: a batch whose gold codes are all dropped as unknown
+  (``unknown_codes="drop"``) is refused only if its chunk holds no other code.
+- **Records**: each input's record sums its chunks' (rows, labels, duplicates, unknown and
+  invalid codes, ...); the coverage warning is judged over all batches, as one evaluation
+  judges it. Its ``sha256`` is of the chunks' own (so it changes with ``reduce_rows``).
 """
 
 from __future__ import annotations
@@ -184,6 +203,13 @@ class Evaluator:
     hierarchy
         As :func:`hieval.evaluate`'s ``hierarchy`` (a :class:`hieval.Hierarchy` is built once
         for all batches).
+    reduce_rows
+        How many rows (gold and predicted rows, or a dense matrix's cells) the queued batches
+        hold before they are normalised and counted together as one chunk: it bounds the
+        Evaluator's memory for rows not yet reduced (a few hundred MB at the default), never
+        the whole data set's. Any value gives the same result; 1 reduces every batch at its
+        own ``update`` (every error raised there), a larger one pays the per-chunk cost less
+        often (measured in ``benchmarks/RESULTS.md``).
     **options
         Every other keyword of :func:`hieval.evaluate` (``max_level``, ``threshold``, ...),
         except those tuning a threshold or naming a whole input (``threshold="tune"``,
