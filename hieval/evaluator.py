@@ -308,6 +308,8 @@ class Evaluator:
         batch = self._batch(gold_batch, models, number)
         layout = batch.layout
         if layout in self._schemas and not batch.alone:
+            if self._queued and self._queued[0].layout != layout:
+                self._flush()  # a chunk holds batches of one layout
             self._queued.append(batch)
             self._queued_rows += batch.rows
             if self._queued_rows >= self._reduce_rows:
@@ -315,8 +317,8 @@ class Evaluator:
             self._accept(batch)
             return
         # Alone, at once: a new layout (its columns checked before any batch joins it), or a
-        # batch whose normalisation looks past its documents (see _needs_own_chunk).
-        self._flush()
+        # batch whose normalisation looks past its documents (see _facts). The queued
+        # batches wait on: chunks may come in any order.
         self._reduce([batch], deferred=False)
         self._schemas.add(layout)
         self._accept(batch)

@@ -229,3 +229,66 @@ def test_a_small_batch_is_looked_at_in_python_as_polars_looks_at_a_large_one(
     small = module._facts(frame, gold_docs=gold_docs)
     monkeypatch.setattr(module, "_SMALL", -1)
     assert module._facts(frame, gold_docs=gold_docs) == small
+
+
+def test_a_prediction_for_a_document_of_another_batch_is_judged_in_its_own_batch(cache):
+    """Batch 2 predicts document 'c', whose gold comes in batch 3: in batch 2 it is unknown
+    (refused by default, dropped with unknown_docs='drop'), whatever the bound; in a chunk
+    with batch 3 it would be known."""
+    batches = [
+        ({"a": ["401.9"]}, {"m": {"a": ["401.9"]}}),
+        ({"b": ["250.00"]}, {"m": {"b": ["250.00"], "c": ["428.0"]}}),
+        ({"c": ["038.9"]}, {"m": {"c": ["038.9"]}}),
+    ]
+    refusing = hieval.Evaluator(cache=cache, reduce_rows=10**9)
+    refusing.update(*batches[0])
+    with pytest.raises(hieval.InputError, match="not in the gold: 'c'"):
+        refusing.update(*batches[1])
+    results = []
+    for reduce_rows in (1, 10**9):
+        dropping = hieval.Evaluator(cache=cache, reduce_rows=reduce_rows, unknown_docs="drop")
+        for gold, pred in batches:
+            dropping.update(gold, pred)
+        results.append(dropping.compute())
+        assert results[-1].records["m"]["unknown_documents_dropped"] == 1
+    same(results[1], results[0])
+
+
+def test_a_gold_batch_without_codes_is_refused_at_its_update_in_any_layout(cache):
+    """Undotted codes throughout, so the codeless batch has the layout of the others."""
+
+    def frame(rows: dict) -> pl.DataFrame:
+        pairs = [(d, c) for d, codes in rows.items() for c in codes or [None]]
+        return pl.DataFrame(pairs, schema={"doc_id": pl.String, "code": pl.String}, orient="row")
+
+    evaluator = hieval.Evaluator(cache=cache, reduce_rows=10**9)
+    evaluator.update(frame({"a": ["V103"]}), {"m": frame({"a": ["V103"]})})
+    evaluator.update(frame({"b": ["E8800"]}), {"m": frame({"b": ["V103"]})})
+    with pytest.raises(hieval.InputError, match="the gold holds no labels"):
+        evaluator.update(frame({"q": []}), {"m": frame({"q": ["V103"]})})
+    evaluator.update(frame({"c": ["V103"]}), {"m": frame({"c": ["E8800"]})})
+    assert chunks(evaluator) == 1  # batches 2 and 4 wait (the refused batch 3 went alone)
+    gold = {"a": ["V103"], "b": ["E8800"], "c": ["V103"]}
+    pred = {"a": ["V103"], "b": ["V103"], "c": ["E8800"]}
+    same(evaluator.compute(), hieval.evaluate(gold, {"m": pred}, cache=cache))
+
+
+def test_batches_of_two_layouts_in_turn_are_never_read_together(cache):
+    """Dotted and undotted batches in turn (both layouts known after the first two): each
+    chunk holds one layout, so every batch is read as it is alone (every bound gives what
+    bound 1 gives; one evaluate of all rows would read the undotted codes as dotted)."""
+    dotted = [{"a": ["401.9"]}, {"c": ["250.00"]}, {"e": ["038.9"]}]
+    undotted = [{"b": ["V103"]}, {"d": ["E8800"]}, {"f": ["V103"]}]
+    results = []
+    for reduce_rows in (1, 10**9):
+        evaluator = hieval.Evaluator(cache=cache, reduce_rows=reduce_rows)
+        for first, second in zip(dotted, undotted, strict=True):
+            evaluator.update(first, {"m": first})
+            evaluator.update(second, {"m": {d: ["V103"] for d in second}})
+        results.append(evaluator.compute())
+    same(results[1], results[0])
+    gold = {k: v for batch in dotted for k, v in batch.items()}
+    gold |= {"b": ["V10.3"], "d": ["E880.0"], "f": ["V10.3"]}
+    pred = {**{k: v for batch in dotted for k, v in batch.items()}, "b": ["V10.3"]}
+    pred |= {"d": ["V10.3"], "f": ["V10.3"]}
+    same(results[1], hieval.evaluate(gold, {"m": pred}, cache=cache))
