@@ -49,7 +49,7 @@ def test_any_chunk_bound_equals_one_evaluate(icd9, cache, reduce_rows, seed, kin
     # nothing has no code to read as dotted or not), so only bound 1's count is pinned.
     if reduce_rows == 1:
         assert chunks(evaluator) == len(parts)
-    elif kind == "frame":
+    elif kind == "frame" and reduce_rows == 10**9:
         assert chunks(evaluator) < len(parts)
     whole = hieval.evaluate(gold, models, cache=cache, **options)
     same(ours, whole)
