@@ -535,12 +535,13 @@ def _evaluate(gold: object, predictions: object, keywords: dict) -> Evaluation:
 
 def _options(
     gold: object, predictions: object, kw: dict, *, file_of: Callable[[object, str, str], Path],
-    inputs: Path, formats: dict[str, str],
+    inputs: Path, formats: dict[str, str], named: bool = False,
 ) -> run.EvaluateOptions:  # fmt: skip
     """``hieval evaluate``'s options from :func:`evaluate`'s arguments, each checked as the
     CLI checks it (in the order the keywords are listed, so the first bad one is named) and
-    each input staged to a file by ``file_of``."""
-    models = _named(predictions)
+    each input staged to a file by ``file_of``. ``named``: ``predictions`` is ``name ->
+    labels`` already (:class:`hieval.Evaluator` builds each batch's options here too)."""
+    models = dict(predictions) if named else _named(predictions)
     for name in models:
         _checked("pred", f"{name}=x", keyword="predictions")
     golds = list(gold) if isinstance(gold, list | tuple) else [gold]

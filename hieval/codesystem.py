@@ -259,6 +259,6 @@ def placed_codes(
     """Ancestor rows for those of ``codes`` that the hierarchy lacks (placed by syntax), but
     for the ``counted`` ones: with no ancestors they are false positives at the leaf only.
     The one rule for placing a run's codes (the count jobs, ICM's weights, the error analysis)."""
-    known = set(table.frame["code"].to_list())
+    known = table.known_codes
     unknown = {c for c in codes.to_list() if c not in known and c not in counted}
     return of_table(table).placed_ancestors(unknown, table) if unknown else None

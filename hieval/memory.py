@@ -150,9 +150,18 @@ def _long(labels: Mapping, *, name: str, role: str) -> pl.DataFrame:
     if scored:
         columns["score"] = scores
     try:
-        return pl.DataFrame(columns, strict=True)
+        frame = pl.DataFrame(columns, strict=True)
     except (TypeError, pl.exceptions.PolarsError):
         return _mixed_types(columns, name=name)
+    # No value to infer a type from (no document, or only documents without codes): the
+    # columns are still text (and scores numbers), as in a file that holds such rows.
+    return frame.cast(
+        {
+            c: pl.Float64 if c == "score" else pl.String
+            for c, t in frame.schema.items()
+            if t == pl.Null
+        }
+    )
 
 
 def _pairs(value: object, *, name: str, doc: object, scored: bool) -> list[tuple]:

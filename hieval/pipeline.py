@@ -172,7 +172,9 @@ class NormalizeJob:
     assumed. ``on_fast_path`` (one file only) and ``wait_turn``: see
     :func:`hieval.inputs.normalize.normalize_labels`. ``shown_as`` is how the record (and so
     the reports) name one file the user never saw: an in-memory input of the Python API,
-    written to a private file gone after the run.
+    written to a private file gone after the run. ``coverage=False`` leaves the coverage
+    warning to the caller: the Evaluator's batches are judged over all of them at once, not one
+    by one. ``levels_file`` may be a table already read (the Evaluator's batches share one).
     """
 
     path: str | Path | Sequence[str | Path]
@@ -180,7 +182,7 @@ class NormalizeJob:
     role: str
     out: str | Path
     record_out: str | Path
-    levels_file: str | Path
+    levels_file: str | Path | LevelTable
     options: LabelOptions
     unknown_codes: str | None
     malformed_codes: str = DEFAULT_MALFORMED_CODES
@@ -193,12 +195,17 @@ class NormalizeJob:
     on_fast_path: Callable[[], None] | None = None
     shown_as: str | None = None
     wait_turn: Callable[[], None] | None = None
+    coverage: bool = True
 
 
 def normalize_file(job: NormalizeJob) -> InputRecord:
     """Normalise one label file (or several pooled) as ``job`` says and write its record
     beside it (:class:`NormalizeJob`)."""
-    hierarchy = read_level_table(job.levels_file)
+    hierarchy = (
+        job.levels_file
+        if isinstance(job.levels_file, LevelTable)
+        else read_level_table(job.levels_file)
+    )
     files = [job.path] if isinstance(job.path, str | Path) else list(job.path)
     if not files:
         raise HievalError(f"{job.name}: no file given")
@@ -232,7 +239,11 @@ def normalize_file(job: NormalizeJob) -> InputRecord:
     if job.gold is not None:  # predictions, checked against the gold
         found = [
             *_unscored_settings(record, options, default_threshold=default_threshold),
-            *_coverage(record, gold=job.gold, out=job.out, scores_out=job.scores_out),
+            *(
+                _coverage(record, gold=job.gold, out=job.out, scores_out=job.scores_out)
+                if job.coverage
+                else ()
+            ),
         ]
         for warning in found:
             log.warning("warning: %s", warning)
@@ -759,20 +770,36 @@ def gather_counts(
     docs_out: str | Path,
     item_sums_out: str | Path,
 ) -> None:
-    """Reduce shard count tables exactly: node counts are summed, document and item rows
-    (disjoint across shards) concatenated, all sorted as an unsharded run sorts them."""
-    node_table = (
-        pl.concat([paths.read_parquet(p) for p in nodes])
-        .group_by("family", "level", "node")
-        .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
-        .sort("family", "level", "node")
+    """Reduce shard count tables exactly (:func:`reduce_counts`), as an unsharded run
+    writes them."""
+    node_table, doc_table, item_table = reduce_counts(
+        [paths.read_parquet(p) for p in nodes],
+        [paths.read_parquet(p) for p in docs],
+        [paths.read_parquet(p) for p in item_sums],
     )
-    doc_table = pl.concat([paths.read_parquet(p) for p in docs]).sort("doc_id", "family", "level")
-    item_table = pl.concat([paths.read_parquet(p) for p in item_sums]).sort("doc_id")
     write_parquet(node_table, nodes_out)
     write_parquet(doc_table, docs_out)
     write_parquet(item_table, item_sums_out)
     log.info("gathered %d shards", len(nodes))
+
+
+def reduce_counts(
+    nodes: list[pl.DataFrame], docs: list[pl.DataFrame], item_sums: list[pl.DataFrame]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The count tables of disjoint sets of documents (shards, or the Evaluator's batches)
+    as one: node counts summed, document and item rows concatenated, all sorted as an
+    unsharded run sorts them."""
+    node_table = (
+        pl.concat(nodes)
+        .group_by("family", "level", "node")
+        .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
+        .sort("family", "level", "node")
+    )
+    return (
+        node_table,
+        pl.concat(docs).sort("doc_id", "family", "level"),
+        pl.concat(item_sums).sort("doc_id"),
+    )
 
 
 def model_metrics(  # noqa: PLR0913 (rule metrics' inputs, params and outputs, one keyword each (scripts/metrics.py))
@@ -866,6 +893,40 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
         params=params,
         resources=resources,
     )
+    model_rows_and_scores(
+        model=model,
+        gold=gold,
+        scores=scores,
+        record=record,
+        levels_file=levels_file,
+        ancestors=ancestors,
+        max_level=max_level,
+        params=params,
+        label_set=label_set,
+        ks=ks,
+        out=out,
+        train_gold=train_gold,
+    )
+
+
+def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's inputs, one keyword each)
+    *,
+    model: str,
+    gold: str | Path,
+    scores: str | Path,
+    record: str | Path,
+    levels_file: str | Path,
+    ancestors: str | Path,
+    max_level: str | None,
+    params: IcmParams,
+    label_set: str,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    out: ModelFiles,
+    train_gold: str | Path | None = None,
+) -> None:
+    """One model's metric rows (:func:`model_metrics`, from its count tables in ``out``) and
+    score rows (:func:`score_metrics`): what :func:`count_and_score` does once counted, and
+    :meth:`hieval.Evaluator.compute` once its batches' counts are reduced."""
     model_metrics(
         model=model,
         nodes=out.nodes,

@@ -423,9 +423,7 @@ def evaluate_into(
                 if not written.done():
                     written.set_exception(error)
             raise
-        uncertain = _intervals(run, progress)
-        _conventions(run)
-        _reports(run, tuned=tuned, uncertain=uncertain, errors=errors)
+        report_into(run, tuned=tuned, progress=progress, errors=errors)
     return run.names
 
 
@@ -433,7 +431,7 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     """The run's config, resources and hierarchy tables (built or read from the cache)."""
     names = model_names(args)
     args.per_file = _per_file_options(args, names)
-    spaces = _label_spaces(args, names)
+    spaces = _label_spaces(args, names)  # refused before anything is read
     config = config_from_args(args)
     check_names(config["conventions"])
     check_paper_table(config["report"]["paper_table"], config["conventions"])
@@ -490,17 +488,7 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
     threshold was tuned. The gold may be normalised in the background beside the first predictions
     (:func:`_gold_beside_predictions`)."""
     args, resources = run.args, run.resources
-    gold_job = functools.partial(
-        NormalizeJob,
-        path=args.gold,
-        name="gold",
-        role=GOLD,
-        out=run.gold,
-        record_out=run.records[0],
-        options=gold_options(run.config),
-        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
-        **run.common,
-    )
+    gold_job = _gold_job(run)
     with ThreadPoolExecutor(1, thread_name_prefix="gold") as background:
         written, wait_turn = None, None
         if _gold_beside_predictions(args, resources):
@@ -693,6 +681,52 @@ def _reports(
             **uncertain,
         )
     )
+
+
+def report_into(
+    run: _Run,
+    *,
+    tuned: dict[str, Path],
+    progress: Progress = _log_progress,
+    errors: Future | None = None,
+) -> None:
+    """The stages after each model's metric rows (in ``work/metrics``, ``ranking`` and
+    ``counts``): uncertainty, the conventions, the tables, the analyses and the reports.
+    :func:`evaluate_into` (whose error analysis, ``errors``, started beside the counting) and
+    :meth:`hieval.Evaluator.compute` (whose counts are its batches' reduced) both end here."""
+    # The error analysis reads only the inputs and the counts, and the intervals, conventions
+    # and tables never read its outputs: it runs beside them (the reports wait for it).
+    with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
+        if errors is None:
+            errors = beside.submit(_error_analysis, run)
+        uncertain = _intervals(run, progress)
+        _conventions(run)
+        _reports(run, tuned=tuned, uncertain=uncertain, errors=errors)
+
+
+def _gold_job(run: _Run) -> Callable[..., NormalizeJob]:
+    """The gold's normalisation to ``run.gold`` (its record beside it): a
+    :class:`NormalizeJob` once given what is left (``on_fast_path``)."""
+    args = run.args
+    return functools.partial(
+        NormalizeJob,
+        path=args.gold,
+        name="gold",
+        role=GOLD,
+        out=run.gold,
+        record_out=run.records[0],
+        options=gold_options(run.config),
+        shown_as=args.shown.get(str(args.gold[0])) if len(args.gold) == 1 else None,
+        **run.common,
+    )
+
+
+def normalize_batch(run: _Run) -> None:
+    """One batch of documents of :class:`hieval.Evaluator` normalised into ``run.work /
+    "inputs"`` as :func:`evaluate_into` normalises whole inputs (the same calls): the gold,
+    and each model's decided labels and scores, records beside."""
+    normalize_file(_gold_job(run)())
+    _normalize_predictions(run, gold=run.gold, progress=lambda subject, stage: None)
 
 
 def _conventions(run: _Run) -> None:

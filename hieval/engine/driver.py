@@ -23,16 +23,24 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hieval.engine.counts import DocSink, add_node_sums, count_slice, empty_sums, node_frame
+from hieval.engine.counts import (
+    DocSink,
+    add_node_sums,
+    count_slice,
+    empty_sums,
+    node_frame,
+)
 from hieval.engine.frequencies import gold_frequencies
 from hieval.engine.groups import Groups, Slice, default_threads, parallel_map, slices
 from hieval.engine.icm import (
+    FixedWeights,
+    GoldCounts,
     IcmParams,
     ItemSums,
     gold_only,
+    node_weights,
     slice_frequencies,
     slice_item_sums,
-    weights_table,
 )
 from hieval.engine.keys import LEAF, CodeSpace, Labels, Source, encode, label_codes, read_frame
 
@@ -135,19 +143,50 @@ def encode_labels(
 def labels_weights(
     labels: Labels, *, levels: tuple[str, ...], params: IcmParams, threads: int | None = None
 ) -> pl.DataFrame:
-    """ICM node weights from the gold of encoded labels (the gold-only pass): counted as runs
-    of sorted keys on a tree of levels (:mod:`hieval.engine.frequencies`), group by group
-    otherwise."""
+    """ICM node weights from the gold of encoded labels (the gold-only pass)."""
+    counts = labels_gold_counts(labels, params=params, threads=threads)
+    return node_weights(counts.ancestors, counts.nodes, counts.items, levels=levels, params=params)
+
+
+def labels_gold_counts(
+    labels: Labels, *, params: IcmParams, threads: int | None = None
+) -> GoldCounts:
+    """What ICM's node weights need of the gold of encoded labels (additive over documents):
+    counted as runs of sorted keys on a tree of levels (:mod:`hieval.engine.frequencies`),
+    group by group otherwise."""
     found = gold_frequencies(labels)
     if found is not None:
-        return weights_table(labels, found, levels=levels, params=params)
+        return GoldCounts.of(labels, found, params)
     gold = gold_only(labels)
     freq = np.zeros(labels.space.tree_nodes.len(), dtype=np.int64)
     exact = np.zeros(labels.space.codes.len(), dtype=np.int64)
     for node_f, code_f in parallel_map(slice_frequencies, slices(gold), threads):
         freq += node_f
         exact += code_f
-    return weights_table(labels, (freq, exact), levels=levels, params=params)
+    return GoldCounts.of(labels, (freq, exact), params)
+
+
+def labels_item_sums(
+    labels: Labels,
+    weights: pl.DataFrame,
+    *,
+    params: IcmParams,
+    threads: int | None = None,
+    fixed: FixedWeights | None = None,
+) -> pl.DataFrame:
+    """The per-item ICM, HF and PROP-F sums of encoded labels over given node ``weights``:
+    the item pass of :func:`evaluate_labels` alone, for documents counted earlier whose
+    weights were known only once the whole gold was (:class:`hieval.Evaluator`). ``fixed``:
+    the weights already aligned to the labels' code space (:meth:`FixedWeights.of`), for
+    batches sharing one space."""
+    sums = ItemSums(labels, weights, params, fixed)
+
+    def one_slice(part: Slice) -> tuple[int, int, np.ndarray]:
+        return part.first, part.end, slice_item_sums(part, sums.weights)
+
+    for first, end, part_sums in parallel_map(one_slice, slices(labels), threads):
+        sums.add(first, end, part_sums)
+    return sums.frame()
 
 
 def gold_weights(
@@ -205,6 +244,23 @@ def evaluate(  # noqa: PLR0913 (keyword-only settings of the one pass; tests cal
         docs_out=docs_out,
         items=items,
     )
+
+
+def count_labels(
+    labels: Labels, *, evaluated: tuple[str, ...], threads: int | None = None
+) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
+    """The node sums (per level, arrays over the labels' code space) and the per-document
+    rows of encoded labels: :func:`evaluate_labels` without the item pass and before the node
+    table is made, so that batches of documents encoded in one code space add their sums as
+    arrays and make one node table (:class:`hieval.Evaluator`)."""
+    totals: dict[str, np.ndarray] = {}
+    with DocSink(evaluated, labels.doc_ids, None) as docs:
+        for counts in parallel_map(
+            lambda part: count_slice(part, evaluated), slices(labels), threads
+        ):
+            add_node_sums(totals, counts)
+            docs.add(counts.doc_rows)
+    return totals or empty_sums(labels.space, evaluated), docs.frame()
 
 
 def evaluate_labels(

@@ -101,11 +101,7 @@ def _gold_keys(keys: np.ndarray, step: int = 1 << 22) -> np.ndarray:
 
 def _self_node(space: CodeSpace) -> np.ndarray:
     """Per code index, the index of the code's own node in ``space.tree_nodes`` (-1: none)."""
-    index = space.tree_nodes.search_sorted(space.codes).cast(pl.Int64).to_numpy()
-    index = np.minimum(index, max(space.tree_nodes.len() - 1, 0))
-    found = space.tree_nodes.len() > 0
-    same = found and (space.tree_nodes.gather(index) == space.codes).to_numpy()
-    return np.where(same, index, -1)
+    return space.self_node
 
 
 def slice_frequencies(part: Slice) -> tuple[np.ndarray, np.ndarray]:
@@ -122,33 +118,69 @@ def gold_only(labels: Labels) -> Labels:
     return Labels(_gold_keys(labels.keys), labels.doc_ids, labels.in_gold, labels.space)
 
 
-def weights_table(
-    labels: Labels,
-    frequencies: tuple[np.ndarray, np.ndarray],
+@dataclass(frozen=True)
+class GoldCounts:
+    """What ICM's node weights need of a gold, additive over its documents: per tree node the
+    gold items with the node in A(G) (``f``) and those holding it as a label (``n_l``), the
+    number of items, and the ancestor rows the nodes come from. Batches of documents (the
+    Evaluator) or shards add them up (:meth:`add`) and weigh the nodes once, exactly as a
+    whole gold would."""
+
+    nodes: pl.DataFrame  # node, f, n_l
+    items: int
+    ancestors: pl.DataFrame  # code, level, ancestor
+
+    @classmethod
+    def of(
+        cls, labels: Labels, frequencies: tuple[np.ndarray, np.ndarray], params: IcmParams
+    ) -> GoldCounts:
+        """The counts of encoded labels, from their gold :func:`slice_frequencies` summed."""
+        space = labels.space
+        freq, exact_by_code = frequencies
+        self_node = _self_node(space)
+        exact = np.zeros(space.tree_nodes.len(), dtype=np.int64)
+        has_self = self_node >= 0
+        np.add.at(exact, self_node[has_self], exact_by_code[has_self])
+        nodes = pl.DataFrame(
+            {"node": space.tree_nodes, "f": freq, "n_l": exact},
+            schema={"node": pl.String, "f": pl.Int64, "n_l": pl.Int64},
+        )
+        return cls(nodes, int(_items(labels, params).sum()), space.ancestors)
+
+    @staticmethod
+    def add(parts: list[GoldCounts]) -> GoldCounts:
+        """The counts of documents in disjoint parts, summed (integers: exact in any order)."""
+        nodes = (
+            pl.concat([p.nodes for p in parts])
+            .group_by("node")
+            .agg(pl.col("f", "n_l").sum())
+            .sort("node")
+        )
+        ancestors = pl.concat([p.ancestors.select("code", "level", "ancestor") for p in parts])
+        return GoldCounts(nodes, sum(p.items for p in parts), ancestors.unique())
+
+
+def node_weights(
+    ancestors: pl.DataFrame,
+    counts: pl.DataFrame,
+    n_items: int,
     *,
     levels: tuple[str, ...],
     params: IcmParams,
 ) -> pl.DataFrame:
-    """``node, ic, delta, inv_propensity`` for every node (and placed code), from the summed
-    :func:`slice_frequencies` of the gold.
+    """``node, ic, delta, inv_propensity`` for every node of ``ancestors`` (and placed code),
+    from the gold counts ``node, f, n_l`` (:class:`GoldCounts`) and the number of items.
 
     ``inv_propensity`` is :meth:`IcmParams.inverse_propensity` with N the number of items and
     N_l the items whose gold holds label l itself; PROP-F weighs labels by it. ``levels`` must
     hold every level up to the root (deepest first): ICM uses the whole tree, whatever
     ``max_level`` the CoPHE metrics use.
     """
-    space = labels.space
-    n_items = int(_items(labels, params).sum())
-    freq, exact_by_code = frequencies
-    self_node = _self_node(space)
-    exact = np.zeros(space.tree_nodes.len(), dtype=np.int64)
-    has_self = self_node >= 0
-    np.add.at(exact, self_node[has_self], exact_by_code[has_self])
     import duckdb  # here: the workflow's Snakefile imports this module for IcmParams
 
     con = duckdb.connect()
-    con.register("anc_in", space.ancestors)
-    con.register("counts", pl.DataFrame({"node": space.tree_nodes, "f": freq, "n_l": exact}))
+    con.register("anc_in", ancestors)
+    con.register("counts", counts.select("node", "f", "n_l"))
     weights = con.sql(
         """
         WITH anc AS (
@@ -243,9 +275,16 @@ def slice_item_sums(part: Slice, weights: FixedWeights) -> np.ndarray:
 class ItemSums:
     """Accumulates per-document ICM, HF, PROP-F and LCA-F sums over slices."""
 
-    def __init__(self, labels: Labels, weights: pl.DataFrame, params: IcmParams) -> None:
+    def __init__(
+        self,
+        labels: Labels,
+        weights: pl.DataFrame,
+        params: IcmParams,
+        fixed: FixedWeights | None = None,
+    ) -> None:
         self.labels = labels
-        self.weights = FixedWeights.of(weights, labels.space)
+        # ``fixed``: ``weights`` already aligned to the labels' space (batches sharing one).
+        self.weights = fixed if fixed is not None else FixedWeights.of(weights, labels.space)
         self.params = params
         self.sums = np.zeros((len(ALL_SUMS), labels.doc_ids.len()), np.int64)
 

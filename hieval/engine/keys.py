@@ -20,6 +20,7 @@ one string per document for sorted inputs (as normalisation writes them), one pe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,16 @@ class CodeSpace:
             tree_slots=tree_slots,
             unbroken=unbroken,
         )
+
+    @functools.cached_property
+    def self_node(self) -> np.ndarray:
+        """Per code index, the index of the code's own node in ``tree_nodes`` (-1: none);
+        computed once per space (the Evaluator's batches share one)."""
+        index = self.tree_nodes.search_sorted(self.codes).cast(pl.Int64).to_numpy()
+        index = np.minimum(index, max(self.tree_nodes.len() - 1, 0))
+        found = self.tree_nodes.len() > 0
+        same = found and (self.tree_nodes.gather(index) == self.codes).to_numpy()
+        return np.where(same, index, -1)
 
     def with_codes(self, more: list[str]) -> CodeSpace:
         """This space with label codes the ancestor table lacks appended (no ancestors)."""

@@ -11,6 +11,7 @@ as key-value metadata, so readers never guess them.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,12 @@ class LevelTable:
     root: str
     source: str = ""
     code_system: str = ""
+
+    @functools.cached_property
+    def known_codes(self) -> frozenset[str]:
+        """The table's codes as a set, built once per table: every label file read against
+        the table asks it of each of its distinct codes (the Evaluator, of every batch)."""
+        return frozenset(self.frame["code"].to_list())
 
     @property
     def ancestor_columns(self) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
+from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, preview_value
 from hieval.inputs.detect import LabelFile
 from hieval.inputs.job import LabelJob
@@ -128,34 +129,31 @@ class _Codes:
     codes: list[str]
     rank: np.ndarray
     index: np.ndarray
-    canonical: list[str]
-    rows: list[int]
+    canonical: pl.Series
+    rows: np.ndarray
     code_format: str
 
 
 def _rank_codes(code_index: np.ndarray, code_values: pa.Array, job: LabelJob) -> _Codes | None:
     """Read the used dictionary entries as codes; None when one is refused (the general path
-    names its rows) or there are more distinct codes than a key holds."""
+    names its rows) or there are more distinct codes than a key holds. Vectorised over the
+    entries (the Evaluator reads a few thousand of them in every batch)."""
     code_rows = np.bincount(code_index, minlength=len(code_values))
     used = np.flatnonzero(code_rows)
-    raw = code_values.take(_arrow(used)).to_pylist()
+    raw = pl.Series("raw", code_values.take(_arrow(used)), dtype=pl.String)
     fmt = job.options.code_format
     if fmt == "auto":
-        fmt = "dotted" if any("." in code for code in raw) else "undotted"
+        fmt = "dotted" if raw.str.contains(".", literal=True).any() else "undotted"
     try:
-        canonical = [
-            job.system.normalize(code, None, fmt, default_type=job.options.code_type)[0]
-            for code in raw
-        ]
+        canonical = _canonical(job.system, raw, fmt, job.options.code_type)
     except CodeError:
         return None  # the general path names the rows of bad codes
-    codes = sorted(set(canonical))
-    if len(codes) > _RANK_MASK:
+    codes = canonical.unique().sort()  # Polars orders text by its UTF-8 bytes, as sorted() does
+    if codes.len() > _RANK_MASK:
         return None
-    rank_of = {code: rank for rank, code in enumerate(codes)}
     code_rank = np.full(len(code_values), -1, dtype=np.int64)
-    code_rank[used] = [rank_of[code] for code in canonical]
-    return _Codes(codes, code_rank, code_index, canonical, code_rows[used].tolist(), fmt)
+    code_rank[used] = codes.search_sorted(canonical).to_numpy()
+    return _Codes(codes.to_list(), code_rank, code_index, canonical, code_rows[used], fmt)
 
 
 def _unknown_codes(
@@ -163,11 +161,12 @@ def _unknown_codes(
 ) -> np.ndarray:
     """Record the codes the hierarchy lacks and apply the policy to them (an error is the
     general path's); the codes to drop, as a mask over the ranks."""
-    known = set(job.hierarchy.frame["code"].to_list())
+    lacking = ~coded.canonical.is_in(job.hierarchy.frame["code"].implode())
     unknown: dict[str, int] = {}
-    for code, n in zip(coded.canonical, coded.rows, strict=True):
-        if code not in known:
-            unknown[code] = unknown.get(code, 0) + n
+    if lacking.any():
+        found = pl.DataFrame({"code": coded.canonical, "rows": coded.rows}).filter(lacking)
+        for code, n in found.group_by("code").agg(pl.col("rows").sum()).iter_rows():
+            unknown[code] = int(n)
     record.unknown_codes = dict(sorted(unknown.items()))
     check_unknown_codes(
         unknown,
@@ -243,6 +242,35 @@ def _finish(
             pass
     log.info("%s", record.summary())
     return record
+
+
+#: Canonical forms of raw codes already parsed (``raw, canonical``), per code system, format
+#: and default kind.
+_PARSED: dict[tuple, pl.DataFrame] = {}
+_PARSED_MAX = 1 << 20
+
+
+def _canonical(
+    system: CodeSystem, raw: pl.Series, code_format: str, code_type: str | None
+) -> pl.Series:
+    """The raw codes' canonical forms, each parsed once per process: the Evaluator's batches,
+    and a notebook's repeated evaluations, read the same few thousand codes again and again
+    (a refused code raises every time; errors are not kept). ``raw`` holds distinct codes."""
+    key = (system, code_format, code_type)
+    parsed = _PARSED.get(key)
+    if parsed is None or parsed.height > _PARSED_MAX:
+        parsed = pl.DataFrame(schema={"raw": pl.String, "canonical": pl.String})
+    missing = raw.filter(~raw.is_in(parsed["raw"].implode())).unique()
+    if missing.len():
+        found = [
+            system.normalize(code, None, code_format, default_type=code_type)[0]
+            for code in missing.to_list()
+        ]
+        new = pl.DataFrame({"raw": missing, "canonical": found}, schema=parsed.schema)
+        parsed = pl.concat([parsed, new], rechunk=True)
+    _PARSED[key] = parsed
+    frame = raw.to_frame("raw").join(parsed, on="raw", how="left", maintain_order="left")
+    return frame["canonical"]
 
 
 def planned_bytes(path: Path) -> int:
