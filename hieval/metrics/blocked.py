@@ -31,7 +31,7 @@ benchmark's prototype side.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -406,7 +406,7 @@ class _Level:
         return len(self.full_of)
 
 
-def blocked_levels(
+def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the blocks and the bootstrap's read)
     matrix: np.ndarray,
     gold_rows: np.ndarray,
     gold_cols: np.ndarray,
@@ -416,6 +416,7 @@ def blocked_levels(
     n_docs: int | None = None,
     extra_labels: int = 0,
     block_docs: int = DEFAULT_BLOCK_DOCS,
+    second_read: Callable[[dict[str, _Level]], Callable[..., None]] | None = None,
 ) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
     """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
     at every level of ``node_of`` (level -> each label's node, numbered in name order, or
@@ -428,6 +429,11 @@ def blocked_levels(
     ``node_of`` then cover them), and gold documents ``matrix rows .. n_docs - 1`` have no
     row. Their pairs are unscored: tied below every scored pair for AUC, after the scored
     codes in code order in a document's ranking, as :mod:`hieval.metrics.ranking` has it.
+
+    ``second_read``, when given, is called with every level's state after the first read
+    (its gold pairs' scores known) and returns a function the second read calls with each
+    level's name, block number, first document and block: the bootstrap's AUC replicates
+    (:mod:`hieval.metrics.uncertainty.auc_blocks`) ride on the same read.
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -470,9 +476,12 @@ def blocked_levels(
         state.micro_sorted = np.sort(state.values)
         state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
         state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
-    for _number, _start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
+    visit = second_read(levels) if second_read is not None else None
+    for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
         for name, state in levels.items():
             _count(state, by_level[name])
+            if visit is not None:
+                visit(name, number, start, by_level[name])
     return {name: _results(state, n_docs) for name, state in levels.items()}
 
 
