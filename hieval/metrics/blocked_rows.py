@@ -258,16 +258,18 @@ def dense_ranking_units(
     size = block_docs()
     place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
     replicates = _AucReplicates(weights[:, place], scored_rows) if weights is not None else None
-    results = _levels(dense, node_of, size, second_read=replicates)
+    # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
+    results = _levels(dense, node_of, size, second_read=replicates, aucs=False)
     names: dict[str, int] = {}
     columns: list[np.ndarray] = []
     keys: list = []
     boot: dict[str, dict[str, np.ndarray]] = {}
     for level in [LEAF, *levels]:
-        aucs, ranks = results["leaf" if level == LEAF else level]
+        _aucs, ranks = results["leaf" if level == LEAF else level]
         if replicates is not None:
-            boot[level] = replicates.finish("leaf" if level == LEAF else level, model, level)
-            defined = {"micro": aucs.micro is not None, "macro": aucs.macro is not None}
+            name = "leaf" if level == LEAF else level
+            defined = replicates.defined(name, dense.n_docs)
+            boot[level] = replicates.finish(name, model, level)
             keys += [("ranking", level, avg, "auc") for avg in ("micro", "macro") if defined[avg]]
         ranks = _in_order(ranks, place)
         values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
@@ -324,6 +326,17 @@ class _AucReplicates:
             block, start, state.rows[which] - start, state.compact[which]
         )
 
+    def defined(self, name: str, n_docs: int) -> dict[str, bool]:
+        """Which AUC rows the point estimate has at a level (as its blocked AUCs decide):
+        micro with a positive and a negative pair, macro with a label that has a positive and
+        a negative document."""
+        state = self.states[name]
+        support = np.bincount(state.full, minlength=state.total)
+        return {
+            "micro": 0 < len(state.rows) < n_docs * state.total,
+            "macro": bool(np.any((support > 0) & (support < n_docs))),
+        }
+
     def finish(self, name: str, model: str, level: str) -> dict[str, np.ndarray]:
         accumulator = self.accumulators.pop(name)
         rows = self.weights[:, : self.scored_rows].sum(axis=1)
@@ -345,12 +358,17 @@ def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
 
 
 def _levels(
-    dense: DenseModel, node_of: dict[str, np.ndarray], size: int, *, second_read=None
+    dense: DenseModel,
+    node_of: dict[str, np.ndarray],
+    size: int,
+    *,
+    second_read: Callable | None = None,
+    aucs: bool = True,
 ) -> dict:
     """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
     document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
     return blocked.blocked_levels(
         dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
         code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size, second_read=second_read,
+        block_docs=size, second_read=second_read, aucs=aucs,
     )  # fmt: skip
