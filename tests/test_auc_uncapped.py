@@ -230,3 +230,38 @@ def test_below_the_cap_nothing_changes_and_above_it_macro_is_the_exact_plans(zoo
         .sort(keys)
         .equals(exact["intervals"].filter(rest).sort(keys))
     )
+
+
+def test_the_long_path_above_the_cap_replicates_auc_with_repeated_documents(monkeypatch):
+    """A long score table above the (lowered) cap: its AUC rows are replicated from the
+    chunked accumulator, looked up by replicate index; with integer weights a replicate is
+    the test set with each document repeated, so scikit-learn on the repeated rows is the
+    reference (macro within float rounding, micro within the replicate's bound)."""
+    from sklearn.metrics import roc_auc_score
+    from test_ranking import make_case
+    from test_uncertainty_auc import BELOW, LABELS, frames
+
+    from hieval.metrics.uncertainty.ranking import ranking_replicates, ranking_units
+
+    gold, scores = make_case(21, truncated=True, labels=LABELS)
+    monkeypatch.setattr("hieval.metrics.uncertainty.ranking.AUC_MAX_SCORED_PAIRS", 5)
+    weights = np.random.default_rng(2).poisson(1.0, (6, gold.shape[0])).astype(np.float64)
+    gold_frame, score_frame = frames(gold, scores)
+    doc_ids = gold_frame["doc_id"].unique().sort()
+    model = ranking_units(gold_frame, score_frame, doc_ids=doc_ids, ks=(1,), weights=weights)
+    assert ("ranking", "leaf", "micro", "auc") in model.keys
+    assert "leaf" in model.auc_bootstrap and "leaf" not in model.auc
+    keys = [("ranking", "leaf", "micro", "auc"), ("ranking", "leaf", "macro", "auc")]
+    later = ranking_replicates([(model, weights[2:5])], keys, first=2)
+    bound = model.auc_bootstrap["leaf"]["bound"]
+    full = np.where(np.isnan(scores), BELOW, scores)
+    for r, w in enumerate(weights[2:5], start=2):
+        repeat = np.repeat(np.arange(gold.shape[0]), w.astype(int))
+        g, x = gold[repeat], full[repeat]
+        micro = roc_auc_score(g.ravel(), x.ravel())
+        per_code = [roc_auc_score(g[:, c], x[:, c]) for c in range(LABELS)
+                    if 0 < g[:, c].sum() < len(g)]  # fmt: skip
+        assert abs(later[keys[0]][r - 2] - micro) <= bound[r] + 1e-12
+        assert later[keys[1]][r - 2] == pytest.approx(np.mean(per_code), abs=1e-12)
+    with pytest.raises(ValueError, match="above the cap"):
+        ranking_replicates([(model, weights), (model, weights)], keys, first=0)
