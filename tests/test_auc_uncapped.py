@@ -77,7 +77,9 @@ def _accumulate(scores, gold, scored, full_gold, weights, *, bins: int, chunk: i
     for first in range(0, len(neg_doc), chunk):
         part = slice(first, first + chunk)
         acc.add(neg_doc[part], neg_col[part], scores[neg_doc[part], neg_col[part]])
-    return acc.finish((scored.T.astype(np.float64) @ weights.T).T)
+    out = acc.finish((scored.T.astype(np.float64) @ weights.T).T)
+    assert acc.kind == (np.float32 if weights.max() * docs < 2**24 else np.float64)
+    return out
 
 
 @pytest.mark.parametrize(("seed", "grid", "bins"), [(1, False, 64), (2, True, 16), (3, False, 8)])
@@ -265,3 +267,13 @@ def test_the_long_path_above_the_cap_replicates_auc_with_repeated_documents(monk
         assert later[keys[1]][r - 2] == pytest.approx(np.mean(per_code), abs=1e-12)
     with pytest.raises(ValueError, match="above the cap"):
         ranking_replicates([(model, weights), (model, weights)], keys, first=0)
+
+
+def test_weights_too_large_for_float32_sums_take_float64():
+    """A weight of 2**24 would make float32 interval sums inexact: the fold then sums in
+    float64, and macro still matches the definition."""
+    scores, gold, scored, full_scores, full_gold, weights = _case(6)
+    weights[0, 3] = 2.0**24
+    out = _accumulate(scores, gold, scored, full_gold, weights, bins=64)
+    _, macro = _weighted_mann_whitney(full_scores, full_gold, weights)
+    np.testing.assert_allclose(out.macro, macro, rtol=1e-12, atol=1e-12)
