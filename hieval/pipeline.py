@@ -1202,7 +1202,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             units = dense_ranking_units(
                 gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
                 ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
-                model=model, weights=weights(),
+                model=model, weights=weights,
             )  # fmt: skip
             if units is not None:
                 scored[model] = units
@@ -1220,7 +1220,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             levels=layout.levels,
             model=model,
             propensities=propensities,
-            weights=weights(),
+            weights=weights,
         )
         tidy[model] = pl.concat([tidy[model], _with_units(job, model, scored[model])])
     return scored

@@ -38,6 +38,7 @@ from hieval.metrics.uncertainty.ranking import (
     DOCUMENT_SETS,
     RankingUnits,
     document_columns,
+    drawn_weights,
 )
 from hieval.metrics.uncertainty.ranking import _denominator as denominator
 
@@ -235,12 +236,13 @@ def dense_ranking_units(
     ancestors: pl.DataFrame | None,
     levels: Sequence[str],
     model: str,
-    weights: np.ndarray | None = None,
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
 ) -> RankingUnits | None:
     """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model with a level
     above :data:`AUC_MAX_SCORED_PAIRS` scored pairs, from the blocks: the document columns
     from the blocked ranks and the calibration sums, in ``doc_ids``' order, and with the
-    bootstrap's ``weights`` (replicates × documents, ``doc_ids``' order) every level's ROC-AUC
+    bootstrap's ``weights`` (replicates × documents, ``doc_ids``' order, or a function drawing
+    them) every level's ROC-AUC
     replicates, read in the same pass (:mod:`hieval.metrics.uncertainty.auc_blocks`: macro
     exact, micro within a bound the log reports). None where every level is small enough for
     the exact AUC plan: then the long path (the same units, AUC included) is the one to take."""
@@ -257,6 +259,7 @@ def dense_ranking_units(
         return None
     size = block_docs()
     place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
+    weights = drawn_weights(weights)  # drawn here, above the cap, and only here
     replicates = _AucReplicates(weights[:, place], scored_rows) if weights is not None else None
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
     results = _levels(dense, node_of, size, second_read=replicates, aucs=False)

@@ -28,7 +28,7 @@ weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_pl
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,7 +144,7 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     bins: int = ECE_BINS,
     model: str = "model",
     propensities: TrainPropensities | None = None,
-    weights: np.ndarray | None = None,
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
     rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
@@ -154,8 +154,9 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     ROC-AUC rows are replicated from a plan of the sorted pairs where a level has at most
     :data:`AUC_MAX_SCORED_PAIRS` scored pairs; above it from the pairs in chunks
     (:func:`chunked_auc_replicates`), given the bootstrap's ``weights`` (replicates ×
-    documents, ``doc_ids``' order; without them those rows get no interval and the log says
-    so, ``model`` naming it)."""
+    documents, ``doc_ids``' order, or a function drawing them on first use: most models never
+    need them; without them those rows get no interval and the log says so, ``model`` naming
+    it)."""
     arrays = with_gains(encode(gold, scores), propensities)
     own = gold["doc_id"].unique().sort()
     if not own.equals(doc_ids, check_names=False):
@@ -178,9 +179,9 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
             auc[level] = auc_pairs(level_scores)
             defined = auc[level].defined()
             keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
-        elif weights is not None:
+        elif (drawn := drawn_weights(weights)) is not None:
             pairs = auc_pairs(level_scores)
-            boot[level] = chunked_auc_replicates(pairs, weights, model=model, level=level)
+            boot[level] = chunked_auc_replicates(pairs, drawn, model=model, level=level)
             defined = pairs.defined()
             keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
         else:
@@ -209,6 +210,13 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
     plans = {level: auc_plan([pairs]) for level, pairs in auc.items()}
     return RankingUnits(matrix, names, tuple(keys), auc, plans, boot)
+
+
+def drawn_weights(
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None,
+) -> np.ndarray | None:
+    """The bootstrap's weights, drawn now if given as a function."""
+    return weights() if callable(weights) else weights
 
 
 def chunked_auc_replicates(
