@@ -115,6 +115,50 @@ def generate(folder: Path, *, docs: int, codes: int, gold_per_doc: float, seed: 
     return folder
 
 
+def model_name(k: int) -> str:
+    """The k-th model's name and file stem (``dense`` is the first: ``scores.npy``)."""
+    return "dense" if k == 0 else f"model{k + 1}"
+
+
+def model_matrix(folder: Path, k: int) -> Path:
+    return folder / ("scores.npy" if k == 0 else f"{model_name(k)}.npy")
+
+
+def generate_models(folder: Path, models: int) -> None:
+    """Score matrices 2 .. ``models`` on the first one's gold (once each): the same noise
+    model with its own seed and a gold boost of 4 - 0.25 (k - 1), so the zoo's models differ
+    in quality (the paired tests have something to find) and in every cell."""
+    shape = json.loads((folder / "done.json").read_text())
+    docs, codes = shape["docs"], shape["codes"]
+    rows, cols = gold_pairs(folder) if models > 1 else (None, None)
+    for k in range(1, models):
+        path = model_matrix(folder, k)
+        for kind in ("codes", "docs"):
+            (folder / f"{model_name(k)}.{kind}.txt").write_text(
+                (folder / f"scores.{kind}.txt").read_text(encoding="utf-8"), encoding="utf-8"
+            )
+        if path.exists():
+            continue
+        rng = np.random.default_rng(1000 + k)
+        partial = path.with_suffix(".partial.npy")
+        matrix = np.lib.format.open_memmap(
+            partial, mode="w+", dtype=np.float32, shape=(docs, codes)
+        )
+        order = np.argsort(rows, kind="stable")
+        r_sorted, c_sorted = rows[order], cols[order]
+        for start in range(0, docs, BLOCK):
+            stop = min(start + BLOCK, docs)
+            a, b = np.searchsorted(r_sorted, [start, stop])
+            gold = np.zeros((stop - start, codes), dtype=bool)
+            gold[r_sorted[a:b] - start, c_sorted[a:b]] = True
+            boost = 4.0 - 0.25 * (k - 1)
+            logits = rng.normal(-4.0, 1.5, size=gold.shape).astype(np.float32) + boost * gold
+            matrix[start:stop] = 1.0 / (1.0 + np.exp(-logits))
+        matrix.flush()
+        del matrix
+        partial.rename(path)
+
+
 def gold_pairs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """The gold as (row, column) pairs of the matrix."""
     import polars as pl
@@ -253,18 +297,21 @@ def _instrument(meter: StageMeter) -> None:
     meter.wrap(run, "_reports", "reports")
 
 
-def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
+def run_hieval(
+    folder: Path, profile: int, tune: bool, *, models: int = 1, bootstrap: int = 0
+) -> dict:
     from hieval import cli
 
     out = folder / "out"
+    preds = [f"{model_name(k)}={model_matrix(folder, k)}" for k in range(models)]
     argv = [
         "evaluate",
         "--gold", str(folder / "gold.csv"),
-        "--pred", f"dense={folder / 'scores.npy'}",
+        *[item for pred in preds for item in ("--pred", pred)],
         "--hierarchy", "icd10",
         "--cache", str(folder.parent / "cache"),
         "--out", str(out),
-    ]  # fmt: skip
+    ] + (["--bootstrap", str(bootstrap)] if bootstrap else [])  # fmt: skip
     (folder / "stages.jsonl").unlink(missing_ok=True)
     meter = StageMeter(log=folder / "stages.jsonl")
     _instrument(meter)
@@ -303,7 +350,12 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         "ranking": ranking,
         "calibration": dict(calibration.rows()),
         "decided_digest": _decided_digest(out, folder),
+        "models": models,
+        "bootstrap": bootstrap,
+        "cpu_seconds": _cpu_seconds(),
     }
+    if bootstrap:
+        result["uncertainty"] = _uncertainty_summary(out)
     if tune:  # not part of the defaults: tuning on the same scores as the dev set
         from hieval.metrics import ranking
         from hieval.metrics.tuning import tune as tune_on
@@ -323,6 +375,29 @@ def run_hieval(folder: Path, profile: int, tune: bool) -> dict:
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(profile)
         result["profile"] = text.getvalue()
     return result
+
+
+def _cpu_seconds() -> float:
+    """This process's user + system CPU seconds, every thread."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _uncertainty_summary(out: Path) -> dict:
+    """How many interval and comparison rows (and of them ROC-AUC's, and AUC comparisons
+    with an interval) the bootstrap wrote."""
+    import polars as pl
+
+    intervals = pl.read_parquet(out / "intervals.parquet")
+    comparisons = pl.read_parquet(out / "comparisons.parquet")
+    auc = pl.col("metric") == "auc"
+    return {
+        "intervals": intervals.height,
+        "auc_intervals": intervals.filter(auc & pl.col("low").is_not_null()).height,
+        "comparisons": comparisons.height,
+        "auc_comparisons": comparisons.filter(auc & pl.col("low").is_not_null()).height,
+        "p_values": comparisons.filter(pl.col("p_value").is_not_null()).height,
+    }
 
 
 def _decided_digest(out: Path, folder: Path) -> str:
@@ -474,7 +549,8 @@ def measure(side: str, args: argparse.Namespace, folder: Path) -> dict:
         sys.executable, __file__, "--child", side, "--docs", str(args.docs),
         "--codes", str(args.codes), "--gold-per-doc", str(args.gold_per_doc),
         "--seed", str(args.seed), "--data", str(args.data), "--profile", str(args.profile),
-        "--block-docs", str(args.block_docs),
+        "--block-docs", str(args.block_docs), "--models", str(args.models),
+        "--bootstrap", str(args.bootstrap),
     ] + (["--tune"] if args.tune else [])  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -489,7 +565,9 @@ def measure(side: str, args: argparse.Namespace, folder: Path) -> dict:
 def child(args: argparse.Namespace) -> None:
     folder = folder_for(args.data, args.docs, args.codes, args.gold_per_doc, args.seed)
     if args.child == "hieval":
-        result = run_hieval(folder, args.profile, args.tune)
+        result = run_hieval(
+            folder, args.profile, args.tune, models=args.models, bootstrap=args.bootstrap
+        )
     elif args.child == "blocked":
         result = run_blocked(folder, args.block_docs)
     else:
@@ -523,6 +601,10 @@ def main() -> None:
     parser.add_argument(
         "--blocked", action="store_true", help="also the blocked AUC prototype (issue 36)"
     )
+    parser.add_argument(
+        "--models", type=int, default=1, help="score matrices on the same gold (a zoo)"
+    )
+    parser.add_argument("--bootstrap", type=int, default=0, help="hieval's --bootstrap")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", choices=["hieval", "sklearn", "blocked"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -534,6 +616,7 @@ def main() -> None:
     generate(
         folder, docs=args.docs, codes=args.codes, gold_per_doc=args.gold_per_doc, seed=args.seed
     )
+    generate_models(folder, args.models)
     print(f"data: {folder} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     warm_cache(folder)
     shape = json.loads((folder / "done.json").read_text())
@@ -566,8 +649,11 @@ def report(results: dict) -> None:
                   f"{row['peak_rss_gb']:.2f} | "
                   f"{row['peak_virtual_gb']:.2f} | {row['calls']} |")  # fmt: skip
         print(f"\nhieval: {hieval['total']:.1f} s, peak RSS {hieval['peak_rss_gb']:.2f} GB "
-              f"(process {hieval['process_seconds']:.1f} s); micro AUC {hieval['micro_auc']}, "
-              f"macro AUC {hieval['macro_auc']}")  # fmt: skip
+              f"(process {hieval['process_seconds']:.1f} s, CPU {hieval['cpu_seconds']:.1f} s; "
+              f"{hieval['models']} model(s), --bootstrap {hieval['bootstrap']}); micro AUC "
+              f"{hieval['micro_auc']}, macro AUC {hieval['macro_auc']}")  # fmt: skip
+        if "uncertainty" in hieval:
+            print(f"hieval uncertainty: {hieval['uncertainty']}")
         if "profile" in hieval:
             print("\n```\n" + hieval["profile"] + "```")
     sk = results.get("sklearn")

@@ -75,6 +75,8 @@ from hieval.reports.summary import combine, node_report, write_csv, write_report
 from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_bytes
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from hieval.inputs.record import InputRecord
     from hieval.metrics.uncertainty.units import Layout, Units
 
@@ -1259,6 +1261,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     table = read_level_table(job.levels_file)
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
+    weights = _bootstrap_weights(layout, job.settings)
     for model in job.predictions:
         dense = read_reference(job.scores[model]) if propensities is None else None
         if dense is not None:  # by blocks of its matrix, unless AUC replicates need it long
@@ -1267,7 +1270,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             units = dense_ranking_units(
                 gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
                 ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
-                model=model,
+                model=model, weights=weights,
             )  # fmt: skip
             if units is not None:
                 scored[model] = units
@@ -1285,9 +1288,31 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             levels=layout.levels,
             model=model,
             propensities=propensities,
+            weights=weights,
         )
         tidy[model] = pl.concat([tidy[model], _with_units(job, model, scored[model])])
     return scored
+
+
+def _bootstrap_weights(layout: Layout, settings: Settings) -> Callable[[], np.ndarray | None]:
+    """The bootstrap's weights (replicates × documents), drawn on first use and kept: the AUC
+    replicates of a level above the exact plan's cap are computed once for all of them
+    (:mod:`hieval.metrics.uncertainty.auc_blocks`). None without a bootstrap."""
+    from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
+
+    drawn: list = []
+
+    def weights() -> np.ndarray | None:
+        if not settings.bootstrap:
+            return None
+        if not drawn:
+            keys = doc_keys(layout.doc_ids.to_list())
+            drawn.append(
+                poisson_weights(keys, seed=settings.seed, first=0, count=settings.bootstrap)
+            )
+        return drawn[0]
+
+    return weights
 
 
 def _with_units(job: UncertaintyJob, model: str, units) -> pl.DataFrame:

@@ -239,8 +239,9 @@ def test_macro_auc_gets_the_centred_interval_and_micro_auc_does_not():
 
 
 def test_a_level_with_too_many_scored_pairs_gets_no_auc_rows_and_says_so(monkeypatch, caplog):
-    """Above the cap a level's AUC rows are left out of the replicates (their plan would cost
-    gigabytes for a fully scored model), the other rows stay, and the log names the model."""
+    """Above the cap, without the bootstrap's weights (the chunked replicates need them,
+    tests/test_auc_uncapped.py), a level's AUC rows are left out of the replicates, the other
+    rows stay, and the log names the model."""
     gold, scores = make_case(21, truncated=False, labels=LABELS)
     leaf_pairs = int((~np.isnan(scores)).sum())
     level_pairs = dense_level(gold, scores)[1].size

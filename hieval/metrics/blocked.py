@@ -31,7 +31,7 @@ benchmark's prototype side.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -406,7 +406,7 @@ class _Level:
         return len(self.full_of)
 
 
-def blocked_levels(
+def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the blocks and the bootstrap's read)
     matrix: np.ndarray,
     gold_rows: np.ndarray,
     gold_cols: np.ndarray,
@@ -416,6 +416,8 @@ def blocked_levels(
     n_docs: int | None = None,
     extra_labels: int = 0,
     block_docs: int = DEFAULT_BLOCK_DOCS,
+    second_read: Callable[[dict[str, _Level]], Callable[..., None]] | None = None,
+    aucs: bool = True,
 ) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
     """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
     at every level of ``node_of`` (level -> each label's node, numbered in name order, or
@@ -428,6 +430,14 @@ def blocked_levels(
     ``node_of`` then cover them), and gold documents ``matrix rows .. n_docs - 1`` have no
     row. Their pairs are unscored: tied below every scored pair for AUC, after the scored
     codes in code order in a document's ranking, as :mod:`hieval.metrics.ranking` has it.
+
+    ``second_read``, when given, is called with every level's state after the first read
+    (its gold pairs' scores known) and returns a function the second read calls with each
+    level's name, block number, first document and block: the bootstrap's AUC replicates
+    (:mod:`hieval.metrics.uncertainty.auc_blocks`) ride on the same read. ``aucs=False``
+    leaves the point estimates' AUC counts out (every ``BlockedAucs`` is then empty: micro
+    None, per label NaN), and with no ``second_read`` the second read too: the bootstrap's
+    units need the document ranks alone (the rows were computed by the score stage).
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -466,13 +476,19 @@ def blocked_levels(
     for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
         for name, state in levels.items():
             _locate(state, by_level[name], number, start)
-    for state in levels.values():
+    for state in levels.values() if aucs else ():
         state.micro_sorted = np.sort(state.values)
         state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
         state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
-    for _number, _start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
+    visit = second_read(levels) if second_read is not None else None
+    second = aucs or visit is not None
+    for number, start, by_level in _level_blocks(matrix, starts if second else (), block_docs,
+                                                 pooling):  # fmt: skip
         for name, state in levels.items():
-            _count(state, by_level[name])
+            if aucs:
+                _count(state, by_level[name])
+            if visit is not None:
+                visit(name, number, start, by_level[name])
     return {name: _results(state, n_docs) for name, state in levels.items()}
 
 
@@ -534,6 +550,26 @@ def _count(state: _Level, block: np.ndarray) -> None:
 def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
     """Mann-Whitney with the unscored pairs tied below every scored one, and the unscored
     gold pairs' places (after the document's scored codes, in code order)."""
+    scored = state.scored
+    unscored = np.flatnonzero(state.compact < 0)
+    aucs = _aucs(state, n_docs) if state.counts is not None else None
+    precision = np.empty(len(state.rows), dtype=np.float64)
+    precision[scored] = _gold_at_least(state.rows[scored], state.values) / state.at_least
+    if len(unscored):
+        rows = state.rows[unscored]
+        rank = state.order_of[state.full[unscored]]
+        has_row = rows < state.scored_rows
+        scored_ranks = np.sort(state.order_of[state.full_of])
+        before = np.where(has_row, np.searchsorted(scored_ranks, rank), 0)
+        state.position[unscored] = np.where(has_row, state.width, 0) + rank - before
+        size = np.bincount(state.rows, minlength=n_docs)[rows]
+        precision[unscored] = size / state.total  # the last threshold: the whole label space
+    empty = BlockedAucs(None, np.full(state.total, np.nan))
+    return aucs if aucs is not None else empty, DocumentRanks(state.rows, state.position, precision)
+
+
+def _aucs(state: _Level, n_docs: int) -> BlockedAucs:
+    """Micro and per-label AUC from the second read's counts."""
     micro_below, micro_at, col_below, col_at = state.counts
     col_below[:], col_at[:] = state.columns.counts()
     scored = state.scored
@@ -556,18 +592,7 @@ def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
     per_label = np.full(state.total, np.nan)
     for c in np.flatnonzero((support > 0) & (support < n_docs)):
         per_label[c] = _auc(int(doubled_per[c]), int(support[c]), n_docs - int(support[c]))
-    precision = np.empty(len(state.rows), dtype=np.float64)
-    precision[scored] = _gold_at_least(state.rows[scored], state.values) / state.at_least
-    if len(unscored):
-        rows = state.rows[unscored]
-        rank = state.order_of[state.full[unscored]]
-        has_row = rows < state.scored_rows
-        scored_ranks = np.sort(state.order_of[state.full_of])
-        before = np.where(has_row, np.searchsorted(scored_ranks, rank), 0)
-        state.position[unscored] = np.where(has_row, state.width, 0) + rank - before
-        size = np.bincount(state.rows, minlength=n_docs)[rows]
-        precision[unscored] = size / state.total  # the last threshold: the whole label space
-    return BlockedAucs(micro, per_label), DocumentRanks(state.rows, state.position, precision)
+    return BlockedAucs(micro, per_label)
 
 
 def blocked_global_threshold(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -32,11 +32,13 @@ from hieval.metrics.document_measures import DocumentRanks, RankedDocuments
 from hieval.metrics.ranking import ECE_BINS, calibration_formula
 from hieval.metrics.registry import LEAF, TIDY_SCHEMA, sort_tidy
 from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
+from hieval.metrics.uncertainty.auc_blocks import AucAccumulator
 from hieval.metrics.uncertainty.ranking import (
     BEST,
     DOCUMENT_SETS,
     RankingUnits,
     document_columns,
+    drawn_weights,
 )
 from hieval.metrics.uncertainty.ranking import _denominator as denominator
 
@@ -234,12 +236,16 @@ def dense_ranking_units(
     ancestors: pl.DataFrame | None,
     levels: Sequence[str],
     model: str,
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
 ) -> RankingUnits | None:
-    """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model too large for
-    AUC replicates at every level (above :data:`AUC_MAX_SCORED_PAIRS` scored pairs: they get no
-    interval there either), from the blocks: the document columns from the blocked ranks and
-    the calibration sums, in ``doc_ids``' order. None where a level is small enough for AUC
-    replicates: then the long path (the same units, AUC included) is the one to take."""
+    """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model with a level
+    above :data:`AUC_MAX_SCORED_PAIRS` scored pairs, from the blocks: the document columns
+    from the blocked ranks and the calibration sums, in ``doc_ids``' order, and with the
+    bootstrap's ``weights`` (replicates × documents, ``doc_ids``' order, or a function drawing
+    them) every level's ROC-AUC
+    replicates, read in the same pass (:mod:`hieval.metrics.uncertainty.auc_blocks`: macro
+    exact, micro within a bound the log reports). None where every level is small enough for
+    the exact AUC plan: then the long path (the same units, AUC included) is the one to take."""
     dense = DenseModel(scores, gold)
     if not pl.Series(sorted(set(dense.docs)), dtype=pl.String).equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
@@ -249,23 +255,26 @@ def dense_ranking_units(
         node_of[level], _left_out = dense.node_of(ancestors, level)
         width = node_of[level][: dense.view.shape[1]]
         scored[level] = scored_rows * len(np.unique(width[width >= 0]))
-    if min(scored.values()) <= AUC_MAX_SCORED_PAIRS:
+    if max(scored.values()) <= AUC_MAX_SCORED_PAIRS:
         return None
-    for level in [LEAF, *levels]:
-        log.warning(
-            "%s: %s scored pairs at level %s, above %s: its ROC-AUC rows get no interval "
-            "and no comparison (sorting them for the replicates would take minutes and "
-            "gigabytes); truncate the score file (e.g. each document's top 1,000) to get them",
-            model, f"{scored[level]:,}", level, f"{AUC_MAX_SCORED_PAIRS:,}",
-        )  # fmt: skip
     size = block_docs()
-    results = _levels(dense, node_of, size)
     place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
+    weights = drawn_weights(weights)  # drawn here, above the cap, and only here
+    replicates = _AucReplicates(weights[:, place], scored_rows) if weights is not None else None
+    # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
+    results = _levels(dense, node_of, size, second_read=replicates, aucs=False)
     names: dict[str, int] = {}
     columns: list[np.ndarray] = []
     keys: list = []
+    boot: dict[str, dict[str, np.ndarray]] = {}
     for level in [LEAF, *levels]:
-        ranks = _in_order(results["leaf" if level == LEAF else level][1], place)
+        _aucs, ranks = results["leaf" if level == LEAF else level]
+        if replicates is not None:
+            name = "leaf" if level == LEAF else level
+            defined = replicates.defined(name, dense.n_docs)
+            boot[level] = replicates.finish(name, model, level)
+            keys += [("ranking", level, avg, "auc") for avg in ("micro", "macro") if defined[avg]]
+        ranks = _in_order(ranks, place)
         values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
         for name, column in values.items():
             names[f"{level}|{name}"] = len(columns)
@@ -274,6 +283,8 @@ def dense_ranking_units(
             metric = name not in DOCUMENT_SETS and not name.startswith(BEST)
             if metric and values[denominator(name)].any():
                 keys.append(("ranking", level, "mean", name))
+    if replicates is None:
+        log.warning("%s: ROC-AUC rows get no interval (no bootstrap weights were given)", model)
     sums = calibration_sums(dense, block_docs=size)
     if sums is not None:
         for name, column in sums.items():
@@ -284,7 +295,61 @@ def dense_ranking_units(
         averages = ("micro", "scored") if dense.scored else ("micro",)
         keys += [("calibration", LEAF, avg, m) for avg in averages for m in ("brier", "ece")]
     matrix = np.column_stack(columns) if columns else np.zeros((dense.n_docs, 0))
-    return RankingUnits(matrix, names, tuple(keys), {}, {})
+    return RankingUnits(matrix, names, tuple(keys), {}, {}, boot)
+
+
+class _AucReplicates:
+    """The bootstrap's AUC replicates of every level, accumulated in the blocked ranking's
+    second read (:func:`hieval.metrics.blocked.blocked_levels`' ``second_read``), one
+    :class:`~hieval.metrics.uncertainty.auc_blocks.AucAccumulator` a level; ``weights`` in
+    the dense model's document order."""
+
+    def __init__(self, weights: np.ndarray, scored_rows: int) -> None:
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.scored_rows = scored_rows
+        self.states: dict = {}
+        self.accumulators: dict[str, AucAccumulator] = {}
+
+    def __call__(self, states: dict) -> Callable[..., None]:
+        self.states = states
+        for name, state in states.items():
+            which = state.scored
+            self.accumulators[name] = AucAccumulator(
+                weights=self.weights, n_docs=self.weights.shape[1], total=state.total,
+                full_of=state.full_of, gold_doc=state.rows, gold_label=state.full,
+                pos_doc=state.rows[which], pos_col=state.compact[which], pos_score=state.values,
+            )  # fmt: skip
+        return self.visit
+
+    def visit(self, name: str, number: int, start: int, block: np.ndarray) -> None:
+        state = self.states[name]
+        a, b = state.bounds[number], state.bounds[number + 1]
+        which = state.scored[a:b]
+        self.accumulators[name].add_block(
+            block, start, state.rows[which] - start, state.compact[which]
+        )
+
+    def defined(self, name: str, n_docs: int) -> dict[str, bool]:
+        """Which AUC rows the point estimate has at a level (as its blocked AUCs decide):
+        micro with a positive and a negative pair, macro with a label that has a positive and
+        a negative document."""
+        state = self.states[name]
+        support = np.bincount(state.full, minlength=state.total)
+        return {
+            "micro": 0 < len(state.rows) < n_docs * state.total,
+            "macro": bool(np.any((support > 0) & (support < n_docs))),
+        }
+
+    def finish(self, name: str, model: str, level: str) -> dict[str, np.ndarray]:
+        accumulator = self.accumulators.pop(name)
+        rows = self.weights[:, : self.scored_rows].sum(axis=1)
+        scored_weight = np.repeat(rows[:, None], accumulator.width, axis=1)
+        out = accumulator.finish(scored_weight)
+        log.info(
+            "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values (binned)",
+            model, level, float(np.nanmax(out.bound, initial=0.0)),
+        )  # fmt: skip
+        return {"micro": out.micro, "macro": out.macro, "bound": out.bound}
 
 
 def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
@@ -295,11 +360,18 @@ def _in_order(ranks: DocumentRanks, place: np.ndarray) -> DocumentRanks:
     return DocumentRanks(doc[order], ranks.position[order], ranks.precision[order])
 
 
-def _levels(dense: DenseModel, node_of: dict[str, np.ndarray], size: int) -> dict:
+def _levels(
+    dense: DenseModel,
+    node_of: dict[str, np.ndarray],
+    size: int,
+    *,
+    second_read: Callable | None = None,
+    aucs: bool = True,
+) -> dict:
     """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
     document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
     return blocked.blocked_levels(
         dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
         code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size,
+        block_docs=size, second_read=second_read, aucs=aucs,
     )  # fmt: skip

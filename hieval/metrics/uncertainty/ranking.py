@@ -28,11 +28,12 @@ weights and swaps; a swap pools the two models' sorted pairs (:func:`auc_pair_pl
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+from scipy import sparse
 
 from hieval.metrics.arithmetic import divide, exact_weighted_sums
 from hieval.metrics.document_measures import ALL_DOCUMENTS, GOLD_DOCUMENTS, RankedDocuments
@@ -59,6 +60,7 @@ from hieval.metrics.uncertainty.auc import (
     auc_plan,
     auc_replicates,
 )
+from hieval.metrics.uncertainty.auc_blocks import AucAccumulator
 
 #: The per-document denominators of the ``mean`` metrics (columns of :class:`RankingUnits`).
 DOCUMENT_SETS = (ALL_DOCUMENTS, GOLD_DOCUMENTS)
@@ -77,13 +79,18 @@ class RankingUnits:
 
     AUC is not additive per document: ``auc`` holds per level the model's scored pairs
     (:class:`~hieval.metrics.uncertainty.auc.AucPairs`, to pool with another model's) and
-    ``auc_plans`` the same pairs sorted once for the bootstrap."""
+    ``auc_plans`` the same pairs sorted once for the bootstrap. A level above
+    :data:`~hieval.metrics.uncertainty.auc.AUC_MAX_SCORED_PAIRS` scored pairs has neither:
+    ``auc_bootstrap`` holds its bootstrap replicates instead, computed once for every
+    replicate (``micro``, ``macro``, and ``bound``: micro's error bound,
+    :mod:`hieval.metrics.uncertainty.auc_blocks`), and no randomization test."""
 
     columns: np.ndarray
     names: dict[str, int]
     keys: tuple[Key, ...]
     auc: dict[str, AucPairs] = field(default_factory=dict)
     auc_plans: dict[str, AucPlan] = field(default_factory=dict)
+    auc_bootstrap: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     def column(self, name: str) -> np.ndarray:
         return self.columns[:, self.names[name]]
@@ -137,14 +144,19 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     bins: int = ECE_BINS,
     model: str = "model",
     propensities: TrainPropensities | None = None,
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
 ) -> RankingUnits:
     """A model's :class:`RankingUnits` from the normalised gold and its score table, for the
     rows :func:`hieval.metrics.ranking.score_rows` gives it, with its documents
     aligned to ``doc_ids`` (the gold's, sorted: the bootstrap's order).
 
     With ``propensities`` (a training gold's) the propensity-scored rows are replicated too.
-    ROC-AUC rows are replicated where a level has at most :data:`AUC_MAX_SCORED_PAIRS` scored
-    pairs; above it they get no interval, and the log says so (``model`` names it)."""
+    ROC-AUC rows are replicated from a plan of the sorted pairs where a level has at most
+    :data:`AUC_MAX_SCORED_PAIRS` scored pairs; above it from the pairs in chunks
+    (:func:`chunked_auc_replicates`), given the bootstrap's ``weights`` (replicates ×
+    documents, ``doc_ids``' order, or a function drawing them on first use: most models never
+    need them; without them those rows get no interval and the log says so, ``model`` naming
+    it)."""
     arrays = with_gains(encode(gold, scores), propensities)
     own = gold["doc_id"].unique().sort()
     if not own.equals(doc_ids, check_names=False):
@@ -153,6 +165,7 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     columns: list[np.ndarray] = []
     keys: list[Key] = []
     auc: dict[str, AucPairs] = {}
+    boot: dict[str, dict[str, np.ndarray]] = {}
 
     def add(name: str, values: np.ndarray) -> None:
         names[name] = len(columns)
@@ -166,12 +179,15 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
             auc[level] = auc_pairs(level_scores)
             defined = auc[level].defined()
             keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
+        elif (drawn := drawn_weights(weights)) is not None:
+            pairs = auc_pairs(level_scores)
+            boot[level] = chunked_auc_replicates(pairs, drawn, model=model, level=level)
+            defined = pairs.defined()
+            keys += [("ranking", level, avg, "auc") for avg in (MICRO, MACRO) if defined[avg]]
         else:
             log.warning(
-                "%s: %s scored pairs at level %s, above %s: its ROC-AUC rows get no interval "
-                "and no comparison (sorting them for the replicates would take minutes and "
-                "gigabytes); truncate the score file (e.g. each document's top 1,000) to get "
-                "them",
+                "%s: %s scored pairs at level %s, above %s, and no bootstrap weights: its "
+                "ROC-AUC rows get no interval",
                 model,
                 f"{len(level_scores.key):,}",
                 level,
@@ -193,7 +209,45 @@ def ranking_units(  # noqa: PLR0913 (score_rows's keyword-only options and the r
     n_docs = doc_ids.len()
     matrix = np.column_stack(columns) if columns else np.zeros((n_docs, 0))
     plans = {level: auc_plan([pairs]) for level, pairs in auc.items()}
-    return RankingUnits(matrix, names, tuple(keys), auc, plans)
+    return RankingUnits(matrix, names, tuple(keys), auc, plans, boot)
+
+
+def drawn_weights(
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None,
+) -> np.ndarray | None:
+    """The bootstrap's weights, drawn now if given as a function."""
+    return weights() if callable(weights) else weights
+
+
+def chunked_auc_replicates(
+    pairs: AucPairs, weights: np.ndarray, *, model: str, level: str
+) -> dict[str, np.ndarray]:
+    """The bootstrap's AUC replicates of one level's scored pairs above the plan's cap, by
+    :class:`~hieval.metrics.uncertainty.auc_blocks.AucAccumulator` (macro exact, micro
+    within the bound it returns, which the log reports)."""
+    w = np.asarray(weights, dtype=np.float64)
+    positive = pairs.positive
+    accumulator = AucAccumulator(
+        weights=w, n_docs=pairs.n_docs, total=pairs.n_labels,
+        full_of=np.arange(pairs.n_labels), gold_doc=pairs.gold_doc, gold_label=pairs.gold_label,
+        pos_doc=pairs.doc[positive], pos_col=pairs.label[positive],
+        pos_score=pairs.score[positive],
+    )  # fmt: skip
+    negative = ~positive
+    step = 1 << 22
+    doc, label, score = pairs.doc[negative], pairs.label[negative], pairs.score[negative]
+    for first in range(0, len(doc), step):
+        chunk = slice(first, first + step)
+        accumulator.add(doc[chunk], label[chunk], score[chunk])
+    scored = sparse.csr_matrix(
+        (np.ones(len(pairs.doc)), (pairs.label, pairs.doc)), shape=(pairs.n_labels, pairs.n_docs)
+    )
+    out = accumulator.finish((scored @ np.ascontiguousarray(w.T)).T)
+    log.info(
+        "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values (binned)",
+        model, level, float(np.nanmax(out.bound, initial=0.0)),
+    )  # fmt: skip
+    return {MICRO: out.micro, MACRO: out.macro, "bound": out.bound}
 
 
 def auc_pair_plans(a: RankingUnits, b: RankingUnits) -> dict[str, AucPlan]:
@@ -226,6 +280,7 @@ def ranking_replicates(
     auc_plans: dict[str, AucPlan] | None = None,
     empty: float = CONVENTION,
     exact: bool = True,
+    first: int | None = None,
 ) -> dict[Key, np.ndarray]:
     """The ``keys`` rows of the weighted data set Σ_c W_c · (documents of model c), one value
     per row of the weights (as :func:`hieval.metrics.uncertainty.replicates.replicate_values`): one
@@ -235,7 +290,9 @@ def ranking_replicates(
     mean's value where no document counts (:func:`replicate_mean`); ROC-AUC is NaN wherever it
     has no positive or no negative pair. ``exact``: sums correctly rounded, as the reported
     means are, so the all-ones replicate is the value bit for bit; the randomization test's
-    permutations (which compare two models) sum in numpy's order instead."""
+    permutations (which compare two models) sum in numpy's order instead. ``first``: the
+    index of the weights' first row among the bootstrap's replicates, where a level's AUC
+    replicates were computed beforehand (``auc_bootstrap``: above the plan's cap)."""
     names = components[0][0].names
     if exact:
         stacked = (
@@ -255,7 +312,12 @@ def ranking_replicates(
     calibration = None
     for key in keys:
         family, level, average, metric = key
-        if metric == "auc":
+        if metric == "auc" and level in components[0][0].auc_bootstrap:
+            if len(components) != 1 or first is None:
+                raise ValueError(f"no swapped AUC replicates above the cap ({level})")
+            rows = components[0][0].auc_bootstrap[level][average]
+            out[key] = rows[first : first + len(components[0][1])]
+        elif metric == "auc":
             if level not in auc:
                 if auc_plans is not None:
                     plan = auc_plans[level]

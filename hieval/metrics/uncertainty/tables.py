@@ -22,6 +22,7 @@ from hieval.metrics.registry import (
     TIDY_KEY,
     sort_tidy,
 )
+from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
 from hieval.metrics.uncertainty.ranking import (
     UNDEFINED,
     RankingUnits,
@@ -74,11 +75,13 @@ def _counts_only(units: Units, keys: list[Key], layout: Layout) -> bool:
 
 
 def block_values(
-    units: Units, ranking: RankingUnits | None, keys: list[Key], w: np.ndarray, layout: Layout
-) -> np.ndarray:
+    units: Units, ranking: RankingUnits | None, keys: list[Key], w: np.ndarray, layout: Layout,
+    *, first: int | None = None,
+) -> np.ndarray:  # fmt: skip
     """One block of replicates × ``keys`` of one model, for the weights ``w``: the count, ICM
     and suite rows from its per-document tables, the ranking and calibration rows from its
-    scores' (:mod:`hieval.metrics.uncertainty.ranking`).
+    scores' (:mod:`hieval.metrics.uncertainty.ranking`); ``first`` is the index of ``w``'s
+    first replicate (AUC replicates computed beforehand are looked up by it).
 
     A replicate in which a row has nothing to average over (it drew no document, item, node
     or pair the row counts) is NaN there, and left out of the row's interval
@@ -93,7 +96,7 @@ def block_values(
         values = replicate_values([(units, w)], layout, empty=UNDEFINED)
     if ranked:
         ranked_keys = [k for k in keys if k in ranked]
-        values |= ranking_replicates([(ranking, w)], ranked_keys, empty=UNDEFINED)
+        values |= ranking_replicates([(ranking, w)], ranked_keys, empty=UNDEFINED, first=first)
     missing = [k for k in keys if k not in values]
     if missing:
         raise KeyError(f"no bootstrap formula for the tidy rows {missing[:5]}")
@@ -118,7 +121,7 @@ def bootstrap_matrix(
     counts_only = _counts_only(units, keys, layout)
     for first, count in _bootstrap_blocks(counts_only, layout, settings):
         w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
-        out[first : first + count] = block_values(units, ranking, keys, w, layout)
+        out[first : first + count] = block_values(units, ranking, keys, w, layout, first=first)
     return out
 
 
@@ -317,7 +320,9 @@ def uncertainty_tables(
             w = poisson_weights(weights_key, seed=settings.seed, first=first, count=count)
 
             def fill(model: str, w: np.ndarray = w, first: int = first, count: int = count):
-                values = block_values(units[model], ranking.get(model), keys[model], w, layout)
+                values = block_values(
+                    units[model], ranking.get(model), keys[model], w, layout, first=first
+                )
                 replicates[model][first : first + count] = values
 
             list(pool.map(fill, models))
@@ -368,6 +373,26 @@ class _Zoo:
     settings: Settings
 
 
+def _untested(ranking: dict[str, RankingUnits], model_a: str, model_b: str, ranked: set) -> set:
+    """The AUC rows of a pair that get no randomization test: a level where either model has
+    only precomputed bootstrap replicates (above the plan's cap, :mod:`hieval.metrics.
+    uncertainty.auc_blocks`); their comparison keeps the bootstrap interval of the
+    difference, its p-value is left empty, and the log says so."""
+    above = {
+        level for m in (model_a, model_b) if m in ranking for level in ranking[m].auc_bootstrap
+    }
+    untested = {k for k in ranked if k[3] == "auc" and k[1] in above}
+    if untested:
+        log.warning(
+            "%s vs %s: no randomization test of ROC-AUC at level(s) %s (above %s scored "
+            "pairs: each permutation would pool both models' pairs); the comparison keeps the "
+            "bootstrap interval of the difference",
+            model_a, model_b, ", ".join(sorted({k[1] for k in untested})),
+            f"{AUC_MAX_SCORED_PAIRS:,}",
+        )  # fmt: skip
+    return untested
+
+
 def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
     """The comparison rows of one pair, over the metrics both models have."""
     tidy, units, replicates, ranking = zoo.tidy, zoo.units, zoo.replicates, zoo.ranking
@@ -391,9 +416,10 @@ def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
             if model_a in ranking and model_b in ranking
             else set()
         )
-        scored = [i for i, k in enumerate(keys) if k in ranked]
+        untested = _untested(ranking, model_a, model_b, ranked)
+        scored = [i for i, k in enumerate(keys) if k in ranked and k not in untested]
         own = [i for i, k in enumerate(keys) if k not in ranked]
-        p = np.empty(len(keys))
+        p = np.full(len(keys), np.nan)
         p[own] = randomization_p(
             units[model_a], units[model_b], [keys[i] for i in own],
             layout=layout, weights_key=weights_key, settings=settings,
