@@ -31,7 +31,7 @@ from hieval.metrics.arithmetic import divide
 from hieval.metrics.blocked_rows import DenseModel, block_docs
 from hieval.metrics.column_counts import ColumnCounts
 from hieval.metrics.count_measures import F1
-from hieval.metrics.tuning import CODE_THRESHOLDS_SCHEMA, CURVE_POINTS, GRID, Tuned
+from hieval.metrics.tuning import CODE_THRESHOLDS_SCHEMA, CURVE_POINTS, GRID, Tuned, grid_choice
 
 
 class _DevMatrix:
@@ -171,24 +171,7 @@ def _grid_threshold(dev: _DevMatrix) -> tuple[float, float, pl.DataFrame]:
     above = dev.view.size - np.cumsum(below)[:-1]  # cells > GRID[j]: those with > j below
     ranked = np.sort(dev.values.astype(np.float64))
     tp = len(ranked) - np.searchsorted(ranked, GRID, side="right")
-    positives = dev.positives
-    fp, fn = above - tp, positives - tp
-    f1 = tp / (tp + 0.5 * (fp + fn) + 1e-10)
-    best = int(np.argmax(f1))
-    curve = pl.DataFrame(
-        {
-            "threshold": GRID,
-            "tp": tp,
-            "fp": fp,
-            "fn": fn,
-            "precision": np.divide(tp, above, out=np.zeros(len(GRID)), where=above > 0),
-            "recall": tp / positives if positives else np.zeros(len(GRID)),
-            "f1": f1,
-            "chosen": np.arange(len(GRID)) == best,
-        }
-    )
-    threshold = float(GRID[best]) if GRID[best] >= 1 else float(np.nextafter(GRID[best], 2.0))
-    return threshold, float(f1[best]), curve
+    return grid_choice(above, tp, dev.positives)
 
 
 def _per_code_thresholds(dev: _DevMatrix, *, min_support: int) -> pl.DataFrame:

@@ -111,6 +111,15 @@ def grid_threshold(arrays: ScoreArrays) -> tuple[float, float, pl.DataFrame]:
     positive_scores = np.sort(arrays.score[index[found]])
     above = len(ranked) - np.searchsorted(ranked, GRID, side="right")
     tp = len(positive_scores) - np.searchsorted(positive_scores, GRID, side="right")
+    return grid_choice(above, tp, positives)
+
+
+def grid_choice(
+    above: np.ndarray, tp: np.ndarray, positives: int
+) -> tuple[float, float, pl.DataFrame]:
+    """The grid point of best F1 and the grid's curve, from the scores above each point
+    (``above``) and the gold pairs among them (``tp``): one definition for long rows and a
+    dense matrix's blocks (:mod:`hieval.metrics.blocked_tuning`)."""
     fp, fn = above - tp, positives - tp
     f1 = tp / (tp + 0.5 * (fp + fn) + 1e-10)
     best = int(np.argmax(f1))
