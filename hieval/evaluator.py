@@ -637,18 +637,64 @@ class Evaluator:
         hierarchy.mkdir(parents=True)
         levels = Path(shutil.copy2(setup.levels_file, hierarchy / "levels.parquet"))
         ancestors = Path(shutil.copy2(setup.ancestors_file, hierarchy / "ancestors.parquet"))
-        inputs = work / "inputs"
+        params = icm_params(setup.config)
+        common = {
+            "levels_file": levels,
+            "unknown_codes": setup.config["unknown_codes"],
+            "malformed_codes": setup.config["malformed_codes"],
+            "resources": setup.resources,
+        }
+        whole = dataclasses.replace(
+            self._run(setup.args, setup.config, out=out, common=common),
+            levels=levels,
+            ancestors=ancestors,
+        )
+        reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
+        # As one evaluate starts its error analysis beside the counting: the batches' tables
+        # are pooled, then the error analysis reads them, beside the count reduction (ICM's
+        # item pass), which reads none of them; the analysis waits for each model's reduced
+        # node counts only at its end (its per-code table).
+        counted: dict[str, Future] = {name: Future() for name in setup.names}
+        pooled: Future = Future()
+        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as beside:
+            errors = beside.submit(self._pool_then_errors, whole, pooled, counted)
+            try:
+                for name, files in reduced.items():
+                    self._reduced(name, params=params, out=files)
+                    counted[name].set_result(files.nodes)
+                pooled.result()
+            except BaseException as error:
+                for written in counted.values():  # the analysis stops at the nodes it waits for
+                    if not written.done():
+                        written.set_exception(error)
+                raise
+            self._model_rows(whole, reduced=reduced, params=params)
+            with api._api_errors():
+                run.report_into(whole, tuned={}, errors=errors)
+        evaluation.__init__(out, setup.names, [])
+        return evaluation
+
+    def _pool_then_errors(
+        self, whole: run._Run, pooled: Future, counted: dict[str, Future]
+    ) -> None:
+        """Pool the batches' tables (:meth:`_pool_inputs`; ``pooled`` says when), then run the
+        error analysis over them (its node counts read once ``counted``)."""
+        try:
+            self._pool_inputs(whole.work / "inputs")
+        except BaseException as exc:
+            pooled.set_exception(exc)
+            raise
+        pooled.set_result(None)
+        run._error_analysis(whole, counted)
+
+    def _model_rows(
+        self, whole: run._Run, *, reduced: dict[str, pipeline.ModelFiles], params: Any
+    ) -> None:
+        """The pooled records, then each model's metric, ranking and score rows (as one
+        evaluation has them) from its reduced counts and the pooled tables."""
+        setup, inputs = self._setup, whole.work / "inputs"
         gold = inputs / "gold.parquet"
         records = [gold.with_suffix(".json")]
-        params = icm_params(setup.config)
-        # The batches' tables are pooled beside the count reduction (ICM's item pass), which
-        # reads none of them.
-        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as pooling:
-            pooled = pooling.submit(self._pool_inputs, inputs)
-            reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
-            for name, files in reduced.items():
-                self._reduced(name, params=params, out=files)
-            pooled.result()
         write_text(
             records[0], _pooled_record(self._records("gold.json"), "gold", batches=self._updates)
         )
@@ -663,33 +709,19 @@ class Evaluator:
                 coverage=(self._models[name].missing, len(self._seen)),
             )
             write_text(records[-1], record)
-            files = reduced[name]
             pipeline.model_rows_and_scores(
                 model=name,
                 gold=gold,
                 scores=scores,
                 record=records[-1],
-                levels_file=levels,
-                ancestors=ancestors,
+                levels_file=whole.levels,
+                ancestors=whole.ancestors,
                 max_level=setup.config["max_level"],
                 params=params,
                 label_set=setup.config["comparison"]["label_set"],
                 ks=ranking_ks(setup.config),
-                out=files,
+                out=reduced[name],
             )
-        common = {
-            "levels_file": levels,
-            "unknown_codes": setup.config["unknown_codes"],
-            "malformed_codes": setup.config["malformed_codes"],
-            "resources": setup.resources,
-        }
-        with api._api_errors():
-            whole = self._run(setup.args, setup.config, out=out, common=common)
-            run.report_into(
-                dataclasses.replace(whole, levels=levels, ancestors=ancestors), tuned={}
-            )
-        evaluation.__init__(out, setup.names, [])
-        return evaluation
 
     def _pool_inputs(self, inputs: Path) -> None:
         """The gold and each model's decided labels and scores, over all batches, into
