@@ -637,18 +637,64 @@ class Evaluator:
         hierarchy.mkdir(parents=True)
         levels = Path(shutil.copy2(setup.levels_file, hierarchy / "levels.parquet"))
         ancestors = Path(shutil.copy2(setup.ancestors_file, hierarchy / "ancestors.parquet"))
-        inputs = work / "inputs"
+        params = icm_params(setup.config)
+        common = {
+            "levels_file": levels,
+            "unknown_codes": setup.config["unknown_codes"],
+            "malformed_codes": setup.config["malformed_codes"],
+            "resources": setup.resources,
+        }
+        whole = dataclasses.replace(
+            self._run(setup.args, setup.config, out=out, common=common),
+            levels=levels,
+            ancestors=ancestors,
+        )
+        reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
+        # As one evaluate starts its error analysis beside the counting: the batches' tables
+        # are pooled, then the error analysis reads them, beside the count reduction (ICM's
+        # item pass), which reads none of them; the analysis waits for each model's reduced
+        # node counts only at its end (its per-code table).
+        counted: dict[str, Future] = {name: Future() for name in setup.names}
+        pooled: Future = Future()
+        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as beside:
+            errors = beside.submit(self._pool_then_errors, whole, pooled, counted)
+            try:
+                for name, files in reduced.items():
+                    self._reduced(name, params=params, out=files)
+                    counted[name].set_result(files.nodes)
+                pooled.result()
+            except BaseException as error:
+                for written in counted.values():  # the analysis stops at the nodes it waits for
+                    if not written.done():
+                        written.set_exception(error)
+                raise
+            self._model_rows(whole, reduced=reduced, params=params)
+            with api._api_errors():
+                run.report_into(whole, tuned={}, errors=errors)
+        evaluation.__init__(out, setup.names, [])
+        return evaluation
+
+    def _pool_then_errors(
+        self, whole: run._Run, pooled: Future, counted: dict[str, Future]
+    ) -> None:
+        """Pool the batches' tables (:meth:`_pool_inputs`; ``pooled`` says when), then run the
+        error analysis over them (its node counts read once ``counted``)."""
+        try:
+            self._pool_inputs(whole.work / "inputs")
+        except BaseException as exc:
+            pooled.set_exception(exc)
+            raise
+        pooled.set_result(None)
+        run._error_analysis(whole, counted)
+
+    def _model_rows(
+        self, whole: run._Run, *, reduced: dict[str, pipeline.ModelFiles], params: Any
+    ) -> None:
+        """The pooled records, then each model's metric, ranking and score rows (as one
+        evaluation has them) from its reduced counts and the pooled tables."""
+        setup, inputs = self._setup, whole.work / "inputs"
         gold = inputs / "gold.parquet"
         records = [gold.with_suffix(".json")]
-        params = icm_params(setup.config)
-        # The batches' tables are pooled beside the count reduction (ICM's item pass), which
-        # reads none of them.
-        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as pooling:
-            pooled = pooling.submit(self._pool_inputs, inputs)
-            reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
-            for name, files in reduced.items():
-                self._reduced(name, params=params, out=files)
-            pooled.result()
         write_text(
             records[0], _pooled_record(self._records("gold.json"), "gold", batches=self._updates)
         )
@@ -663,33 +709,19 @@ class Evaluator:
                 coverage=(self._models[name].missing, len(self._seen)),
             )
             write_text(records[-1], record)
-            files = reduced[name]
             pipeline.model_rows_and_scores(
                 model=name,
                 gold=gold,
                 scores=scores,
                 record=records[-1],
-                levels_file=levels,
-                ancestors=ancestors,
+                levels_file=whole.levels,
+                ancestors=whole.ancestors,
                 max_level=setup.config["max_level"],
                 params=params,
                 label_set=setup.config["comparison"]["label_set"],
                 ks=ranking_ks(setup.config),
-                out=files,
+                out=reduced[name],
             )
-        common = {
-            "levels_file": levels,
-            "unknown_codes": setup.config["unknown_codes"],
-            "malformed_codes": setup.config["malformed_codes"],
-            "resources": setup.resources,
-        }
-        with api._api_errors():
-            whole = self._run(setup.args, setup.config, out=out, common=common)
-            run.report_into(
-                dataclasses.replace(whole, levels=levels, ancestors=ancestors), tuned={}
-            )
-        evaluation.__init__(out, setup.names, [])
-        return evaluation
 
     def _pool_inputs(self, inputs: Path) -> None:
         """The gold and each model's decided labels and scores, over all batches, into
@@ -893,14 +925,28 @@ def _facts(
         query["coded"] = pl.col("code").is_not_null().any()
     else:
         query["inside"] = doc.is_in(pl.Series(gold_docs, dtype=pl.String).implode()).all()
+    known: dict[str, bool] = {}
     if columns.get("code") == pl.String:
-        query["dotted"] = pl.col("code").str.contains(".", literal=True).any()
+        # "Any code has a dot" and "any code is not blank" are settled by the first rows
+        # that show one, usually the first few: the whole column is scanned only otherwise.
+        head = [c for c in value.get_column("code").head(_HEAD).to_list() if c is not None]
+        if any("." in c for c in head):
+            known["dotted"] = True
+        else:
+            query["dotted"] = pl.col("code").str.contains(".", literal=True).any()
         if gold_docs is None:
-            query["coded"] = (pl.col("code").str.strip_chars() != "").any()
-    found = value.select(**query).row(0, named=True)
+            if any(c.strip() for c in head):
+                known["coded"] = True
+                del query["coded"]
+            else:
+                query["coded"] = (pl.col("code").str.strip_chars() != "").any()
+    found = value.select(**query).row(0, named=True) | known
     alone = found["null_docs"] > 0 or not found.get("coded", found.get("inside"))
     return (*layout, found.get("dotted")), found.get("docs") or [], alone
 
+
+#: The rows of a larger frame :func:`_facts` looks at first, in Python.
+_HEAD = 64
 
 #: A frame of at most this many rows is looked at in Python (:func:`_small_facts`): a Polars
 #: query costs about 0.1 ms whatever its size, a batch of a few documents a few microseconds.
