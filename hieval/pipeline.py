@@ -60,7 +60,6 @@ from hieval.inputs.options import (
 )
 from hieval.inputs.policies import coverage_warning
 from hieval.inputs.record import UNSCORED_SELECTION
-from hieval.metrics.blocked_tuning import dense_tune
 from hieval.metrics.propensity import TrainPropensities
 from hieval.metrics.ranking import DEFAULT_KS, encode, score_rows
 from hieval.metrics.tidy import model_rows
@@ -451,11 +450,16 @@ def tune_threshold(job: TuningJob) -> float:
             f"{model}: the dev predictions {pred_record['path']} hold no scores; a threshold "
             "can only be tuned on scored predictions"
         )
-    result = (
-        tune(encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method)
-        if dense is None
-        else dense_tune(dev_frame, dense, per_code=per_code, min_support=min_support, method=method)
-    )
+    if dense is None:
+        result = tune(
+            encode(dev_frame, scores), per_code=per_code, min_support=min_support, method=method
+        )
+    else:  # imported here: its numba kernels cost every workflow job's start (~0.2 s)
+        from hieval.metrics.blocked_tuning import dense_tune
+
+        result = dense_tune(
+            dev_frame, dense, per_code=per_code, min_support=min_support, method=method
+        )
     if result.f1 == 0:
         warnings.append(
             f"{model}: dev F1 is 0 at every threshold (no dev prediction is a dev gold label), "

@@ -135,7 +135,7 @@ def test_cli_import_leaves_heavy_modules_for_later():
     matplotlib, scipy or numba: only the jobs that draw a figure or compute intervals and
     randomization tests do."""
     code = (
-        "import sys, hieval.cli, hieval.pipeline, hieval.engine.driver; "
+        "import sys, hieval, hieval.cli, hieval.pipeline, hieval.engine.driver, hieval.run; "
         "print(sorted(m for m in ('matplotlib', 'scipy', 'numba') if m in sys.modules))"
     )
     done = subprocess.run(
