@@ -119,19 +119,26 @@ def model_errors(
         return CodeSpace.build(trees[0].ancestors, trees[0].levels)
 
     labels = encode(gold, predicted, space_for)
-    keys = labels.keys
-    if keys.size >= COMPILED_FROM_LABELS:
+    compiled = labels.keys.size >= COMPILED_FROM_LABELS
+    if compiled:
         from hieval.analysis import errors_compiled
 
-        fn, fp = errors_compiled.unmatched(keys)
-        return ModelErrors(
-            fn=split_keys(fn)[:2],
-            fp=split_keys(fp)[:2],
-            space=labels.space,
-            doc_ids=labels.doc_ids,
-            tree=trees[0],
-            compiled=True,
-        )
+        fn, fp = errors_compiled.unmatched(labels.keys)
+    else:
+        fn, fp = _unmatched(labels.keys)
+    return ModelErrors(
+        fn=split_keys(fn)[:2],
+        fp=split_keys(fp)[:2],
+        space=labels.space,
+        doc_ids=labels.doc_ids,
+        tree=trees[0],
+        compiled=compiled,
+    )
+
+
+def _unmatched(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The gold keys without a predicted twin and the predicted keys without a gold one,
+    vectorised (:func:`hieval.analysis.errors_compiled.unmatched` for many labels)."""
     # Neighbouring keys (sorted) that differ in the flag bit alone are a document's code in
     # the gold and in the predictions (a match); equal ones repeat a label (dropped first).
     step = keys[1:] ^ keys[:-1]
@@ -143,14 +150,7 @@ def model_errors(
     matched[1:] |= twin
     matched[:-1] |= twin
     predicted_flag = (keys & 1).astype(bool)
-    fn, fp = keys[~(matched | predicted_flag)], keys[predicted_flag & ~matched]
-    return ModelErrors(
-        fn=split_keys(fn)[:2],
-        fp=split_keys(fp)[:2],
-        space=labels.space,
-        doc_ids=labels.doc_ids,
-        tree=trees[0],
-    )
+    return keys[~(matched | predicted_flag)], keys[predicted_flag & ~matched]
 
 
 def nearest_ranks(errors: ModelErrors, kind: str) -> np.ndarray:
