@@ -458,9 +458,10 @@ def input_shape(path: str | os.PathLike, *, role: str) -> InputShape | None:
     for other inputs or an unreadable header (the readers then say what is wrong)."""
     import numpy as np  # here: Snakemake imports this module at every start
 
-    from hieval.inputs.dense_decisions import BLOCK_DOCS
+    # Names from light modules: a long Parquet file asks for its footer only (numba and the
+    # blocked kernels load where a matrix is read, not here).
+    from hieval.inputs.dense_decisions import BLOCK_DOCS, BLOCK_DOCS_VARIABLE
     from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
-    from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
 
     path = Path(path)
     suffix = path.suffix.lower()

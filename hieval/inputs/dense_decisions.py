@@ -13,6 +13,10 @@ import numpy as np
 
 #: Documents per block: 1,024 x 7,900 float32 is 32 MB.
 BLOCK_DOCS = 1024
+#: Documents per block, from the environment for the tests (blocks of 1 and 7 must give the
+#: same rows); :data:`BLOCK_DOCS` otherwise. Here, in a module without numba, so that the
+#: pre-read plans (:func:`hieval.resources.input_shape`) read it without loading the kernels.
+BLOCK_DOCS_VARIABLE = "HIEVAL_DENSE_BLOCK_DOCS"
 
 
 class NonFiniteCell(ValueError):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from hieval.inputs.dense_decisions import BLOCK_DOCS_VARIABLE
 from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
 from hieval.metrics.arithmetic import exact_weighted_sums
@@ -43,10 +44,6 @@ from hieval.metrics.uncertainty.ranking import (
 from hieval.metrics.uncertainty.ranking import _denominator as denominator
 
 log = logging.getLogger(__name__)
-
-#: Documents per block, from the environment for the tests (blocks of 1 and 7 must give the
-#: same rows); :data:`hieval.metrics.blocked.DEFAULT_BLOCK_DOCS` otherwise.
-BLOCK_DOCS_VARIABLE = "HIEVAL_DENSE_BLOCK_DOCS"
 
 
 def block_docs() -> int:
