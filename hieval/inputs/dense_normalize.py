@@ -61,7 +61,7 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
     if file.format == "wide":  # its score columns, copied by blocks beside the reference
         return dense_wide.score_matrix(file.path, out=copy)
     if file.format == "long":  # every code scored for every document: pivoted by batches
-        return dense_long.score_matrix(file.path, out=copy)
+        return dense_long.score_matrix(file.path, out=copy, duckdb_config=job.duckdb_config)
     if file.format != "dense":
         return None
     extras = Extras(code_list=job.options.code_list, doc_list=job.options.doc_list)
