@@ -472,9 +472,11 @@ def input_shape(path: str | os.PathLike, *, role: str) -> InputShape | None:
             blocked = (
                 np.issubdtype(dtype, np.floating) and os.environ.get(LONG_PATH_VARIABLE) != "1"
             )
-        elif suffix == ".npz":
+        elif suffix == ".npz":  # its member copied into an .npy, then read by blocks
             shape, dtype = _npz_header(path)
-            blocked = False
+            blocked = (
+                np.issubdtype(dtype, np.floating) and os.environ.get(LONG_PATH_VARIABLE) != "1"
+            )
         elif suffix in (".parquet", ".feather") and role != "gold":
             shape, floating = _wide_shape(path)
             dtype = np.dtype(np.float64)  # copied as float64 (hieval.inputs.dense_wide)
@@ -507,7 +509,7 @@ def _array_header(handle):
 
 
 def _npz_header(path: Path):
-    """The shape of the matrix an ``.npz`` holds (``scores``, or its only array)."""
+    """The shape and dtype of the matrix an ``.npz`` holds (``scores``, or its only array)."""
     import zipfile
 
     with zipfile.ZipFile(path) as archive:

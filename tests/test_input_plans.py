@@ -55,7 +55,12 @@ def test_shapes_come_from_headers_and_footers(tmp_path, monkeypatch):
     assert (npy.docs, npy.codes, npy.itemsize, npy.blocked) == (30, 20, 4, True)
     assert npy.bytes() == BYTES_PER_BLOCK_CELL * 30 * 20  # one block: fewer docs than a block
     npz = input_shape(_dense(tmp_path, 30, 20, suffix=".npz"), role="predictions")
-    assert (npz.docs, npz.codes, npz.blocked) == (30, 20, False)
+    assert (npz.docs, npz.codes, npz.blocked) == (30, 20, True)  # copied, then by blocks
+    assert npz.bytes() == BYTES_PER_BLOCK_CELL * 30 * 20
+    integers = tmp_path / "int-npz"
+    integers.mkdir()
+    npz = input_shape(_dense(integers, 30, 20, suffix=".npz", dtype=np.int64), role="predictions")
+    assert (npz.docs, npz.codes, npz.blocked) == (30, 20, False)  # integer cells: long rows
     assert npz.bytes() == BYTES_PER_LONG_CELL * 30 * 20
     wide = input_shape(_wide(tmp_path, 30, 5), role="predictions")
     assert (wide.docs, wide.codes, wide.itemsize, wide.blocked) == (30, 5, 8, True)
@@ -86,12 +91,16 @@ def _run(tmp_path, pred, limit: str):
     return main(args), out
 
 
-@pytest.mark.parametrize("suffix", [".npy", ".npz"])
-def test_a_matrix_that_cannot_fit_is_refused_before_reading(tmp_path, monkeypatch, capsys, suffix):
+@pytest.mark.parametrize(
+    ("suffix", "dtype"), [(".npy", np.float32), (".npz", np.float32), (".npz", np.int64)]
+)
+def test_a_matrix_that_cannot_fit_is_refused_before_reading(
+    tmp_path, monkeypatch, capsys, suffix, dtype
+):
     """800MB leaves about 14 MB beyond one thread's fixed part: 100 x 5,000 float32 scores
     need 32 MB by blocks and 50 MB as long rows."""
     monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
-    pred = _dense(tmp_path, 100, 5000, suffix=suffix)
+    pred = _dense(tmp_path, 100, 5000, suffix=suffix, dtype=dtype)
 
     def never(*args, **kwargs):
         raise AssertionError("a file was read")
@@ -103,7 +112,7 @@ def test_a_matrix_that_cannot_fit_is_refused_before_reading(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert f"model 'm': {pred} holds 100 x 5,000 (500,000) scores" in err
     assert "above --memory-limit 800MB" in err and "raise --memory-limit to 1GB or more" in err
-    if suffix == ".npy":
+    if dtype == np.float32:
         assert "read by blocks of 1,024 documents" in err
     else:
         assert "expanded to long rows" in err and "is read by blocks of documents" in err
@@ -132,9 +141,9 @@ def test_long_rows_beyond_duckdbs_default_limit_are_refused_before_reading(
     tmp_path, monkeypatch, capsys
 ):
     """The process may have room (a big machine) while DuckDB's default limit (1.5 GiB; 10 MiB
-    here) cannot hold the long rows: an ``.npz`` of 500,000 scores (50 MB as long rows) is
-    refused at once, where DuckDB would run out of memory halfway; the same ``.npy`` is read
-    by blocks and passes."""
+    here) cannot hold the long rows: an ``.npz`` of 500,000 integer scores (50 MB as long rows)
+    is refused at once, where DuckDB would run out of memory halfway; the same floating
+    ``.npy`` is read by blocks and passes, and so does the floating ``.npz`` (copied)."""
     from hieval import resources
     from hieval.resources import MemorySource
 
@@ -145,6 +154,8 @@ def test_long_rows_beyond_duckdbs_default_limit_are_refused_before_reading(
     npy = _dense(tmp_path, 100, 5000)
     Resources(threads=1).check_inputs([("model 'm'", npy, "predictions")])
     npz = _dense(tmp_path, 100, 5000, suffix=".npz")
+    Resources(threads=1).check_inputs([("model 'm'", npz, "predictions")])
+    npz = _dense(tmp_path, 100, 5000, suffix=".npz", dtype=np.int64)
     monkeypatch.setattr("hieval.run.normalize_file", lambda *a, **k: 1 / 0)
     out = tmp_path / "out"
     args = ["evaluate", "--gold", str(tmp_path / "gold.csv"), "--pred", f"m={npz}"]

@@ -65,7 +65,15 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
     if file.format != "dense":
         return None
     extras = Extras(code_list=job.options.code_list, doc_list=job.options.doc_list)
+    if _copied(file):  # its member decompressed by blocks of rows beside the reference
+        return dense.npz_score_matrix(file.path, file.name, extras, out=copy)
     return dense.score_matrix(file.path, file.name, extras)
+
+
+def _copied(file: LabelFile) -> bool:
+    """Whether the blocks read a copy of ``file``'s scores (a wide table, a long file, an
+    ``.npz``): a copy the blocks refuse goes the long way, whose messages are the ones to give."""
+    return file.format in COPIED or file.path.suffix.lower() == ".npz"
 
 
 def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -> InputRecord:
@@ -74,7 +82,7 @@ def normalize_dense(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix) -
     what the blocks would not: the messages and the record are the long path's)."""
     from hieval.inputs import normalize as steps  # its steps; it imports this module lazily
 
-    if file.format not in COPIED:
+    if not _copied(file):
         return _normalize_blocked(file, job, scores)
     try:
         return _normalize_blocked(file, job, scores)
@@ -237,7 +245,7 @@ def _reference(
         unplaced = {c for c in codes if c is not None} - known - (gold_codes or set())
         counted = dict.fromkeys(sorted(unplaced), UNKNOWN) | counted
     path, sha256 = file.path.resolve(), file.sha256
-    if file.format in COPIED:  # the copy of its scores beside the reference
+    if _copied(file):  # the copy of its scores beside the reference
         path = Path(scores.matrix.filename)
         path, sha256 = Path(path.name), dense_scores._sha256(path)
     return DenseScores(

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from hieval.atomic import atomic_path
 from hieval.errors import InputError, preview, preview_value
 from hieval.hints import setting
 from hieval.inputs.formats import text
@@ -120,10 +121,11 @@ def _check_decisions(
 
 
 def _lists(
-    matrix: np.ndarray, path: Path, name: str, extras
+    matrix: np.ndarray, path: Path, name: str, extras, *, shape: tuple[int, ...] | None = None
 ) -> tuple[list[str], list[str], list[int], Path]:
     """The matrix's document and code lists (docs, codes, each code's line, the code list's
-    path), each as long as its axis."""
+    path), each as long as its axis (of ``shape``, when given: a matrix not read yet)."""
+    shape = shape or matrix.shape
     stem = path.with_suffix("")
     code_list = Path(extras.code_list or f"{stem}.codes.txt")
     doc_list = Path(extras.doc_list or f"{stem}.docs.txt")
@@ -132,12 +134,12 @@ def _lists(
     for axis, (entries, listed, what) in enumerate(
         ((docs, doc_list, "document"), (codes, code_list, "code"))
     ):
-        if matrix.shape[axis] != len(entries):
+        if shape[axis] != len(entries):
             unit = ("rows", "columns")[axis]
             raise InputError(
-                f"{name}: {path} is {matrix.shape[0]} x {matrix.shape[1]} (documents x codes) "
+                f"{name}: {path} is {shape[0]} x {shape[1]} (documents x codes) "
                 f"but the {what} list {listed} holds {len(entries)} {what}s for its "
-                f"{matrix.shape[axis]} {unit}; give one {what} per {unit[:-1]}, in order"
+                f"{shape[axis]} {unit}; give one {what} per {unit[:-1]}, in order"
             )
     return docs, codes, code_lines, code_list
 
@@ -168,6 +170,78 @@ def score_matrix(path: Path, name: str, extras) -> ScoreMatrix | None:
         return None
     docs, codes, code_lines, code_list = _lists(matrix, path, name, extras)
     return ScoreMatrix(matrix, docs, codes, code_lines, code_list)
+
+
+#: Cells of an ``.npz`` member decompressed and copied at once (64 MB of float64): the copy's
+#: memory does not grow with the matrix.
+COPY_CELLS = 1 << 23
+
+
+def npz_score_matrix(
+    path: Path, name: str, extras, *, out: Path, cells: int | None = None
+) -> ScoreMatrix | None:
+    """The floating matrix of the ``.npz`` ``path`` (its ``scores``, or its only array)
+    decompressed, ``cells`` at a time (:data:`COPY_CELLS` unless given), into the ``.npy``
+    ``out`` (in the member's order, C or Fortran: the same bytes) and memory mapped, to be read
+    by blocks like an ``.npy``; None where it is read whole (no such member, a sparse matrix,
+    integer or boolean cells, a damaged archive: the long path reads it and says what is
+    wrong). The lists are read (and checked against its shape) first."""
+    if path.suffix.lower() != ".npz":
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(_npz_member(archive)) as handle:
+            shape, fortran, dtype = _npy_header(handle)
+            if len(shape) != 2 or not np.issubdtype(dtype, np.floating):
+                return None
+            docs, codes, code_lines, code_list = _lists(np.empty((0, 0)), path, name, extras,
+                                                        shape=shape)  # fmt: skip
+            _copy_cells(handle, out, shape=shape, dtype=dtype, fortran=fortran,
+                        cells=cells or COPY_CELLS)  # fmt: skip
+    except (KeyError, ValueError, OSError, *_DAMAGED):
+        out.unlink(missing_ok=True)
+        return None
+    matrix = np.load(out, mmap_mode="r", allow_pickle=False)
+    return ScoreMatrix(matrix, docs, codes, code_lines, code_list)
+
+
+def _npz_member(archive: zipfile.ZipFile) -> str:
+    """The member :func:`_matrix` reads (``scores``, or the only array); KeyError otherwise."""
+    names = [n for n in archive.namelist() if n.endswith(".npy")]
+    if "scores.npy" in names:
+        return "scores.npy"
+    if len(names) == 1:
+        return names[0]
+    raise KeyError("no single matrix")
+
+
+def _npy_header(handle) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """Shape, Fortran order and dtype of the ``.npy`` stream ``handle``, past its header."""
+    major, _minor = np.lib.format.read_magic(handle)
+    formats = np.lib.format
+    read = formats.read_array_header_1_0 if major == 1 else formats.read_array_header_2_0
+    shape, fortran, dtype = read(handle)
+    return shape, fortran, dtype
+
+
+def _copy_cells(
+    handle, out: Path, *, shape: tuple[int, ...], dtype: np.dtype, fortran: bool, cells: int
+) -> None:
+    """Copy the cells that follow ``handle``'s header, in their stored order, into the
+    ``.npy`` ``out`` of the same layout, ``cells`` at a time; a short stream (a truncated
+    member) raises EOFError."""
+    with atomic_path(out) as tmp:
+        copy = np.lib.format.open_memmap(
+            tmp, mode="w+", dtype=dtype, shape=shape, fortran_order=fortran
+        )
+        flat = copy.reshape(-1, order="F" if fortran else "C")  # a view: the stored order
+        for start in range(0, flat.size, max(1, cells)):
+            count = min(max(1, cells), flat.size - start)
+            data = handle.read(count * dtype.itemsize)
+            if len(data) != count * dtype.itemsize:
+                raise EOFError("the member ends early")
+            flat[start : start + count] = np.frombuffer(data, dtype=dtype)
+        copy.flush()
+        del flat, copy
 
 
 def register_lists(con: duckdb.DuckDBPyConnection, matrix: ScoreMatrix) -> None:
