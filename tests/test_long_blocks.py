@@ -57,6 +57,17 @@ def _evaluate(monkeypatch, folder, pred_path, *extra, long: bool):
     return cli.main(argv), out
 
 
+def _both_ways(monkeypatch, capsys, folder, pred_path, *extra) -> list[tuple[int, list[str]]]:
+    """The exit code and error lines of the long path's run, then of the blocks' run."""
+    results = []
+    for long in (True, False):
+        capsys.readouterr()
+        code, _out = _evaluate(monkeypatch, folder, pred_path, *extra, long=long)
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        results.append((code, errors))
+    return results
+
+
 def _outputs(out) -> dict[str, object]:
     found = {}
     for path in sorted(out.rglob("*.parquet")):
@@ -91,6 +102,17 @@ def _compare(monkeypatch, folder, pred_path, *extra):
     return long_out, blocked_out
 
 
+def _compare_copied(monkeypatch, folder, pred_path, *extra) -> None:
+    """:func:`_compare`, and the blocks read the copy of the scores (the long path none),
+    with ranking rows to compare."""
+    long_out, blocked_out = _compare(monkeypatch, folder, pred_path, *extra)
+    reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
+    assert reference is not None and reference.path.endswith("m.matrix.npy")
+    assert read_reference(long_out / "work/inputs/scores/m.parquet") is None
+    metrics = pl.read_parquet(long_out / "metrics.parquet")
+    assert metrics.filter(pl.col("family") == "ranking").height > 20
+
+
 @pytest.mark.parametrize(
     ("dtype", "order", "extra"),
     [
@@ -106,12 +128,7 @@ def test_a_long_matrix_by_blocks_equals_the_long_path(
     monkeypatch.setattr(dense_long, "BATCH_ROWS", 100)  # documents straddle batches
     pred = _files(tmp_path, icd9_leaves, dtype=dtype, order=order)
     pred.write_parquet(tmp_path / "pred.parquet", row_group_size=64)
-    long_out, blocked_out = _compare(monkeypatch, tmp_path, tmp_path / "pred.parquet", *extra)
-    reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
-    assert reference is not None and reference.path.endswith("m.matrix.npy")
-    assert read_reference(long_out / "work/inputs/scores/m.parquet") is None
-    metrics = pl.read_parquet(long_out / "metrics.parquet")
-    assert metrics.filter(pl.col("family") == "ranking").height > 20
+    _compare_copied(monkeypatch, tmp_path, tmp_path / "pred.parquet", *extra)
 
 
 @pytest.mark.parametrize("oddity", ["missing pair", "repeated pair", "null score", "sparse"])
@@ -132,12 +149,7 @@ def test_files_that_are_not_a_matrix_go_the_long_way(
     pred.write_parquet(path)
     assert dense_long.score_matrix(path, out=tmp_path / "copy.npy") is None
     assert not (tmp_path / "copy.npy").exists()
-    results = []
-    for long in (True, False):
-        capsys.readouterr()
-        code, _out = _evaluate(monkeypatch, tmp_path, path, long=long)
-        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-        results.append((code, errors))
+    results = _both_ways(monkeypatch, capsys, tmp_path, path)
     assert results[0] == results[1]
     if results[0][0] == 0:
         long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
@@ -177,12 +189,7 @@ def test_odd_codes_as_on_the_long_path(tmp_path, monkeypatch, capsys, icd9, icd9
     ).with_columns(pl.col("score").cast(pl.Float32))
     path = tmp_path / "pred.parquet"
     pl.concat([pred, odd]).sort("doc_id", "code").write_parquet(path)
-    results = []
-    for long in (True, False):
-        capsys.readouterr()
-        code, _out = _evaluate(monkeypatch, tmp_path, path, *flags, long=long)
-        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-        results.append((code, errors))
+    results = _both_ways(monkeypatch, capsys, tmp_path, path, *flags)
     assert results[0] == results[1]
     assert (results[0][0] != 0) == (flags == ())
     if results[0][0] == 0:

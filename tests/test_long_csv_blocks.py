@@ -13,7 +13,14 @@ import pytest
 from hieval.inputs import dense_long
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_long_blocks import _compare, _evaluate, _files, _outputs, _same_bits
+from tests.test_long_blocks import (
+    _both_ways,
+    _compare,
+    _compare_copied,
+    _files,
+    _outputs,
+    _same_bits,
+)
 
 SEPARATORS = {"csv": ",", "tsv": "\t"}
 
@@ -44,12 +51,7 @@ def test_a_long_text_matrix_by_blocks_equals_the_long_path(
     pred = pred.with_columns(pl.col("score") + pl.int_range(pl.len()).cast(dtype) / 7919)
     path = tmp_path / f"pred.{kind}"
     _write(pred, path, separator=SEPARATORS[kind])
-    long_out, blocked_out = _compare(monkeypatch, tmp_path, path, *extra)
-    reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
-    assert reference is not None and reference.path.endswith("m.matrix.npy")
-    assert read_reference(long_out / "work/inputs/scores/m.parquet") is None
-    metrics = pl.read_parquet(long_out / "metrics.parquet")
-    assert metrics.filter(pl.col("family") == "ranking").height > 20
+    _compare_copied(monkeypatch, tmp_path, path, *extra)
     _no_copy_left(tmp_path)
 
 
@@ -104,12 +106,7 @@ def test_text_files_that_are_not_a_matrix_go_the_long_way(
     else:
         assert matrix is None and not (tmp_path / "copy.npy").exists()
     _no_copy_left(tmp_path)
-    results = []
-    for long in (True, False):
-        capsys.readouterr()
-        code, _out = _evaluate(monkeypatch, tmp_path, path, long=long)
-        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-        results.append((code, errors))
+    results = _both_ways(monkeypatch, capsys, tmp_path, path)
     assert results[0] == results[1]
     if oddity in ("bad score", "nan score"):
         assert results[0][0] != 0 and "line" in results[0][1][-1]  # the long path names it

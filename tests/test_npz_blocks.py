@@ -15,7 +15,13 @@ import pytest
 from hieval.inputs.dense_scores import read_reference
 from hieval.inputs.formats import Extras, dense
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_long_blocks import _compare, _evaluate, _files, _outputs, _same_bits
+from tests.test_long_blocks import (
+    _both_ways,
+    _compare_copied,
+    _files,
+    _outputs,
+    _same_bits,
+)
 
 
 def _matrix(pred: pl.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
@@ -54,12 +60,7 @@ def test_an_npz_by_blocks_equals_the_long_path(
     monkeypatch.setattr(dense, "COPY_CELLS", 50)  # copied 50 cells at a time
     pred = _files(tmp_path, icd9_leaves)
     path, _ = _write_npz(tmp_path, pred, compressed=compressed, dtype=dtype, fortran=fortran)
-    long_out, blocked_out = _compare(monkeypatch, tmp_path, path, *extra)
-    reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
-    assert reference is not None and reference.path.endswith("m.matrix.npy")
-    assert read_reference(long_out / "work/inputs/scores/m.parquet") is None
-    metrics = pl.read_parquet(long_out / "metrics.parquet")
-    assert metrics.filter(pl.col("family") == "ranking").height > 20
+    _compare_copied(monkeypatch, tmp_path, path, *extra)
 
 
 def test_the_copy_holds_the_members_cells(tmp_path, icd9_leaves):
@@ -103,12 +104,7 @@ def test_what_the_blocks_do_not_take_is_read_as_the_long_path_reads_it(
     if oddity == "short doc list":
         docs = tmp_path / "pred.docs.txt"
         docs.write_text("\n".join(docs.read_text().split()[:-1]) + "\n")
-    results = []
-    for long in (True, False):
-        capsys.readouterr()
-        code, _out = _evaluate(monkeypatch, tmp_path, path, long=long)
-        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-        results.append((code, errors))
+    results = _both_ways(monkeypatch, capsys, tmp_path, path)
     assert results[0] == results[1]
     assert (results[0][0] != 0) == (oddity in ("two arrays", "truncated", "nan", "short doc list"))
     assert not (tmp_path / "blocked/work/inputs/scores/m.matrix.npy").exists() or results[0][0] == 0
