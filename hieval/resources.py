@@ -7,6 +7,7 @@ jobs' memory model lives here too, because the workflow sizes SLURM requests fro
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -190,7 +191,16 @@ def default_duckdb_limit() -> str:
 
 
 def duckdb_default_limit() -> str:
-    """DuckDB's own ``memory_limit`` in this process (e.g. ``18.8 GiB``)."""
+    """DuckDB's own ``memory_limit`` in this process (e.g. ``18.8 GiB``), asked once for the
+    SLURM variables DuckDB reads it from (a job's allocation), else from the machine's or the
+    container's memory, fixed while the process runs: a connection to ask costs about 12 ms,
+    which every file normalised (every chunk of an Evaluator's batches) would pay again."""
+    slurm = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SLURM_")))
+    return _duckdb_default_limit(slurm)
+
+
+@functools.lru_cache(maxsize=8)
+def _duckdb_default_limit(_slurm: tuple[tuple[str, str], ...]) -> str:
     import duckdb  # where used: the Snakefile imports this module for its memory model
 
     with duckdb.connect() as con:
