@@ -124,3 +124,48 @@ def test_units_with_exact_auc_plans_are_not_kept(tmp_path):
             RankingUnits(units.columns, units.names, units.keys, {"leaf": object()}),
             plan=_plan(),
         )
+
+
+def _small_levels(second_read=None):
+    rng = np.random.default_rng(4)
+    matrix = (np.round(rng.random((50, 12)) * 10) / 10).astype(np.float32)  # ties
+    gold = np.argwhere(rng.random((50, 12)) < 0.2)
+    node_of = {"group": np.arange(12) // 3}
+    return blocked.blocked_levels(
+        matrix, gold[:, 0], gold[:, 1], node_of=node_of, block_docs=8, second_read=second_read
+    )
+
+
+def test_the_replicates_read_beside_the_counts_sees_every_block_in_order():
+    """The second read's visits (on a helper thread beside the point AUCs' counts) come for
+    every block and level in block order, and the point estimates are those of a read
+    without visits, bit for bit."""
+    seen = []
+
+    def second_read(states):
+        return lambda name, number, start, block: seen.append((name, number, start, block.shape))
+
+    visited, plain = _small_levels(second_read), _small_levels()
+    assert seen == [
+        (name, number, 8 * number, (min(8, 50 - 8 * number), width))
+        for number in range(7)
+        for name, width in (("leaf", 12), ("group", 4))
+    ]
+    for name, (aucs, ranks) in plain.items():
+        other_aucs, other_ranks = visited[name]
+        assert other_aucs.micro == aucs.micro
+        assert other_aucs.per_label.tobytes() == aucs.per_label.tobytes()
+        assert other_ranks.position.tobytes() == ranks.position.tobytes()
+        assert other_ranks.precision.tobytes() == ranks.precision.tobytes()
+
+
+def test_an_error_in_the_replicates_read_is_raised():
+    def second_read(states):
+        def visit(name, number, start, block):
+            if number == 3:
+                raise ValueError("visit failed")
+
+        return visit
+
+    with pytest.raises(ValueError, match="visit failed"):
+        _small_levels(second_read)
