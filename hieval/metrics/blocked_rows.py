@@ -20,10 +20,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
+from threadpoolctl import threadpool_limits
 
+from hieval.engine.groups import default_threads
 from hieval.inputs.dense_decisions import BLOCK_DOCS_VARIABLE
 from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
@@ -346,12 +349,12 @@ def _units(
     columns: list[np.ndarray] = []
     keys: list = []
     boot: dict[str, dict[str, np.ndarray]] = {}
+    if replicates is not None:
+        boot = replicates.finish_levels(model, [LEAF, *levels])
     for level in [LEAF, *levels]:
         _aucs, ranks = results["leaf" if level == LEAF else level]
         if replicates is not None:
-            name = "leaf" if level == LEAF else level
-            defined = replicates.defined(name, dense.n_docs)
-            boot[level] = replicates.finish(name, model, level)
+            defined = replicates.defined("leaf" if level == LEAF else level, dense.n_docs)
             keys += [("ranking", level, avg, "auc") for avg in ("micro", "macro") if defined[avg]]
         ranks = _in_order(ranks, place)
         values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
@@ -418,15 +421,27 @@ class _AucReplicates:
             "macro": bool(np.any((support > 0) & (support < n_docs))),
         }
 
-    def finish(self, name: str, model: str, level: str) -> dict[str, np.ndarray]:
+    def finish_levels(self, model: str, levels: list[str]) -> dict[str, dict[str, np.ndarray]]:
+        """Every level's replicates (``micro``, ``macro``, ``bound``), by level name (the
+        leaves as :data:`LEAF`). The levels are finished on two threads where the process
+        may use two cores: each is independent, its products run on one BLAS thread (set
+        once here for both) and its sums are integers, exact in any order: the same bits."""
+        names = ["leaf" if level == LEAF else level for level in levels]
+        threads = 2 if default_threads() > 1 and len(names) > 1 else 1
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+            done = list(pool.map(self.finish, names))
+        for level, out in zip(levels, done, strict=True):
+            log.info(
+                "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values "
+                "(binned)", model, level, float(np.nanmax(out["bound"], initial=0.0)),
+            )  # fmt: skip
+        return dict(zip(levels, done, strict=True))
+
+    def finish(self, name: str) -> dict[str, np.ndarray]:
         accumulator = self.accumulators.pop(name)
         rows = self.weights[:, : self.scored_rows].sum(axis=1)
         scored_weight = np.repeat(rows[:, None], accumulator.width, axis=1)
         out = accumulator.finish(scored_weight)
-        log.info(
-            "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values (binned)",
-            model, level, float(np.nanmax(out.bound, initial=0.0)),
-        )  # fmt: skip
         return {"micro": out.micro, "macro": out.macro, "bound": out.bound}
 
 
