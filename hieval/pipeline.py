@@ -549,13 +549,15 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
     params: IcmParams | None = None,
     bootstrap: Settings | None = None,
     units_out: str | Path | None = None,
+    threads: int | None = None,
 ) -> pl.DataFrame:
     """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
     and its tuned threshold (from its input ``record``); and the notes the report shows. With
     the normalised ``train_gold``, the propensity-scored rows too (propensity parameters from
     ``params``). With ``bootstrap`` settings (replicates > 0) and ``units_out``, a dense
     model's bootstrap units are computed in the same reads of its matrix and written there
-    for :func:`uncertainty` (:mod:`hieval.metrics.uncertainty.unit_files`)."""
+    for :func:`uncertainty` (:mod:`hieval.metrics.uncertainty.unit_files`), on at most
+    ``threads`` threads (None: the cores this process may use)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -575,7 +577,7 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
                 gold, scores, table, paths.read_parquet(ancestors), scored=True
             ),
             threshold=tuned.get("threshold"),
-            weights=_bootstrap_weights(doc_ids, bootstrap) if wanted else None,
+            weights=_bootstrap_weights(doc_ids, bootstrap) if wanted else None, threads=threads,
         )  # fmt: skip
         if units is not None:
             from hieval.metrics.uncertainty.unit_files import save_units
@@ -952,6 +954,7 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
         out=out,
         train_gold=train_gold,
         bootstrap=bootstrap,
+        threads=resources.threads if resources is not None else None,
     )
 
 
@@ -970,6 +973,7 @@ def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's
     out: ModelFiles,
     train_gold: str | Path | None = None,
     bootstrap: Settings | None = None,
+    threads: int | None = None,
 ) -> None:
     """One model's metric rows (:func:`model_metrics`, from its count tables in ``out``) and
     score rows (:func:`score_metrics`): what :func:`count_and_score` does once counted, and
@@ -1000,6 +1004,7 @@ def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's
         params=params,
         bootstrap=bootstrap,
         units_out=out.dense_units,
+        threads=threads,
     )
 
 
@@ -1320,7 +1325,7 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
             units = _kept_units(job, model, dense, layout) or dense_ranking_units(
                 gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
                 ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
-                model=model, weights=weights,
+                model=model, weights=weights, threads=(job.resources or Resources()).threads,
             )  # fmt: skip
             if units is not None:
                 scored[model] = units

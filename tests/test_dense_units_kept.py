@@ -126,14 +126,15 @@ def test_units_with_exact_auc_plans_are_not_kept(tmp_path):
         )
 
 
-def _small_levels(second_read=None):
+def _small_levels(second_read=None, threads=None):
     rng = np.random.default_rng(4)
     matrix = (np.round(rng.random((50, 12)) * 10) / 10).astype(np.float32)  # ties
     gold = np.argwhere(rng.random((50, 12)) < 0.2)
     node_of = {"group": np.arange(12) // 3}
     return blocked.blocked_levels(
-        matrix, gold[:, 0], gold[:, 1], node_of=node_of, block_docs=8, second_read=second_read
-    )
+        matrix, gold[:, 0], gold[:, 1], node_of=node_of, block_docs=8,
+        second_read=second_read, threads=threads,
+    )  # fmt: skip
 
 
 def test_the_replicates_read_beside_the_counts_sees_every_block_in_order():
@@ -169,3 +170,17 @@ def test_an_error_in_the_replicates_read_is_raised():
 
     with pytest.raises(ValueError, match="visit failed"):
         _small_levels(second_read)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_replicates_read_keeps_to_the_threads_given(threads):
+    """``--threads 1``: the visits run on the calling thread; two: on a helper."""
+    import threading
+
+    where = set()
+
+    def second_read(states):
+        return lambda *args: where.add(threading.current_thread())
+
+    _small_levels(second_read, threads=threads)
+    assert (where == {threading.current_thread()}) == (threads == 1)

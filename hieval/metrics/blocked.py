@@ -420,6 +420,7 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     block_docs: int = DEFAULT_BLOCK_DOCS,
     second_read: Callable[[dict[str, _Level]], Callable[..., None]] | None = None,
     aucs: bool = True,
+    threads: int | None = None,
 ) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
     """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
     at every level of ``node_of`` (level -> each label's node, numbered in name order, or
@@ -439,7 +440,9 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     (:mod:`hieval.metrics.uncertainty.auc_blocks`) ride on the same read. ``aucs=False``
     leaves the point estimates' AUC counts out (every ``BlockedAucs`` is then empty: micro
     None, per label NaN), and with no ``second_read`` the second read too: the bootstrap's
-    units need the document ranks alone (the rows were computed by the score stage).
+    units need the document ranks alone (the rows were computed by the score stage). With
+    both, the visits run on a helper thread beside the counts when ``threads`` (None: the
+    cores this process may use) allows two.
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -485,7 +488,7 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     visit = second_read(levels) if second_read is not None else None
     second = aucs or visit is not None
     blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
-    with _Beside(aucs and visit is not None) as beside:
+    with _Beside(aucs and visit is not None, threads) as beside:
         for number, start, by_level in blocks:
             if visit is not None:  # on the helper thread when the counts run here
                 beside.run(_visit_levels, visit, list(levels), number, start, by_level)
@@ -504,7 +507,8 @@ def _visit_levels(visit: Callable[..., None], names: list[str], number: int, sta
 class _Beside:
     """Runs the second read's visits (the bootstrap's AUC replicates) on one helper thread
     beside the point estimates' counts of the same block, when both are wanted and the
-    process may use two cores; else where they are called.
+    run may use two threads (``threads``; None: the cores this process may use); else where
+    they are called.
 
     Why: the two are independent (each writes only its own accumulators; both only read the
     block) and their compiled loops and numpy's sorts release the GIL, so on two cores the
@@ -512,8 +516,9 @@ class _Beside:
     at a time, in block order (a level's accumulator places its bins on its first block), so
     at most two blocks are held and every sum is added in today's order: the same bits."""
 
-    def __init__(self, wanted: bool) -> None:
-        self.pool = ThreadPoolExecutor(1, "auc-replicates") if wanted and _two_cores() else None
+    def __init__(self, wanted: bool, threads: int | None) -> None:
+        two = wanted and (threads or default_threads()) > 1
+        self.pool = ThreadPoolExecutor(1, "auc-replicates") if two else None
         self.pending: Future | None = None
 
     def run(self, function: Callable[..., None], *args) -> None:
@@ -538,11 +543,6 @@ class _Beside:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=True)
-
-
-def _two_cores() -> bool:
-    """Whether this process may use two cores or more (its CPU affinity)."""
-    return default_threads() > 1
 
 
 def _level(rows, full, full_of, order_of, total: int, scored_rows: int) -> _Level:

@@ -122,7 +122,7 @@ def dense_score_rows(
     return tidy, notes
 
 
-def dense_rows_and_units(
+def dense_rows_and_units(  # noqa: PLR0913 (dense_score_rows's options, the bootstrap's weights and threads)
     gold: pl.DataFrame,
     scores: DenseScores,
     *,
@@ -132,6 +132,7 @@ def dense_rows_and_units(
     levels: Sequence[str],
     threshold: float | None,
     weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+    threads: int | None = None,
 ) -> tuple[pl.DataFrame, dict, RankingUnits | None]:
     """:func:`dense_score_rows`, and with the bootstrap's ``weights`` (replicates ×
     documents, the gold's documents sorted, or a function drawing them) the model's
@@ -141,7 +142,8 @@ def dense_rows_and_units(
     Why: the bootstrap's units need the same document ranks and calibration sums, and their
     AUC replicates ride on the same second read as the point AUCs; computing them here,
     while the matrix is read for the rows, saves a first read (every row sorted) and a
-    second one (every block pooled) per model (issue 36)."""
+    second one (every block pooled) per model (issue 36). ``threads``: at most that many
+    (None: the cores this process may use) read and finish the replicates."""
     dense = DenseModel(scores, gold)
     notes: dict = {
         "model": model,
@@ -165,7 +167,7 @@ def dense_rows_and_units(
     replicates = None
     if weights is not None and _above_cap(dense, node_of):
         replicates = _replicates(dense, weights)
-    results = _levels(dense, node_of, size, second_read=replicates)
+    results = _levels(dense, node_of, size, second_read=replicates, threads=threads)
     rows: list[tuple[str, str, str, str, float]] = []
     for level in [LEAF, *levels]:
         aucs, ranks = results["leaf" if level == LEAF else level]
@@ -191,7 +193,9 @@ def dense_rows_and_units(
     tidy = pl.DataFrame([(model, *row) for row in rows], schema=TIDY_SCHEMA, orient="row")
     units = None
     if replicates is not None:
-        units = _units(dense, results, sums, replicates, ks=ks, levels=levels, model=model)
+        units = _units(
+            dense, results, sums, replicates, ks=ks, levels=levels, model=model, threads=threads
+        )
     return sort_tidy(tidy, tuple(levels), [model]), notes, units
 
 
@@ -266,7 +270,7 @@ def _calibration_from_sums(
     return {key: float(value[0]) for key, value in values.items() if key[0] in averages}
 
 
-def dense_ranking_units(
+def dense_ranking_units(  # noqa: PLR0913 (ranking_units' options and the threads)
     gold: pl.DataFrame,
     scores: DenseScores,
     *,
@@ -276,6 +280,7 @@ def dense_ranking_units(
     levels: Sequence[str],
     model: str,
     weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+    threads: int | None = None,
 ) -> RankingUnits | None:
     """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model with a level
     above :data:`AUC_MAX_SCORED_PAIRS` scored pairs, from the blocks: the document columns
@@ -297,7 +302,9 @@ def dense_ranking_units(
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
     results = _levels(dense, node_of, size, second_read=replicates, aucs=False)
     sums = calibration_sums(dense, block_docs=size)
-    return _units(dense, results, sums, replicates, ks=ks, levels=levels, model=model)
+    return _units(
+        dense, results, sums, replicates, ks=ks, levels=levels, model=model, threads=threads
+    )
 
 
 def _sorted_docs(dense: DenseModel) -> pl.Series:
@@ -340,6 +347,7 @@ def _units(
     ks: Sequence[int],
     levels: Sequence[str],
     model: str,
+    threads: int | None = None,
 ) -> RankingUnits:
     """The model's :class:`RankingUnits` from :func:`_levels`' ranks, the replicates
     accumulated in its second read and :func:`calibration_sums`, in the sorted documents'
@@ -350,7 +358,7 @@ def _units(
     keys: list = []
     boot: dict[str, dict[str, np.ndarray]] = {}
     if replicates is not None:
-        boot = replicates.finish_levels(model, [LEAF, *levels])
+        boot = replicates.finish_levels(model, [LEAF, *levels], threads=threads)
     for level in [LEAF, *levels]:
         _aucs, ranks = results["leaf" if level == LEAF else level]
         if replicates is not None:
@@ -421,14 +429,20 @@ class _AucReplicates:
             "macro": bool(np.any((support > 0) & (support < n_docs))),
         }
 
-    def finish_levels(self, model: str, levels: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    def finish_levels(
+        self, model: str, levels: list[str], *, threads: int | None = None
+    ) -> dict[str, dict[str, np.ndarray]]:
         """Every level's replicates (``micro``, ``macro``, ``bound``), by level name (the
-        leaves as :data:`LEAF`). The levels are finished on two threads where the process
-        may use two cores: each is independent, its products run on one BLAS thread (set
-        once here for both) and its sums are integers, exact in any order: the same bits."""
+        leaves as :data:`LEAF`). The levels are finished on two threads where ``threads``
+        (None: the cores this process may use) allows: each is independent, its products run
+        on one BLAS thread (set once here for both) and its sums are integers, exact in any
+        order: the same bits."""
         names = ["leaf" if level == LEAF else level for level in levels]
-        threads = 2 if default_threads() > 1 and len(names) > 1 else 1
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        two = (threads or default_threads()) > 1 and len(names) > 1
+        with (
+            threadpool_limits(limits=1, user_api="blas"),
+            ThreadPoolExecutor(2 if two else 1) as pool,
+        ):
             done = list(pool.map(self.finish, names))
         for level, out in zip(levels, done, strict=True):
             log.info(
@@ -460,11 +474,12 @@ def _levels(
     *,
     second_read: Callable | None = None,
     aucs: bool = True,
+    threads: int | None = None,
 ) -> dict:
     """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
     document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
     return blocked.blocked_levels(
         dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
         code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size, second_read=second_read, aucs=aucs,
+        block_docs=size, second_read=second_read, aucs=aucs, threads=threads,
     )  # fmt: skip
