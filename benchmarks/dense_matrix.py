@@ -288,7 +288,7 @@ def _instrument(meter: StageMeter) -> None:
     meter.wrap(ranking, "document_ranks", "  document ranks (@K, MAP)")
     meter.wrap(ranking, "calibration_values", "  calibration")
     meter.wrap(dense_normalize, "normalize_dense", "  dense .npy decided by blocks")
-    meter.wrap(blocked_rows, "dense_score_rows", "  dense ranking + calibration by blocks")
+    meter.wrap(blocked_rows, "dense_rows_and_units", "  dense ranking + calibration by blocks")
     meter.wrap(blocked_rows.blocked, "blocked_levels", "    AUC + document ranks, every level")
     meter.wrap(blocked_rows, "calibration_values", "    calibration by blocks")
     meter.wrap(run, "_intervals", "intervals")

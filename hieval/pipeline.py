@@ -76,7 +76,9 @@ from hieval.resources import Resources, default_duckdb_limit, label_rows, parse_
 if TYPE_CHECKING:
     import numpy as np
 
+    from hieval.inputs.dense_scores import DenseScores
     from hieval.inputs.record import InputRecord
+    from hieval.metrics.uncertainty.ranking import RankingUnits
     from hieval.metrics.uncertainty.units import Layout, Units
 
 log = logging.getLogger(__name__)
@@ -545,26 +547,43 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
     notes_out: str | Path,
     train_gold: str | Path | None = None,
     params: IcmParams | None = None,
+    bootstrap: Settings | None = None,
+    units_out: str | Path | None = None,
+    threads: int | None = None,
 ) -> pl.DataFrame:
     """One model's rows from its scores: ranking (leaf and each evaluated level), calibration,
     and its tuned threshold (from its input ``record``); and the notes the report shows. With
     the normalised ``train_gold``, the propensity-scored rows too (propensity parameters from
-    ``params``)."""
+    ``params``). With ``bootstrap`` settings (replicates > 0) and ``units_out``, a dense
+    model's bootstrap units are computed in the same reads of its matrix and written there
+    for :func:`uncertainty` (:mod:`hieval.metrics.uncertainty.unit_files`), on at most
+    ``threads`` threads (None: the cores this process may use)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
     tuned = json.loads(Path(record).read_text("utf-8")).get("tuned_threshold") or {}
     dense = read_reference(scores)
     if dense is not None and train_gold is None:  # by blocks of the matrix, never made long
-        from hieval.metrics.blocked_rows import dense_score_rows
+        from hieval.metrics.blocked_rows import dense_rows_and_units
 
-        tidy, notes = dense_score_rows(
-            paths.read_parquet(gold), dense, model=model, ks=ks, levels=levels,
+        gold_frame = paths.read_parquet(gold)
+        wanted = units_out is not None and bootstrap is not None and bootstrap.bootstrap > 0
+        if units_out is not None:
+            Path(units_out).unlink(missing_ok=True)  # an earlier run's: never left to be read
+        doc_ids = gold_frame["doc_id"].unique().sort() if wanted else None
+        tidy, notes, units = dense_rows_and_units(
+            gold_frame, dense, model=model, ks=ks, levels=levels,
             ancestors=_score_ancestors(
                 gold, scores, table, paths.read_parquet(ancestors), scored=True
             ),
             threshold=tuned.get("threshold"),
+            weights=_bootstrap_weights(doc_ids, bootstrap) if wanted else None, threads=threads,
         )  # fmt: skip
+        if units is not None:
+            from hieval.metrics.uncertainty.unit_files import save_units
+
+            plan = _dense_units_plan(dense, doc_ids, bootstrap, ks, levels)
+            save_units(units_out, units, plan=plan)
         write_parquet(tidy, metrics_out)
         write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
         return tidy
@@ -587,6 +606,23 @@ def score_metrics(  # noqa: PLR0913 (rule score_metrics' inputs, params and outp
     write_parquet(tidy, metrics_out)
     write_text(notes_out, json.dumps(notes, indent=2, sort_keys=True) + "\n")
     return tidy
+
+
+def _dense_units_plan(
+    dense: DenseScores,
+    doc_ids: pl.Series,
+    settings: Settings,
+    ks: Sequence[int],
+    levels: Sequence[str],
+) -> dict:
+    """The plan a dense model's kept units are checked against
+    (:func:`hieval.metrics.uncertainty.unit_files.units_plan`)."""
+    from hieval.metrics.uncertainty.unit_files import units_plan
+
+    return units_plan(
+        scores=dense.to_json(), doc_ids=doc_ids.to_list(), seed=settings.seed,
+        bootstrap=settings.bootstrap, ks=ks, levels=levels,
+    )  # fmt: skip
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -864,6 +900,9 @@ class ModelFiles:
     nodes_report: str | Path
     ranking: str | Path
     notes: str | Path
+    #: A dense model's bootstrap units, computed by the score stage when the run has
+    #: replicates (:func:`score_metrics`' ``units_out``); None: not kept.
+    dense_units: str | Path | None = None
 
 
 def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and outputs, one keyword each (scripts/evaluate_model.py))
@@ -882,11 +921,13 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
     out: ModelFiles,
     resources: Resources | None = None,
     train_gold: str | Path | None = None,
+    bootstrap: Settings | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
     ``record``: an unsharded evaluation, in one process (ICM's node weights computed here from
-    the whole gold, as :func:`count_model` does without ``weights``)."""
+    the whole gold, as :func:`count_model` does without ``weights``); ``bootstrap``: the
+    run's uncertainty settings (a dense model's units for them are kept in ``out``)."""
     count_model(
         gold,
         labels,
@@ -912,6 +953,8 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
         ks=ks,
         out=out,
         train_gold=train_gold,
+        bootstrap=bootstrap,
+        threads=resources.threads if resources is not None else None,
     )
 
 
@@ -929,6 +972,8 @@ def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's
     ks: tuple[int, ...] = DEFAULT_KS,
     out: ModelFiles,
     train_gold: str | Path | None = None,
+    bootstrap: Settings | None = None,
+    threads: int | None = None,
 ) -> None:
     """One model's metric rows (:func:`model_metrics`, from its count tables in ``out``) and
     score rows (:func:`score_metrics`): what :func:`count_and_score` does once counted, and
@@ -957,6 +1002,9 @@ def model_rows_and_scores(  # noqa: PLR0913 (model_metrics's and score_metrics's
         notes_out=out.notes,
         train_gold=train_gold,
         params=params,
+        bootstrap=bootstrap,
+        units_out=out.dense_units,
+        threads=threads,
     )
 
 
@@ -1198,6 +1246,9 @@ class UncertaintyJob:
     #: The headline rows' replicates (:func:`hieval.reports.history.replicate_table`), which
     #: the history keeps for the paired interval of the next evaluation's changes.
     replicates_out: str | Path | None = None
+    #: Dense models' units kept by the score stage (:attr:`ModelFiles.dense_units`): used
+    #: where they were computed for these inputs and settings, else computed again.
+    dense_units: dict[str, str | Path] | None = None
 
 
 def uncertainty(job: UncertaintyJob) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1265,16 +1316,16 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     table = read_level_table(job.levels_file)
     gold_frame, anc = paths.read_parquet(job.gold), paths.read_parquet(job.ancestors)
     propensities = _propensities(job.train_gold, job.params)
-    weights = _bootstrap_weights(layout, job.settings)
+    weights = _bootstrap_weights(layout.doc_ids, job.settings)
     for model in job.predictions:
         dense = read_reference(job.scores[model]) if propensities is None else None
         if dense is not None:  # by blocks of its matrix, unless AUC replicates need it long
             from hieval.metrics.blocked_rows import dense_ranking_units
 
-            units = dense_ranking_units(
+            units = _kept_units(job, model, dense, layout) or dense_ranking_units(
                 gold_frame, dense, doc_ids=layout.doc_ids, ks=job.ks, levels=layout.levels,
                 ancestors=_score_ancestors(job.gold, job.scores[model], table, anc, scored=True),
-                model=model, weights=weights,
+                model=model, weights=weights, threads=(job.resources or Resources()).threads,
             )  # fmt: skip
             if units is not None:
                 scored[model] = units
@@ -1298,10 +1349,24 @@ def _scored_units(job: UncertaintyJob, layout: Layout, tidy: dict[str, pl.DataFr
     return scored
 
 
-def _bootstrap_weights(layout: Layout, settings: Settings) -> Callable[[], np.ndarray | None]:
-    """The bootstrap's weights (replicates × documents), drawn on first use and kept: the AUC
-    replicates of a level above the exact plan's cap are computed once for all of them
-    (:mod:`hieval.metrics.uncertainty.auc_blocks`). None without a bootstrap."""
+def _kept_units(
+    job: UncertaintyJob, model: str, dense: DenseScores, layout: Layout
+) -> RankingUnits | None:
+    """The dense model's units the score stage kept for these inputs and settings, or None."""
+    path = (job.dense_units or {}).get(model)
+    if path is None or not job.settings.bootstrap:
+        return None
+    from hieval.metrics.uncertainty.unit_files import load_units
+
+    plan = _dense_units_plan(dense, layout.doc_ids, job.settings, job.ks, layout.levels)
+    return load_units(path, plan=plan)
+
+
+def _bootstrap_weights(doc_ids: pl.Series, settings: Settings) -> Callable[[], np.ndarray | None]:
+    """The bootstrap's weights (replicates × ``doc_ids``, the gold's documents sorted), drawn
+    on first use and kept: the AUC replicates of a level above the exact plan's cap are
+    computed once for all of them (:mod:`hieval.metrics.uncertainty.auc_blocks`). None
+    without a bootstrap."""
     from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
     drawn: list = []
@@ -1310,7 +1375,7 @@ def _bootstrap_weights(layout: Layout, settings: Settings) -> Callable[[], np.nd
         if not settings.bootstrap:
             return None
         if not drawn:
-            keys = doc_keys(layout.doc_ids.to_list())
+            keys = doc_keys(doc_ids.to_list())
             drawn.append(
                 poisson_weights(keys, seed=settings.seed, first=0, count=settings.bootstrap)
             )

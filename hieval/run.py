@@ -531,6 +531,7 @@ def _count_models(run: _Run, progress: Progress, counted: dict[str, Future] | No
     metrics, ranking and calibration; each model's ``counted`` future (when given) is set once
     its files are written."""
     names, work, config = run.names, run.work, run.config
+    settings = uncertainty_settings(config)  # a dense model's bootstrap units come with its rows
     for number, name in enumerate(names, start=1):
         progress(name, f" ({number}/{len(names)}): counting")
         counts = work / "counts" / name
@@ -554,9 +555,11 @@ def _count_models(run: _Run, progress: Progress, counted: dict[str, Future] | No
                 nodes_report=run.out / "nodes" / f"{name}.csv",
                 ranking=work / "ranking" / f"{name}.parquet",
                 notes=work / "ranking" / f"{name}.json",
+                dense_units=_dense_units(work, name),
             ),
             resources=run.resources,
             train_gold=run.train_gold,
+            bootstrap=settings if settings.bootstrap else None,
         )
         if counted is not None:
             counted[name].set_result(None)
@@ -589,12 +592,18 @@ def _intervals(run: _Run, progress: Progress) -> dict[str, Path]:
             ranking={name: work / "ranking" / f"{name}.parquet" for name in names},
             ks=ranking_ks(config),
             train_gold=run.train_gold,
+            dense_units={name: _dense_units(work, name) for name in names},
         )
     )
     return {
         "intervals": out / "intervals.parquet",
         "comparisons": out / "comparisons.parquet",
     }
+
+
+def _dense_units(work: Path, name: str) -> Path:
+    """Where a dense model's bootstrap units go from the score stage to the intervals."""
+    return work / "ranking" / f"{name}.units.npz"
 
 
 def _error_analysis(run: _Run, counted: dict[str, Future] | None = None) -> None:

@@ -32,10 +32,12 @@ benchmark's prototype side.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from hieval.engine.groups import default_threads
 from hieval.inputs.dense_decisions import BLOCK_DOCS, Decided, decided_pairs
 from hieval.metrics.arithmetic import exact_mean
 from hieval.metrics.column_counts import ColumnCounts
@@ -418,6 +420,7 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     block_docs: int = DEFAULT_BLOCK_DOCS,
     second_read: Callable[[dict[str, _Level]], Callable[..., None]] | None = None,
     aucs: bool = True,
+    threads: int | None = None,
 ) -> dict[str, tuple[BlockedAucs, DocumentRanks]]:
     """:func:`blocked_aucs` and :func:`blocked_document_ranks` at the leaves (``leaf``) and
     at every level of ``node_of`` (level -> each label's node, numbered in name order, or
@@ -437,7 +440,9 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     (:mod:`hieval.metrics.uncertainty.auc_blocks`) ride on the same read. ``aucs=False``
     leaves the point estimates' AUC counts out (every ``BlockedAucs`` is then empty: micro
     None, per label NaN), and with no ``second_read`` the second read too: the bootstrap's
-    units need the document ranks alone (the rows were computed by the score stage).
+    units need the document ranks alone (the rows were computed by the score stage). With
+    both, the visits run on a helper thread beside the counts when ``threads`` (None: the
+    cores this process may use) allows two.
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -482,14 +487,62 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
         state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
     visit = second_read(levels) if second_read is not None else None
     second = aucs or visit is not None
-    for number, start, by_level in _level_blocks(matrix, starts if second else (), block_docs,
-                                                 pooling):  # fmt: skip
-        for name, state in levels.items():
-            if aucs:
+    blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
+    with _Beside(aucs and visit is not None, threads) as beside:
+        for number, start, by_level in blocks:
+            if visit is not None:  # on the helper thread when the counts run here
+                beside.run(_visit_levels, visit, list(levels), number, start, by_level)
+            for name, state in levels.items() if aucs else ():
                 _count(state, by_level[name])
-            if visit is not None:
-                visit(name, number, start, by_level[name])
     return {name: _results(state, n_docs) for name, state in levels.items()}
+
+
+def _visit_levels(visit: Callable[..., None], names: list[str], number: int, start: int,
+                  by_level: dict[str, np.ndarray]) -> None:  # fmt: skip
+    """The second read's ``visit`` of one block at every level, in the levels' order."""
+    for name in names:
+        visit(name, number, start, by_level[name])
+
+
+class _Beside:
+    """Runs the second read's visits (the bootstrap's AUC replicates) on one helper thread
+    beside the point estimates' counts of the same block, when both are wanted and the
+    run may use two threads (``threads``; None: the cores this process may use); else where
+    they are called.
+
+    Why: the two are independent (each writes only its own accumulators; both only read the
+    block) and their compiled loops and numpy's sorts release the GIL, so on two cores the
+    second read takes the longer of the two, not their sum (issue 36). One visit is in flight
+    at a time, in block order (a level's accumulator places its bins on its first block), so
+    at most two blocks are held and every sum is added in today's order: the same bits."""
+
+    def __init__(self, wanted: bool, threads: int | None) -> None:
+        two = wanted and (threads or default_threads()) > 1
+        self.pool = ThreadPoolExecutor(1, "auc-replicates") if two else None
+        self.pending: Future | None = None
+
+    def run(self, function: Callable[..., None], *args) -> None:
+        if self.pool is None:
+            function(*args)
+            return
+        self.wait()
+        self.pending = self.pool.submit(function, *args)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def __enter__(self) -> _Beside:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            if kind is None:
+                self.wait()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True)
 
 
 def _level(rows, full, full_of, order_of, total: int, scored_rows: int) -> _Level:

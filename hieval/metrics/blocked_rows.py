@@ -20,10 +20,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
+from threadpoolctl import threadpool_limits
 
+from hieval.engine.groups import default_threads
 from hieval.inputs.dense_decisions import BLOCK_DOCS_VARIABLE
 from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
@@ -112,6 +115,35 @@ def dense_score_rows(
 ) -> tuple[pl.DataFrame, dict]:
     """:func:`hieval.metrics.ranking.score_rows` of a dense model without training gold (the
     propensity-scored rows need the long path)."""
+    tidy, notes, _units = dense_rows_and_units(
+        gold, scores, model=model, ks=ks, ancestors=ancestors, levels=levels,
+        threshold=threshold,
+    )  # fmt: skip
+    return tidy, notes
+
+
+def dense_rows_and_units(  # noqa: PLR0913 (dense_score_rows's options, the bootstrap's weights and threads)
+    gold: pl.DataFrame,
+    scores: DenseScores,
+    *,
+    model: str,
+    ks: Sequence[int],
+    ancestors: pl.DataFrame | None,
+    levels: Sequence[str],
+    threshold: float | None,
+    weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+    threads: int | None = None,
+) -> tuple[pl.DataFrame, dict, RankingUnits | None]:
+    """:func:`dense_score_rows`, and with the bootstrap's ``weights`` (replicates ×
+    documents, the gold's documents sorted, or a function drawing them) the model's
+    :func:`dense_ranking_units` from the same reads of the matrix (None where every level is
+    small enough for the exact AUC plan, or without ``weights``).
+
+    Why: the bootstrap's units need the same document ranks and calibration sums, and their
+    AUC replicates ride on the same second read as the point AUCs; computing them here,
+    while the matrix is read for the rows, saves a first read (every row sorted) and a
+    second one (every block pooled) per model (issue 36). ``threads``: at most that many
+    (None: the cores this process may use) read and finish the replicates."""
     dense = DenseModel(scores, gold)
     notes: dict = {
         "model": model,
@@ -132,7 +164,10 @@ def dense_score_rows(
         if left_out:
             notes.setdefault("codes_without_node", {})[level] = left_out
     size = block_docs()
-    results = _levels(dense, node_of, size)
+    replicates = None
+    if weights is not None and _above_cap(dense, node_of):
+        replicates = _replicates(dense, weights)
+    results = _levels(dense, node_of, size, second_read=replicates, threads=threads)
     rows: list[tuple[str, str, str, str, float]] = []
     for level in [LEAF, *levels]:
         aucs, ranks = results["leaf" if level == LEAF else level]
@@ -144,7 +179,8 @@ def dense_score_rows(
         if dense.n_docs:
             values |= blocked.document_values(ranks, dense.n_docs, ks)
         rows += [("ranking", level, average, metric, v) for (average, metric), v in values.items()]
-    calibration = calibration_values(dense, block_docs=size)
+    sums = calibration_sums(dense, block_docs=size)
+    calibration = None if sums is None else _calibration_from_sums(dense, sums)
     if calibration is None:
         notes["calibration"] = "scores outside [0, 1]: no calibration rows"
     else:
@@ -155,7 +191,12 @@ def dense_score_rows(
     if threshold is not None:
         rows.append(("selection", LEAF, "global", "threshold", threshold))
     tidy = pl.DataFrame([(model, *row) for row in rows], schema=TIDY_SCHEMA, orient="row")
-    return sort_tidy(tidy, tuple(levels), [model]), notes
+    units = None
+    if replicates is not None:
+        units = _units(
+            dense, results, sums, replicates, ks=ks, levels=levels, model=model, threads=threads
+        )
+    return sort_tidy(tidy, tuple(levels), [model]), notes, units
 
 
 def calibration_sums(
@@ -215,8 +256,13 @@ def calibration_values(
     :func:`hieval.metrics.ranking.calibration_values` gives them: over the label space
     (``micro``) and over the scored pairs (``scored``, left out without a scored pair)."""
     sums = calibration_sums(dense, block_docs=block_docs, bins=bins)
-    if sums is None:
-        return None
+    return None if sums is None else _calibration_from_sums(dense, sums, bins=bins)
+
+
+def _calibration_from_sums(
+    dense: DenseModel, sums: dict[str, np.ndarray], *, bins: int = ECE_BINS
+) -> dict[tuple[str, str], float]:
+    """:func:`calibration_values` from the per-document sums of :func:`calibration_sums`."""
     names = list(sums)
     totals = exact_weighted_sums(np.ones((1, dense.n_docs)), np.column_stack(list(sums.values())))
     values = calibration_formula(dict(zip(names, totals.T, strict=True)), bins)
@@ -224,7 +270,7 @@ def calibration_values(
     return {key: float(value[0]) for key, value in values.items() if key[0] in averages}
 
 
-def dense_ranking_units(
+def dense_ranking_units(  # noqa: PLR0913 (ranking_units' options and the threads)
     gold: pl.DataFrame,
     scores: DenseScores,
     *,
@@ -234,6 +280,7 @@ def dense_ranking_units(
     levels: Sequence[str],
     model: str,
     weights: np.ndarray | Callable[[], np.ndarray | None] | None = None,
+    threads: int | None = None,
 ) -> RankingUnits | None:
     """:func:`hieval.metrics.uncertainty.ranking.ranking_units` of a dense model with a level
     above :data:`AUC_MAX_SCORED_PAIRS` scored pairs, from the blocks: the document columns
@@ -242,34 +289,80 @@ def dense_ranking_units(
     them) every level's ROC-AUC
     replicates, read in the same pass (:mod:`hieval.metrics.uncertainty.auc_blocks`: macro
     exact, micro within a bound the log reports). None where every level is small enough for
-    the exact AUC plan: then the long path (the same units, AUC included) is the one to take."""
+    the exact AUC plan: then the long path (the same units, AUC included) is the one to take.
+    (:func:`dense_rows_and_units` gives the same units from the score stage's reads.)"""
     dense = DenseModel(scores, gold)
-    if not pl.Series(sorted(set(dense.docs)), dtype=pl.String).equals(doc_ids, check_names=False):
+    if not _sorted_docs(dense).equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
-    scored_rows = dense.view.shape[0]
-    node_of, scored = {}, {LEAF: dense.scored}
-    for level in levels:
-        node_of[level], _left_out = dense.node_of(ancestors, level)
-        width = node_of[level][: dense.view.shape[1]]
-        scored[level] = scored_rows * len(np.unique(width[width >= 0]))
-    if max(scored.values()) <= AUC_MAX_SCORED_PAIRS:
+    node_of = {level: dense.node_of(ancestors, level)[0] for level in levels}
+    if not _above_cap(dense, node_of):
         return None
     size = block_docs()
-    place = np.argsort(np.argsort(np.array(dense.docs, dtype=object)))  # our doc -> sorted
-    weights = drawn_weights(weights)  # drawn here, above the cap, and only here
-    replicates = _AucReplicates(weights[:, place], scored_rows) if weights is not None else None
+    replicates = _replicates(dense, weights)  # drawn here, above the cap, and only here
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
     results = _levels(dense, node_of, size, second_read=replicates, aucs=False)
+    sums = calibration_sums(dense, block_docs=size)
+    return _units(
+        dense, results, sums, replicates, ks=ks, levels=levels, model=model, threads=threads
+    )
+
+
+def _sorted_docs(dense: DenseModel) -> pl.Series:
+    """The model's documents (the gold's) sorted: the bootstrap's order."""
+    return pl.Series(sorted(set(dense.docs)), dtype=pl.String)
+
+
+def _above_cap(dense: DenseModel, node_of: dict[str, np.ndarray]) -> bool:
+    """Whether a level has more than :data:`AUC_MAX_SCORED_PAIRS` scored pairs (else the
+    long path's exact AUC plan gives the bootstrap's units)."""
+    scored_rows, width = dense.view.shape
+    scored = [dense.scored]
+    for nodes in node_of.values():
+        columns = nodes[:width]
+        scored.append(scored_rows * len(np.unique(columns[columns >= 0])))
+    return max(scored) > AUC_MAX_SCORED_PAIRS
+
+
+def _place(dense: DenseModel) -> np.ndarray:
+    """Each of the model's documents' place in the sorted order (the bootstrap's)."""
+    return np.argsort(np.argsort(np.array(dense.docs, dtype=object)))
+
+
+def _replicates(
+    dense: DenseModel, weights: np.ndarray | Callable[[], np.ndarray | None] | None
+) -> _AucReplicates | None:
+    """The AUC replicates' accumulators for the blocked read, None without weights."""
+    drawn = drawn_weights(weights)
+    if drawn is None:
+        return None
+    return _AucReplicates(drawn[:, _place(dense)], dense.view.shape[0])
+
+
+def _units(
+    dense: DenseModel,
+    results: dict,
+    sums: dict[str, np.ndarray] | None,
+    replicates: _AucReplicates | None,
+    *,
+    ks: Sequence[int],
+    levels: Sequence[str],
+    model: str,
+    threads: int | None = None,
+) -> RankingUnits:
+    """The model's :class:`RankingUnits` from :func:`_levels`' ranks, the replicates
+    accumulated in its second read and :func:`calibration_sums`, in the sorted documents'
+    order."""
+    place = _place(dense)
     names: dict[str, int] = {}
     columns: list[np.ndarray] = []
     keys: list = []
     boot: dict[str, dict[str, np.ndarray]] = {}
+    if replicates is not None:
+        boot = replicates.finish_levels(model, [LEAF, *levels], threads=threads)
     for level in [LEAF, *levels]:
         _aucs, ranks = results["leaf" if level == LEAF else level]
         if replicates is not None:
-            name = "leaf" if level == LEAF else level
-            defined = replicates.defined(name, dense.n_docs)
-            boot[level] = replicates.finish(name, model, level)
+            defined = replicates.defined("leaf" if level == LEAF else level, dense.n_docs)
             keys += [("ranking", level, avg, "auc") for avg in ("micro", "macro") if defined[avg]]
         ranks = _in_order(ranks, place)
         values = document_columns(RankedDocuments(ranks, dense.n_docs), ks)
@@ -282,7 +375,6 @@ def dense_ranking_units(
                 keys.append(("ranking", level, "mean", name))
     if replicates is None:
         log.warning("%s: ROC-AUC rows get no interval (no bootstrap weights were given)", model)
-    sums = calibration_sums(dense, block_docs=size)
     if sums is not None:
         for name, column in sums.items():
             ordered = np.empty_like(column)
@@ -337,15 +429,33 @@ class _AucReplicates:
             "macro": bool(np.any((support > 0) & (support < n_docs))),
         }
 
-    def finish(self, name: str, model: str, level: str) -> dict[str, np.ndarray]:
+    def finish_levels(
+        self, model: str, levels: list[str], *, threads: int | None = None
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """Every level's replicates (``micro``, ``macro``, ``bound``), by level name (the
+        leaves as :data:`LEAF`). The levels are finished on two threads where ``threads``
+        (None: the cores this process may use) allows: each is independent, its products run
+        on one BLAS thread (set once here for both) and its sums are integers, exact in any
+        order: the same bits."""
+        names = ["leaf" if level == LEAF else level for level in levels]
+        two = (threads or default_threads()) > 1 and len(names) > 1
+        with (
+            threadpool_limits(limits=1, user_api="blas"),
+            ThreadPoolExecutor(2 if two else 1) as pool,
+        ):
+            done = list(pool.map(self.finish, names))
+        for level, out in zip(levels, done, strict=True):
+            log.info(
+                "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values "
+                "(binned)", model, level, float(np.nanmax(out["bound"], initial=0.0)),
+            )  # fmt: skip
+        return dict(zip(levels, done, strict=True))
+
+    def finish(self, name: str) -> dict[str, np.ndarray]:
         accumulator = self.accumulators.pop(name)
         rows = self.weights[:, : self.scored_rows].sum(axis=1)
         scored_weight = np.repeat(rows[:, None], accumulator.width, axis=1)
         out = accumulator.finish(scored_weight)
-        log.info(
-            "%s: micro ROC-AUC replicates at level %s within %.2g of the exact values (binned)",
-            model, level, float(np.nanmax(out.bound, initial=0.0)),
-        )  # fmt: skip
         return {"micro": out.micro, "macro": out.macro, "bound": out.bound}
 
 
@@ -364,11 +474,12 @@ def _levels(
     *,
     second_read: Callable | None = None,
     aucs: bool = True,
+    threads: int | None = None,
 ) -> dict:
     """:func:`hieval.metrics.blocked.blocked_levels` of the dense model: each level's AUCs and
     document ranks (the leaves' under ``"leaf"``), read in blocks of ``size`` documents."""
     return blocked.blocked_levels(
         dense.view, dense.gold_rows, dense.gold_cols, node_of=node_of,
         code_order=dense.code_order, n_docs=dense.n_docs, extra_labels=dense.extra_labels,
-        block_docs=size, second_read=second_read, aucs=aucs,
+        block_docs=size, second_read=second_read, aucs=aucs, threads=threads,
     )  # fmt: skip
