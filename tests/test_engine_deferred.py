@@ -33,9 +33,10 @@ def irregular_labels(seed: int):
     return gold, pred, encode(to_frame(gold), to_frame(pred), space), ancestors
 
 
-def both_ways(labels, levels, params, *, threads=1):
-    """The deferred pass and the engine's own passes over ``labels``."""
-    evaluated = tuple(levels[:-1]) or tuple(levels)
+def both_ways(labels, levels, params, *, threads=1, evaluated=None):
+    """The deferred pass and the engine's own passes over ``labels`` (``evaluated``: every
+    level but the root unless given)."""
+    evaluated = evaluated or tuple(levels[:-1])
     kept = count_keeping_items(
         labels,
         evaluated=evaluated,
@@ -97,6 +98,9 @@ def test_icd9_chunk_equals_the_engine_passes(
     params = IcmParams(empty_gold=empty_gold)
     got, want, weights = both_ways(labels, icd9.levels, params, threads=2)
     assert_same(got, want)
+    # Counted up to the deepest level only: the gold counts of the levels above come from the
+    # kept groups, not from the counts.
+    assert_same(*both_ways(labels, icd9.levels, params, evaluated=icd9.levels[:1])[:2])
     assert len(list(labels.chunks())) > 5
     # Independently: HF's set sizes and IC(G) from each document's ancestor sets in Python.
     items = got["items"]

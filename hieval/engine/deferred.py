@@ -9,7 +9,8 @@ every label a second time (about a quarter of the Evaluator's extra CPU time at 
 count pass keeps what the item sums read of each slice's groups, compactly (3 bytes a group
 on ICD-9's tree: the node, which side holds it, and the documents as runs), and takes the sums
 that need no weight at once: LCA-F's set sizes (node depths only) and the gold frequencies the
-weights are made from (:class:`~hieval.engine.icm.GoldCounts`: no pass of its own).
+weights are made from (:class:`~hieval.engine.icm.GoldCounts`: the set family's gold counts,
+no pass of their own).
 :func:`weighed_item_sums` later adds the kept groups up with the final weights: the same
 integer sums as :func:`hieval.engine.icm.slice_item_sums`, bit for bit.
 """
@@ -23,6 +24,7 @@ import polars as pl
 
 from hieval.engine.counts import (
     COMPILED_FROM_LABELS,
+    NODE_SUMS,
     DocSink,
     add_node_sums,
     count_slice,
@@ -43,6 +45,7 @@ from hieval.engine.keys import LEAF, CodeSpace, Labels
 from hieval.engine.lca import slice_lca_sums
 
 _PRED, _GOLD = 1, 2  # a kept group's side bits
+_SET_GOLD = NODE_SUMS.index("set_gold")
 
 
 def _index_type(size: int) -> type:
@@ -138,6 +141,13 @@ def count_keeping_items(
     :func:`~hieval.engine.lca.node_depths`, built once for chunks sharing a space)."""
     space = labels.space
     n_tree, n_codes = space.tree_nodes.len(), space.codes.len()
+    slots = space.tree_slots
+    # ICM's gold counts are the set family's gold counts the count pass sums anyway (per
+    # node, the documents with a gold label under it; per code, at the leaf level); only the
+    # tree's levels the counts do not cover (the root, those above max_level, or every node
+    # of a tree without level slots) are counted from the kept groups.
+    counted = {LEAF, *evaluated} if slots is not None else set()
+    uncounted = [i for i, level in enumerate(slots or [None]) if level not in counted]
 
     def one_slice(part: Slice):
         counts = count_slice(part, evaluated)
@@ -145,11 +155,12 @@ def count_keeping_items(
         leaf = KeptGroups.of(part.groups(LEAF), nodes=n_codes)
         lca = slice_lca_sums(part, depth)
         kept = KeptSlice(part.first, part.end, part.code.size, tree, leaf, lca)
-        freq = sum(
-            (np.bincount(t.gold_nodes, minlength=n_tree) for t in tree),
-            np.zeros(n_tree, dtype=np.int64),
-        )
-        return counts, kept, freq, np.bincount(leaf.gold_nodes, minlength=n_codes)
+        freq = np.zeros(n_tree, dtype=np.int64)
+        for i in uncounted:
+            freq += np.bincount(tree[i].gold_nodes, minlength=n_tree)
+        if slots is None:
+            return counts, kept, freq, np.bincount(leaf.gold_nodes, minlength=n_codes)
+        return counts, kept, freq, None
 
     totals: dict[str, np.ndarray] = {}
     kept: list[KeptSlice] = []
@@ -161,7 +172,14 @@ def count_keeping_items(
             docs.add(counts.doc_rows)
             kept.append(part)
             freq += node_f
-            exact += code_f
+            if code_f is not None:
+                exact += code_f
+    if totals and slots is not None:
+        exact += totals[LEAF][_SET_GOLD].astype(np.int64)
+        for level, (canonical, tree_id) in slots.items():
+            if level in counted:
+                level_gold = totals[level][_SET_GOLD].astype(np.int64)
+                np.add.at(freq, tree_id[canonical], level_gold[canonical])
     return Counted(
         totals or empty_sums(space, evaluated),
         docs.frame(),
