@@ -790,7 +790,11 @@ class Evaluator:
         nodes = model.nodes
         if model.sums is not None:
             nodes = [*nodes, node_frame(model.sums, setup.space)]
-        nodes, docs, item_sums = pipeline.reduce_counts(nodes, model.docs, items)
+        docs, item_rows = _in_document_order(model.docs), _in_document_order(items)
+        if docs is not None and item_rows is not None:  # the usual case: no sort needed
+            nodes, docs, item_sums = pipeline.reduce_counts(nodes, docs, item_rows, in_order=True)
+        else:
+            nodes, docs, item_sums = pipeline.reduce_counts(nodes, model.docs, items)
         write_parquet(nodes, out.nodes)
         write_parquet(docs, out.docs)
         write_parquet(item_sums, out.item_sums)
