@@ -123,7 +123,7 @@ WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list", 
 
 @dataclass
 class _Model:
-    """One model's reduced chunks: what adds up over documents, and its encoded labels.
+    """One model's reduced chunks: what adds up over documents, and what its item sums weigh.
     The node sums of chunks encoded in the whole tree's space add up as arrays (``sums``);
     a chunk with codes of its own keeps its node table (``nodes``)."""
 
@@ -558,7 +558,7 @@ class Evaluator:
 
     def _count(self, name: str, config: dict, *, folder: Path) -> tuple:
         """Count one model's normalised batch: node counts, per-document rows, ICM's gold
-        counts and the encoded labels; then drop what no later stage reads."""
+        counts and the groups its item sums weigh; then drop what no later stage reads."""
         setup = self._setup
         gold = folder / "gold.parquet"
         labels_file = folder / "predictions" / f"{name}.parquet"
@@ -763,7 +763,7 @@ class Evaluator:
 
     def _reduced(self, name: str, *, params: Any, out: pipeline.ModelFiles) -> None:
         """One model's count tables over every batch: node counts summed, document rows
-        concatenated, and the item sums of each batch's encoded labels over the node weights
+        concatenated, and the item sums of each chunk's kept groups over the node weights
         of the whole gold (its batches' gold counts added)."""
         model, setup = self._models[name], self._setup
         gold = GoldCounts.add(model.gold)
