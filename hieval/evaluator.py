@@ -37,9 +37,11 @@ What needs more than one batch, and how it is handled (exactly, never approximat
 - **ICM's node weights** come from the whole gold's frequencies. The frequencies add up per
   node (:class:`hieval.engine.icm.GoldCounts`), so each chunk keeps its own and the weights are
   computed once, at :meth:`~Evaluator.compute`. The per-item ICM, HF and PROP-F sums depend on
-  those weights, so each chunk keeps its labels *encoded* (the engine's int64 keys, 8 bytes a
-  label, :mod:`hieval.engine.keys`), and the item pass runs over them, chunk by chunk, with
-  the final weights (looked up once).
+  those weights, so each chunk's count pass keeps the (document, node) groups they read
+  (:mod:`hieval.engine.deferred`: about 3 bytes a group, the labels themselves are dropped)
+  and takes LCA-F's sizes and the gold counts from the same groups; at compute the kept
+  groups are weighed, chunk by chunk, with the final weights (looked up once): no label is
+  decoded or grouped twice.
 - **Scores** (ranking, ROC-AUC, calibration) and the **bootstrap** read the normalised score
   and label tables: exact ROC-AUC ranks every scored pair of all documents together. Each
   chunk's normalised tables (the stage's own Parquet output, not the rows given) stay in the
@@ -95,15 +97,11 @@ from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
 from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels, node_frame
-from hieval.engine.driver import (
-    count_labels,
-    labels_gold_counts,
-    labels_item_sums,
-    relevant_ancestors,
-)
+from hieval.engine.deferred import Kept, count_keeping_items, weighed_item_sums
+from hieval.engine.driver import relevant_ancestors
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
-from hieval.engine.keys import CodeSpace, Labels, encode
-from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
+from hieval.engine.keys import CodeSpace, encode
+from hieval.engine.lca import COMPILED_FROM_LABELS, node_depths, prefetch_compiled
 from hieval.errors import HievalError, InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
@@ -125,7 +123,7 @@ WHOLE_INPUT_OPTIONS = ("dev_gold", "dev_predictions", "train_gold", "doc_list", 
 
 @dataclass
 class _Model:
-    """One model's reduced chunks: what adds up over documents, and its encoded labels.
+    """One model's reduced chunks: what adds up over documents, and what its item sums weigh.
     The node sums of chunks encoded in the whole tree's space add up as arrays (``sums``);
     a chunk with codes of its own keeps its node table (``nodes``)."""
 
@@ -133,7 +131,7 @@ class _Model:
     nodes: list[pl.DataFrame] = field(default_factory=list)
     docs: list[pl.DataFrame] = field(default_factory=list)
     gold: list[GoldCounts] = field(default_factory=list)
-    labels: list[Labels] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)  # each chunk's labels, for its item sums
     missing: int = 0  # gold documents without a row of this model
     codes: tuple[str, ...] | None = None  # a dense model's columns
 
@@ -189,6 +187,7 @@ class _Setup:
     codes: pl.Series  # the tree's codes (those of its ancestor rows)
     known: pl.Series  # the level table's codes (any other is placed by syntax, or not)
     space: CodeSpace  # the whole tree's code space, for every batch without placed codes
+    depth: np.ndarray  # its nodes' depths (LCA-F's, node_depths), for every such batch
     evaluated: tuple[str, ...]
     resources: Resources
     spaces: dict[str, tuple[Path, str]]  # --label-space by model
@@ -423,10 +422,10 @@ class Evaluator:
             if isinstance(exc, HievalError):
                 raise type(exc)(message) from None
             raise
-        for name, (sums, doc_rows, gold, labels, missing) in counted.items():
+        for name, (sums, doc_rows, gold, kept, missing) in counted.items():
             model = self._models[name]
-            if labels.space is not self._setup.space:
-                model.nodes.append(node_frame(sums, labels.space))
+            if kept.space is not self._setup.space:
+                model.nodes.append(node_frame(sums, kept.space))
             elif model.sums is None:
                 model.sums = sums
             else:
@@ -434,7 +433,7 @@ class Evaluator:
                     model.sums[level] += level_sums
             model.docs.append(doc_rows)
             model.gold.append(gold)
-            model.labels.append(labels)
+            model.kept.append(kept)
             model.missing += missing
 
     def _check_kind(self, name: str, value: object, number: int) -> None:
@@ -537,6 +536,7 @@ class Evaluator:
         table = read_level_table(levels)
         tree = paths.read_parquet(ancestors)
         system_max = codesystem.of_table(table).resolve_max_level(table.levels, config["max_level"])
+        space = CodeSpace.build(tree, tuple(table.levels))
         self._setup = _Setup(
             args=args,
             config=config,
@@ -548,7 +548,8 @@ class Evaluator:
             ancestors=tree,
             codes=tree["code"].unique(),
             known=table.frame["code"],
-            space=CodeSpace.build(tree, tuple(table.levels)),
+            space=space,
+            depth=node_depths(space),
             evaluated=evaluated_levels(table.levels, system_max),
             resources=resources,
             spaces=spaces,
@@ -557,7 +558,7 @@ class Evaluator:
 
     def _count(self, name: str, config: dict, *, folder: Path) -> tuple:
         """Count one model's normalised batch: node counts, per-document rows, ICM's gold
-        counts and the encoded labels; then drop what no later stage reads."""
+        counts and the groups its item sums weigh; then drop what no later stage reads."""
         setup = self._setup
         gold = folder / "gold.parquet"
         labels_file = folder / "predictions" / f"{name}.parquet"
@@ -567,11 +568,19 @@ class Evaluator:
         threads = setup.resources.threads
         counted = counted_codes(labels_file)  # a generative coder's codes, placed nowhere
         labels = encode(gold, labels_file, functools.partial(self._space_for, counted=counted))
-        sums, doc_rows = count_labels(labels, evaluated=setup.evaluated, threads=threads)
+        depth = setup.depth if labels.space is setup.space else node_depths(labels.space)
+        # The counts, ICM's gold counts, LCA-F's sizes, and the groups the item sums weigh
+        # once the whole gold's node weights are known (at compute), in one pass.
+        result = count_keeping_items(
+            labels,
+            evaluated=setup.evaluated,
+            params=icm_params(config),
+            depth=depth,
+            threads=threads,
+        )
         # Counts (node_frame reads them as integers): kept as such, summed exactly.
-        sums = {level: level_sums.astype(np.int64) for level, level_sums in sums.items()}
-        params = icm_params(config)
-        gold_counts = labels_gold_counts(labels, params=params, threads=threads)
+        sums = {level: level_sums.astype(np.int64) for level, level_sums in result.sums.items()}
+        gold_counts = result.gold
         # Of the ancestor rows, only the placed codes' are the batch's own (the tree's rows
         # are added once at compute; a union of every batch's rows took seconds). A batch in
         # the whole tree's space has no placed code: none of its rows is its own.
@@ -591,7 +600,7 @@ class Evaluator:
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        return sums, doc_rows, gold_counts, labels, missing
+        return sums, result.docs, gold_counts, result.kept, missing
 
     def _space_for(self, codes: pl.Series, *, counted: frozenset[str]) -> CodeSpace:
         """The code space a batch's labels are encoded in: the whole tree's, built once, when
@@ -626,7 +635,7 @@ class Evaluator:
         setup = self._setup
         # As one evaluate does: the imports of LCA-F's kernel (for a count large enough to
         # use it) and of pyplot (for the report's figures) overlap the reduction.
-        keys = sum(batch.keys.size for model in self._models.values() for batch in model.labels)
+        keys = sum(kept.labels for model in self._models.values() for kept in model.kept)
         if keys >= COMPILED_FROM_LABELS:
             prefetch_compiled()
         figures.prefetch()
@@ -754,7 +763,7 @@ class Evaluator:
 
     def _reduced(self, name: str, *, params: Any, out: pipeline.ModelFiles) -> None:
         """One model's count tables over every batch: node counts summed, document rows
-        concatenated, and the item sums of each batch's encoded labels over the node weights
+        concatenated, and the item sums of each chunk's kept groups over the node weights
         of the whole gold (its batches' gold counts added)."""
         model, setup = self._models[name], self._setup
         gold = GoldCounts.add(model.gold)
@@ -766,22 +775,26 @@ class Evaluator:
         )
         threads = setup.resources.threads
         # Chunk by chunk (per-item sums do not depend on which documents are counted
-        # together); the chunks in the whole tree's space share its weights, looked up once.
+        # together), from the groups each chunk's count pass kept; the chunks in the whole
+        # tree's space share its weights, looked up once.
         fixed = FixedWeights.of(weights, setup.space)
         items = [
-            labels_item_sums(
-                labels,
+            weighed_item_sums(
+                kept,
                 weights,
-                params=params,
                 threads=threads,
-                fixed=fixed if labels.space is setup.space else None,
+                fixed=fixed if kept.space is setup.space else None,
             )
-            for labels in model.labels
+            for kept in model.kept
         ]
         nodes = model.nodes
         if model.sums is not None:
             nodes = [*nodes, node_frame(model.sums, setup.space)]
-        nodes, docs, item_sums = pipeline.reduce_counts(nodes, model.docs, items)
+        docs, item_rows = _in_document_order(model.docs), _in_document_order(items)
+        if docs is not None and item_rows is not None:  # the usual case: no sort needed
+            nodes, docs, item_sums = pipeline.reduce_counts(nodes, docs, item_rows, in_order=True)
+        else:
+            nodes, docs, item_sums = pipeline.reduce_counts(nodes, model.docs, items)
         write_parquet(nodes, out.nodes)
         write_parquet(docs, out.docs)
         write_parquet(item_sums, out.item_sums)

@@ -826,17 +826,25 @@ def gather_counts(
 
 
 def reduce_counts(
-    nodes: list[pl.DataFrame], docs: list[pl.DataFrame], item_sums: list[pl.DataFrame]
+    nodes: list[pl.DataFrame],
+    docs: list[pl.DataFrame],
+    item_sums: list[pl.DataFrame],
+    *,
+    in_order: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The count tables of disjoint sets of documents (shards, or the Evaluator's batches)
     as one: node counts summed, document and item rows concatenated, all sorted as an
-    unsharded run sorts them."""
+    unsharded run sorts them. ``in_order``: the document and item parts are each sorted and
+    given in document order, their documents apart, so their concatenation is sorted already
+    (a sort of the Evaluator's 3M document rows at 100x took 0.2 s)."""
     node_table = (
         pl.concat(nodes)
         .group_by("family", "level", "node")
         .agg(pl.col("tp", "fp", "fn", "n_gold", "n_pred").sum())
         .sort("family", "level", "node")
     )
+    if in_order:
+        return node_table, pl.concat(docs), pl.concat(item_sums)
     return (
         node_table,
         pl.concat(docs).sort("doc_id", "family", "level"),
