@@ -777,7 +777,7 @@ class Evaluator:
         # Chunk by chunk (per-item sums do not depend on which documents are counted
         # together), from the groups each chunk's count pass kept; the chunks in the whole
         # tree's space share its weights, looked up once.
-        fixed = FixedWeights.of(weights, setup.space)
+        fixed = FixedWeights.of(weights, setup.space, depth=setup.depth)
         items = [
             weighed_item_sums(
                 kept,
