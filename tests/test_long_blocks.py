@@ -6,8 +6,6 @@ or repeated, a null score, other columns) go the long way with the long path's w
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import polars as pl
 import pytest
@@ -15,8 +13,9 @@ import pytest
 from hieval import cli
 from hieval.inputs import dense_long
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
-from hieval.inputs.dense_scores import read_reference, read_scores
+from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+from tests.test_dense_wiring import _outputs, _same_bits, _unknown_code
 
 N_DOCS, N_CODES = 47, 23
 
@@ -66,27 +65,6 @@ def _both_ways(monkeypatch, capsys, folder, pred_path, *extra) -> list[tuple[int
         errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
         results.append((code, errors))
     return results
-
-
-def _outputs(out) -> dict[str, object]:
-    found = {}
-    for path in sorted(out.rglob("*.parquet")):
-        name = str(path.relative_to(out))
-        found[name] = read_scores(path) if "/scores/" in name else pl.read_parquet(path)
-    found["record"] = json.loads((out / "work/inputs/predictions/m.json").read_text())
-    return found
-
-
-def _same_bits(ours: pl.DataFrame, theirs: pl.DataFrame, where: str) -> None:
-    assert ours.schema == theirs.schema, where
-    assert ours.height == theirs.height, where
-    for column, dtype in ours.schema.items():
-        a, b = ours[column], theirs[column]
-        if dtype == pl.Float64:
-            x, y = a.to_numpy(), b.to_numpy()
-            assert np.array_equal(x.view(np.int64), y.view(np.int64)), (where, column)
-        else:
-            assert a.equals(b), (where, column)
 
 
 def _compare(monkeypatch, folder, pred_path, *extra):
@@ -156,13 +134,6 @@ def test_files_that_are_not_a_matrix_go_the_long_way(
         assert blocked.pop("record") == long.pop("record")
         for name, frame in long.items():
             _same_bits(blocked[name], frame, name)
-
-
-def _unknown_code(icd9) -> str:
-    known = set(icd9.frame["code"].to_list())
-    return next(
-        c for c in (f"{n}.{d}" for n in range(800, 999) for d in range(10)) if c not in known
-    )
 
 
 @pytest.mark.parametrize(

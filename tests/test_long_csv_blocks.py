@@ -13,13 +13,12 @@ import pytest
 from hieval.inputs import dense_long
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+from tests.test_dense_wiring import _outputs, _same_bits
 from tests.test_long_blocks import (
     _both_ways,
     _compare,
     _compare_copied,
     _files,
-    _outputs,
-    _same_bits,
 )
 
 SEPARATORS = {"csv": ",", "tsv": "\t"}

@@ -15,12 +15,11 @@ import pytest
 from hieval.inputs.dense_scores import read_reference
 from hieval.inputs.formats import Extras, dense
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+from tests.test_dense_wiring import _outputs, _same_bits
 from tests.test_long_blocks import (
     _both_ways,
     _compare_copied,
     _files,
-    _outputs,
-    _same_bits,
 )
 
 

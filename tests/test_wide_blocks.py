@@ -8,8 +8,6 @@ long way with the long path's words."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -19,8 +17,9 @@ import pytest
 
 from hieval import cli
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
-from hieval.inputs.dense_scores import read_reference, read_scores
+from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
+from tests.test_dense_wiring import _outputs, _same_bits
 
 N_DOCS, N_CODES = 53, 29
 
@@ -70,27 +69,6 @@ def _evaluate(monkeypatch, folder, table_path, *extra, long: bool):
             "--out", str(out), "--cache", str(folder / "cache"), *extra]  # fmt: skip
     code = cli.main(argv)
     return code, out
-
-
-def _outputs(out) -> dict[str, object]:
-    found = {}
-    for path in sorted(out.rglob("*.parquet")):
-        name = str(path.relative_to(out))
-        found[name] = read_scores(path) if "/scores/" in name else pl.read_parquet(path)
-    found["record"] = json.loads((out / "work/inputs/predictions/m.json").read_text())
-    return found
-
-
-def _same_bits(ours: pl.DataFrame, theirs: pl.DataFrame, where: str) -> None:
-    assert ours.schema == theirs.schema, where
-    assert ours.height == theirs.height, where
-    for column, dtype in ours.schema.items():
-        a, b = ours[column], theirs[column]
-        if dtype == pl.Float64:
-            x, y = a.to_numpy(), b.to_numpy()
-            assert np.array_equal(x.view(np.int64), y.view(np.int64)), (where, column)
-        else:
-            assert a.equals(b), (where, column)
 
 
 def _compare(monkeypatch, folder, table_path, *extra) -> dict:
