@@ -671,4 +671,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hieval.console import finish
+
+    finish(main())

@@ -9,13 +9,37 @@ exit 130 (SIGINT) or 143 (SIGTERM).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
+import threading
+from typing import NoReturn
 
 from hieval.signals import StopSignals
 
 
+def finish(code: int) -> NoReturn:
+    """End the process with ``code`` once every exit handler has run and stdout and stderr are
+    flushed, without the interpreter's teardown.
+
+    Why: after a large evaluation the teardown frees every object of the run one by one
+    (about 0.3 s at 100× MIMIC-III, a twentieth of the run) and writes nothing: each output
+    is closed and renamed into place before :func:`hieval.cli.main` returns, and the exit
+    handlers (logging's flush, temporary folders' clean-up) still run here, after any thread
+    still working is waited for, as the interpreter itself would."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing can reach it
+            stream.flush()
+    os._exit(code)
+
+
 def main() -> int:
-    """Load the command line under :class:`StopSignals`, then run it."""
+    """Load the command line under :class:`StopSignals`, then run it (and :func:`finish`)."""
     stop = StopSignals()
     try:
         with stop:
@@ -27,4 +51,4 @@ def main() -> int:
         what, code = stopped
         print(f"hieval: {what}", file=sys.stderr)
         return code
-    return cli.main()
+    finish(cli.main())
