@@ -108,6 +108,7 @@ from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
 from hieval.inputs.dense_scores import long_frame, read_reference
 from hieval.inputs.options import LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
+from hieval.inputs.pooled import pool_in_order
 from hieval.reports import figures
 from hieval.resources import Resources
 
@@ -804,8 +805,12 @@ class Evaluator:
 
     def _pool(self, name: str, out: Path, order: list[str], schema: Mapping | None = None) -> None:
         """The batches' normalised tables ``name`` as one, sorted as normalisation sorts a
-        whole input (documents are disjoint across batches, so nothing else changes)."""
+        whole input (documents are disjoint across batches, so nothing else changes): row
+        groups copied in document order (:func:`~hieval.inputs.pooled.pool_in_order`) where
+        the batches' documents do not interleave, sorted in Polars otherwise."""
         parts = [batch / name for batch in self._chunks if (batch / name).exists()]
+        if pool_in_order(parts, out):  # the usual case: no string hashed again
+            return
         frames = [paths.read_parquet(p) for p in parts]
         frames = [frame for frame in frames if frame.height] or frames[:1]
         if not frames:
