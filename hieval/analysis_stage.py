@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params and outputs, one keyword each (scripts/model_errors.py))
     *,
     model: str,
-    gold: str | Path,
-    labels: str | Path,
+    gold: str | Path | list[Path],
+    labels: str | Path | list[Path],
     nodes: str | Path,
     levels_file: str | Path,
     ancestors: str | Path,
@@ -62,7 +62,8 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
     interval), near-miss confusions and per-code table (with ``train_frequency`` given
     ``train_gold``): a job of its own per model, so a changed model reruns alone. The per-code
-    counts are the count engine's, read from the model's ``nodes`` table."""
+    counts are the count engine's, read from the model's ``nodes`` table. ``gold`` and
+    ``labels`` may each be a table in parts (:data:`hieval.engine.keys.Source`)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -92,8 +93,8 @@ def gather_errors(parts: list[str | Path], errors_out: str | Path) -> None:
 
 def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs and outputs, one keyword each (hieval/run.py))
     *,
-    gold: str | Path,
-    labels: dict[str, str | Path],
+    gold: str | Path | list[Path],
+    labels: dict[str, str | Path | list[Path]],
     nodes: dict[str, str | Path],
     levels_file: str | Path,
     ancestors: str | Path,

@@ -108,7 +108,7 @@ from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
 from hieval.inputs.dense_scores import long_frame, read_reference
 from hieval.inputs.options import LENIENT, TUNE
 from hieval.inputs.policies import coverage_warning
-from hieval.inputs.pooled import pool_in_order
+from hieval.inputs.pooled import documents_in_order, pool_in_order
 from hieval.reports import figures
 from hieval.resources import Resources
 
@@ -660,19 +660,27 @@ class Evaluator:
             ancestors=ancestors,
         )
         reduced = {name: self._reduced_files(name, work=work, out=out) for name in setup.names}
-        # As one evaluate starts its error analysis beside the counting: the batches' tables
-        # are pooled, then the error analysis reads them, beside the count reduction (ICM's
-        # item pass), which reads none of them; the analysis waits for each model's reduced
-        # node counts only at its end (its per-code table).
+        # As one evaluate starts its error analysis beside the counting: it reads the
+        # batches' tables beside the count reduction (ICM's item pass), which reads none of
+        # them, and waits for each model's reduced node counts only at its end (its per-code
+        # table). Where the chunks come in document order it reads them as they are, while
+        # they are pooled here; otherwise it reads the pooled tables.
         counted: dict[str, Future] = {name: Future() for name in setup.names}
         pooled: Future = Future()
+        chunks = self._chunk_inputs()
         with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as beside:
-            errors = beside.submit(self._pool_then_errors, whole, pooled, counted)
+            if chunks is None:
+                errors = beside.submit(self._pool_then_errors, whole, pooled, counted)
+            else:
+                errors = beside.submit(run._error_analysis, whole, counted, inputs=chunks)
             try:
                 for name, files in reduced.items():
                     self._reduced(name, params=params, out=files)
                     counted[name].set_result(files.nodes)
-                pooled.result()
+                if chunks is None:
+                    pooled.result()
+                else:
+                    self._pool_inputs(whole.work / "inputs")
             except BaseException as error:
                 for written in counted.values():  # the analysis stops at the nodes it waits for
                     if not written.done():
@@ -683,6 +691,21 @@ class Evaluator:
                 run.report_into(whole, tuned={}, errors=errors)
         evaluation.__init__(out, setup.names, [])
         return evaluation
+
+    def _chunk_inputs(self) -> tuple[list[Path], dict[str, list[Path]]] | None:
+        """The chunks' gold and each model's labels as tables in parts, when every one of
+        them comes in document order (:func:`~hieval.inputs.pooled.documents_in_order`);
+        None otherwise."""
+        gold = documents_in_order([batch / "gold.parquet" for batch in self._chunks])
+        labels = {
+            name: documents_in_order(
+                [batch / "predictions" / f"{name}.parquet" for batch in self._chunks]
+            )
+            for name in self._setup.names
+        }
+        if gold is None or any(parts is None for parts in labels.values()):
+            return None
+        return gold, labels
 
     def _pool_then_errors(
         self, whole: run._Run, pooled: Future, counted: dict[str, Future]
@@ -742,9 +765,9 @@ class Evaluator:
             scores = inputs / "scores" / f"{name}.parquet"
             self._pool(f"predictions/{name}.parquet", labels, ["doc_id", "code"])
             self._pool(f"scores/{name}.parquet", scores, ["doc_id", "code"], schema=_SCORES)
-            statuses: dict[str, str] = {}
-            for batch in self._chunks:
-                statuses |= counted_statuses(batch / "predictions" / f"{name}.parquet")
+            statuses = counted_statuses(
+                [batch / "predictions" / f"{name}.parquet" for batch in self._chunks]
+            )
             if statuses:  # listed in the pooled file's metadata, as normalisation lists them
                 mark_counted(labels, dict(sorted(statuses.items())))
 

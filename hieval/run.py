@@ -41,6 +41,7 @@ from hieval.conventions.stage import write_conventions
 from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.icm import IcmParams
+from hieval.engine.keys import Source
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import HievalError, preview_value
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
@@ -606,15 +607,21 @@ def _dense_units(work: Path, name: str) -> Path:
     return work / "ranking" / f"{name}.units.npz"
 
 
-def _error_analysis(run: _Run, counted: dict[str, Future] | None = None) -> None:
+def _error_analysis(
+    run: _Run,
+    counted: dict[str, Future] | None = None,
+    *,
+    inputs: tuple[Source, dict[str, Source]] | None = None,
+) -> None:
     """Each model's error distance rows, near-miss confusions and per-code table (its node
     counts read once ``counted``, the count's future, is done; without it, they are written
-    already)."""
+    already). ``inputs``: the gold and each model's labels to read instead of the run's
+    normalised files (the Evaluator's chunks, as tables in parts, before they are pooled)."""
     names, work, out = run.names, run.work, run.out
     nodes = {name: work / "counts" / name / "nodes.parquet" for name in names}
     error_analysis(
-        gold=run.gold,
-        labels=run.labels,
+        gold=run.gold if inputs is None else inputs[0],
+        labels=run.labels if inputs is None else inputs[1],
         nodes=nodes
         if counted is None
         else {name: PendingFile(nodes[name], counted[name]) for name in names},

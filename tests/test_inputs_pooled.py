@@ -93,14 +93,23 @@ def test_evaluator_pools_by_copying_where_documents_come_in_runs(
     icd9, cache, monkeypatch, order, copied
 ):
     """The Evaluator's pooled tables come from :func:`pool_in_order` where the batches'
-    documents come in runs, from its sort otherwise; both equal one evaluate's."""
+    documents come in runs, and its error analysis then reads the chunks' own files (tables
+    in parts); from its sort otherwise, the analysis reading the pooled tables. Both equal one
+    evaluate's, the analysis tables included (``same``)."""
     calls: list[bool] = []
+    read: list[object] = []
 
     def spy(parts, out):
         calls.append(pool_in_order(parts, out))
         return calls[-1]
 
+    def analysis(run, counted=None, *, inputs=None):
+        read.append(inputs)
+        return error_analysis(run, counted, inputs=inputs)
+
+    error_analysis = evaluator_module.run._error_analysis
     monkeypatch.setattr(evaluator_module, "pool_in_order", spy)
+    monkeypatch.setattr(evaluator_module.run, "_error_analysis", analysis)
     gold, models = random_zoo(icd9.frame, 8, documents=30)
     docs = sorted(gold["doc_id"].unique().to_list())
     if order == "interleaved":
@@ -113,7 +122,44 @@ def test_evaluator_pools_by_copying_where_documents_come_in_runs(
         evaluator.update(gold.filter(keep), {n: f.filter(keep) for n, f in models.items()})
     ours, whole = evaluator.compute(), hieval.evaluate(gold, models, cache=cache)
     assert (True in calls) == copied  # (a hard model's scores have no part to copy: False)
+    assert (read[0] is not None) == copied  # (read[1]: the one evaluate's, None)
+    if copied:  # the gold's chunks, in document order: the batches came in reverse
+        gold_parts = read[0][0]
+        assert len(gold_parts) == len(parts)
+        assert [p.parent.parent.parent.name for p in gold_parts] == [
+            f"chunk-{i}" for i in range(len(parts), 0, -1)
+        ]
     same(ours, whole)
     for table in sorted((whole._folder / "work" / "inputs").rglob("*.parquet")):
         name = table.relative_to(whole._folder)
         assert_frame_equal(pl.read_parquet(ours._folder / name), pl.read_parquet(table))
+
+
+def test_a_table_in_parts_encodes_as_the_table_itself(tmp_path):
+    """The engine's reader takes a table in parts (the Evaluator's chunks, in document order)
+    as it takes the one file holding their rows."""
+    import numpy as np
+
+    from hieval.engine.keys import CodeSpace, encode
+    from hieval.inputs.counted import counted_statuses, mark_counted
+
+    runs = [[f"d{i:02d}" for i in range(a, b)] for a, b in ((0, 7), (7, 8), (8, 20))]
+    gold = [_labels(run, seed=i, scored=False) for i, run in enumerate(runs)]
+    pred = [_labels(run, seed=10 + i, scored=True) for i, run in enumerate(runs)]
+    parts = {"gold": [], "pred": []}
+    for kind, frames in (("gold", gold), ("pred", pred)):
+        for i, frame in enumerate(frames):
+            parts[kind].append(tmp_path / f"{kind}{i}.parquet")
+            frame.write_parquet(parts[kind][-1])
+        pl.concat(frames).write_parquet(tmp_path / f"{kind}.parquet")
+    mark_counted(parts["pred"][2], {"E880.9": "unknown"})
+    mark_counted(parts["pred"][0], {"038.9": "invalid"})
+    tree = pl.DataFrame(
+        {"code": ["401.9"], "level": ["leaf"], "ancestor": ["401.9"]},
+    )
+    space = CodeSpace.build(tree, ("leaf",))
+    whole = encode(tmp_path / "gold.parquet", tmp_path / "pred.parquet", space)
+    in_parts = encode(parts["gold"], parts["pred"], space)
+    assert np.array_equal(in_parts.keys, whole.keys)
+    assert in_parts.doc_ids.to_list() == whole.doc_ids.to_list()
+    assert counted_statuses(parts["pred"]) == {"038.9": "invalid", "E880.9": "unknown"}

@@ -35,7 +35,9 @@ from hieval.errors import InputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-Source = str | Path | pl.DataFrame
+#: A table: a frame, a Parquet file, or a table written in parts (Parquet files whose rows,
+#: one file after another, are the table's: :func:`hieval.inputs.pooled.documents_in_order`).
+Source = str | Path | pl.DataFrame | list[Path]
 
 CODE_BITS = 24  # up to ~16.7M distinct codes
 DOC_SHIFT = CODE_BITS + 1  # a key's document part starts here
@@ -259,7 +261,7 @@ def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _parts(source: Source) -> Iterator[tuple[pa.DictionaryArray, pa.DictionaryArray]]:
     """``doc_id, code`` of a source as dictionary arrays, a Parquet row group (or a slice of
-    at most ROWS_PER_SLICE rows of a frame) at a time.
+    at most ROWS_PER_SLICE rows of a frame) at a time; a table in parts, part after part.
 
     Why dictionaries: a label file holds a few thousand distinct codes and one document per
     run of rows, so each code is looked up once per dictionary and each document once per run,
@@ -278,16 +280,17 @@ def _parts(source: Source) -> Iterator[tuple[pa.DictionaryArray, pa.DictionaryAr
             )
         return
     columns = ["doc_id", "code"]
-    parquet = pq.ParquetFile(Path(source), read_dictionary=columns)
-    for group in range(parquet.num_row_groups):
-        table = parquet.read_row_group(group, columns=columns)
-        for batch in table.to_batches():  # the columns' chunks aligned, however they were read
-            docs, codes = batch.column(0), batch.column(1)
-            if not pa.types.is_dictionary(docs.type):  # not text: read as text, as SQL casts
-                docs = docs.cast(pa.string()).dictionary_encode()
-            if not pa.types.is_dictionary(codes.type):
-                codes = codes.cast(pa.string()).dictionary_encode()
-            yield docs, codes
+    for path in source if isinstance(source, list) else [source]:
+        parquet = pq.ParquetFile(Path(path), read_dictionary=columns)
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group, columns=columns)
+            for batch in table.to_batches():  # the columns' chunks aligned, however read
+                docs, codes = batch.column(0), batch.column(1)
+                if not pa.types.is_dictionary(docs.type):  # not text: as text, as SQL casts
+                    docs = docs.cast(pa.string()).dictionary_encode()
+                if not pa.types.is_dictionary(codes.type):
+                    codes = codes.cast(pa.string()).dictionary_encode()
+                yield docs, codes
 
 
 def _indices(values: pa.DictionaryArray) -> np.ndarray:

@@ -33,9 +33,15 @@ def mark_counted(path: str | Path, statuses: dict[str, str]) -> None:
     pq.write_table(table.replace_schema_metadata(metadata), path, compression="zstd")
 
 
-def counted_statuses(path: str | Path | None) -> dict[str, str]:
+def counted_statuses(path: str | Path | list[Path] | None) -> dict[str, str]:
     """The counted codes of the normalised label file at ``path`` with their status (empty when
-    there are none, or when ``path`` is not a file: a frame handed over in memory)."""
+    there are none, or when ``path`` is not a file: a frame handed over in memory); of a table
+    in parts (a list of files), every part's, sorted by code, as pooling the parts lists them."""
+    if isinstance(path, list):
+        statuses: dict[str, str] = {}
+        for part in path:
+            statuses |= counted_statuses(part)
+        return dict(sorted(statuses.items()))
     if path is None or not isinstance(path, str | Path) or not Path(path).is_file():
         return {}
     import pyarrow.parquet as pq

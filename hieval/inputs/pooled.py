@@ -12,7 +12,9 @@ the same rows in the same order, for about half the CPU.
 It applies where the chunks' documents do not interleave (a validation loop's batches come in
 document order, or in contiguous runs): concatenated in the order of their first documents,
 tables that are each sorted by ``doc_id, code`` are then sorted as a whole. Otherwise
-:func:`pool_in_order` declines, and the caller sorts.
+:func:`pool_in_order` declines, and the caller sorts. The same order lets a reader take the
+chunks' files one after another (:func:`documents_in_order`) without waiting for the pooled
+copy: the Evaluator's error analysis does.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def pool_in_order(parts: list[Path], out: Path) -> bool:
     Written as normalisation writes a table (:func:`hieval.inputs.parquet_fast._write`):
     zstd, statistics for ``doc_id`` alone, no Arrow schema stored (readers see text, not
     categories); each part's row groups stay row groups."""
-    tables = [groups for groups in map(_row_groups, parts) if groups]
-    if not tables or any(t[0].column_names != tables[0][0].column_names for t in tables):
+    ordered = documents_in_order(parts)
+    if not ordered:
         return False
-    ordered = _in_document_order(tables)
-    if ordered is None:
+    tables = [_row_groups(part) for part in ordered]
+    if any(t[0].column_names != tables[0][0].column_names for t in tables):
         return False
     schema = _common_schema(tables[0][0].schema)
     with (
@@ -51,9 +53,42 @@ def pool_in_order(parts: list[Path], out: Path) -> bool:
             tmp, schema, compression="zstd", store_schema=False, write_statistics=["doc_id"]
         ) as writer,
     ):
-        for group in itertools.chain.from_iterable(ordered):
+        for group in itertools.chain.from_iterable(tables):
             writer.write_table(group.cast(schema), row_group_size=group.num_rows)
     return True
+
+
+def documents_in_order(parts: list[Path]) -> list[Path] | None:
+    """The ``parts`` that hold rows (normalised tables, each sorted by ``doc_id``), in the
+    order whose concatenation is sorted by document, when their ranges of documents do not
+    interleave; None otherwise. A reader of the table may then read the parts one after
+    another (:data:`hieval.engine.keys.Source`) instead of a pooled copy. Python orders text
+    by code point, as normalisation sorts it by its UTF-8 bytes."""
+    bounds = []
+    for part in parts:
+        ends = _first_and_last(part)
+        if ends is None:
+            return None
+        if ends:
+            bounds.append((*ends, str(part), part))
+    bounds.sort()
+    if any(last >= first for (_, last, *_), (first, *_) in itertools.pairwise(bounds)):
+        return None
+    return [part for *_, part in bounds]
+
+
+def _first_and_last(path: Path) -> tuple[str, str] | tuple[()] | None:
+    """The first and last document of a part (an empty tuple when it has no row); None when
+    either is not text (a null or a number: left to a sort)."""
+    file = pq.ParquetFile(path, read_dictionary=["doc_id"])
+    groups = [i for i in range(file.metadata.num_row_groups) if file.metadata.row_group(i).num_rows]
+    if not groups:
+        return ()
+    first = file.read_row_group(groups[0], columns=["doc_id"]).column(0)[0].as_py()
+    last = file.read_row_group(groups[-1], columns=["doc_id"]).column(0)[-1].as_py()
+    if not isinstance(first, str) or not isinstance(last, str):
+        return None
+    return first, last
 
 
 def _row_groups(path: Path) -> list[pa.Table]:
@@ -77,19 +112,3 @@ def _common_schema(schema: pa.Schema) -> pa.Schema:
             kind = pa.dictionary(pa.int32(), pa.string())
         fields.append(pa.field(field.name, kind, nullable=True))
     return pa.schema(fields)
-
-
-def _in_document_order(tables: list[list[pa.Table]]) -> list[list[pa.Table]] | None:
-    """The parts (each its row groups) in an order whose concatenation is sorted by
-    document, when their ranges of documents do not interleave; None otherwise. Python orders
-    text by code point, as normalisation sorts it by its UTF-8 bytes."""
-    bounds = []
-    for i, groups in enumerate(tables):
-        first, last = groups[0].column("doc_id")[0].as_py(), groups[-1].column("doc_id")[-1].as_py()
-        if not isinstance(first, str) or not isinstance(last, str):
-            return None  # a null or non-text document id: left to the caller's sort
-        bounds.append((first, last, i))
-    bounds.sort()
-    if any(last >= first for (_, last, _), (first, _, _) in itertools.pairwise(bounds)):
-        return None
-    return [tables[i] for _, _, i in bounds]
