@@ -218,3 +218,16 @@ def test_every_auc_comparison_above_the_cap_is_tested_and_the_rest_unchanged(zoo
     assert (rest["test"] == "randomization").all() and (rest["permutations"] == 49).all()
     below = exact["comparisons"].filter(auc)
     assert (below["test"] == "randomization").all() and below["p_value"].null_count() == 0
+
+
+def test_the_reports_name_the_bootstrap_test_above_the_cap(zoo_runs, tmp_path):  # noqa: F811
+    """The HTML report's comparisons note names the bootstrap test where a leaderboard AUC
+    row got it (and only there); summary.md still counts the randomization test's
+    permutations (a bootstrap-tested row has none)."""
+    capped = (tmp_path / "blocked-10" / "report.html").read_text()
+    uncapped = (tmp_path / "long-None" / "report.html").read_text()
+    assert "paired bootstrap z-test" in capped
+    assert "paired bootstrap z-test" not in uncapped
+    for run in ("blocked-10", "long-None"):
+        summary = (tmp_path / run / "summary.md").read_text()
+        assert "49 permutations" in summary and "None permutations" not in summary
