@@ -192,6 +192,15 @@ def test_identical_models_above_the_cap_give_p_one_and_no_test_without_permutati
     assert (rows["permutations"] == 0).all()  # as before: "no test (permutations: 0)"
 
 
+def test_the_log_names_the_test_and_the_binnings_reach(monkeypatch, caplog):
+    gold, scores_a, scores_b = two_models()
+    with caplog.at_level("INFO", logger="hieval.metrics.uncertainty.tables"):
+        _pair_above_the_cap(monkeypatch, np.round(scores_a, 1), scores_b, gold)
+    assert "a vs b: ROC-AUC at level(s) leaf, up above" in caplog.text
+    assert "paired bootstrap z-test (60 replicates)" in caplog.text
+    assert "move p by at most" in caplog.text and "no p-value" not in caplog.text
+
+
 def test_a_clearly_better_model_above_the_cap_gets_a_small_p(monkeypatch):
     gold, noisy = make_case(24, truncated=False, docs=60, labels=LABELS)
     rng = np.random.default_rng(3)
