@@ -446,6 +446,7 @@ def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
     )
     p = np.full(len(keys), np.nan)
     test = np.full(len(keys), None, dtype=object)
+    permutations = np.full(len(keys), settings.permutations, dtype=object)
     if settings.permutations:
         ranked = (
             set(ranking[model_a].keys) & set(ranking[model_b].keys)
@@ -473,8 +474,8 @@ def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
                 (value_a - value_b)[boot], ranking,
             )  # fmt: skip
             test[boot] = BOOTSTRAP
+            permutations[boot] = None
     test[np.isnan(p)] = None
-    permutations = np.where(test == BOOTSTRAP, None, settings.permutations)
     frame = pl.DataFrame(keys, schema=["family", "level", "average", "metric"], orient="row")
     return frame.select(
         pl.lit(model_a).alias("model_a"),
