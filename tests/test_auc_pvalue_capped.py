@@ -64,7 +64,9 @@ def test_identical_models_give_one_and_separated_models_a_vanishing_p():
     assert same.p.tolist() == [1.0, 1.0]
     rng = np.random.default_rng(2)
     apart = bootstrap_p(0.1 + rng.normal(0, 0.005, (50, 1)), np.array([0.1]))
-    assert apart.p[0] < 1e-50  # no floor at 2 / (B + 1), unlike a count of replicates
+    assert 0 < apart.p[0] < 1e-50  # no floor at 2 / (B + 1), unlike a count of replicates
+    beyond = bootstrap_p(0.1 + rng.normal(0, 1e-4, (50, 1)), np.array([0.1])).p[0]
+    assert beyond == np.finfo(np.float64).tiny  # the tail underflows: never p = 0
     assert np.isnan(bootstrap_p(np.full((50, 1), np.nan), np.array([0.1])).p[0])
 
 

@@ -18,7 +18,10 @@ Hanley & McNeil 1983 for the form), the usual paired test of two ROC-AUCs beside
 (DeLong et al. 1988), which is the same z-test with an analytic variance. AUC is a
 (two-sample) U-statistic and asymptotically normal; at the sizes where the cap applies
 (millions of scored pairs, thousands of documents) the normal approximation is the least of
-the errors below. Where Δ = 0 p is 1; where se = 0 and Δ ≠ 0, 0.
+the errors below, except in the far tail: z beyond 6 or so (p < 1e-9) says "far beyond every
+replicate", not how far; beyond z ≈ 38 the normal tail underflows, and p is kept at the
+smallest positive double (:data:`SMALLEST`) rather than 0, which no test of a finite sample
+can give. Where Δ = 0 p is 1; where se = 0 and Δ ≠ 0, :data:`SMALLEST`.
 
 **Why not count replicates.** The tail-count forms — the inversion of the percentile
 interval, p = min(1, 2 (1 + min(#{Δ* ≤ 0}, #{Δ* ≥ 0})) / (1 + B)) (Efron & Tibshirani 1993),
@@ -60,6 +63,8 @@ from scipy.special import ndtr
 RANDOMIZATION = "randomization"
 #: ... or this module's paired bootstrap z-test (ROC-AUC above the cap).
 BOOTSTRAP = "bootstrap"
+#: The smallest p reported: the normal tail underflows to 0 beyond z ≈ 38.
+SMALLEST = float(np.finfo(np.float64).tiny)
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,10 @@ class BootstrapP:
 
 
 def _z_p(observed: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """2 Φ(−|Δ| / se): 1 where Δ = 0, 0 where se = 0 < |Δ|, NaN where se is."""
+    """2 Φ(−|Δ| / se), at least :data:`SMALLEST`: 1 where Δ = 0, NaN where se is."""
     gap = np.abs(observed)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = 2.0 * ndtr(-gap / se)
+        p = np.maximum(2.0 * ndtr(-gap / se), SMALLEST)
     p = np.where(gap == 0, 1.0, p)
     return np.where(np.isnan(se) | np.isnan(observed), np.nan, p)
 
