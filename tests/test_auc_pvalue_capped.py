@@ -110,23 +110,30 @@ def test_binned_micro_replicates_bracket_the_exact_ones_p():
     assert 0 < truth < 1
 
 
-def _pair_above_the_cap(monkeypatch, scores_a, scores_b, gold, *, permutations: int = 99):
+def _pair_above_the_cap(
+    monkeypatch, scores_a, scores_b, gold, *, permutations: int = 99, below: tuple = ()
+):
     """Two models' AUC comparison rows through the tables' pair code, their AUC above a
-    lowered cap (the chunked replicates, as a dense model's), with the zoo the tables build:
-    tidy rows from the point estimates, replicates looked up by index."""
-    monkeypatch.setattr("hieval.metrics.uncertainty.ranking.AUC_MAX_SCORED_PAIRS", 5)
+    lowered cap (the chunked replicates, as a dense model's; the models in ``below`` under
+    the real cap: the exact plan's), with the zoo the tables build: tidy rows from the point
+    estimates, replicates looked up by index."""
+    from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
+
     gold_frame = frames(gold, scores_a)[0]
     doc_ids = gold_frame["doc_id"].unique().sort()
     weights_key = doc_keys(doc_ids.to_list())
     weights = poisson_weights(weights_key, seed=SEED, first=0, count=REPLICATES)
     tidy, ranking, replicates = {}, {}, {}
     for name, scores in (("a", scores_a), ("b", scores_b)):
+        cap = AUC_MAX_SCORED_PAIRS if name in below else 5
+        monkeypatch.setattr("hieval.metrics.uncertainty.ranking.AUC_MAX_SCORED_PAIRS", cap)
         _, score_frame = frames(gold, scores)
         ranking[name] = ranking_units(
             gold_frame, score_frame, doc_ids=doc_ids, ks=KS, ancestors=ANCESTORS,
             levels=(LEVEL,), weights=weights,
         )  # fmt: skip
-        assert set(ranking[name].auc_bootstrap) == {"leaf", LEVEL}  # above the cap
+        above = set() if name in below else {"leaf", LEVEL}
+        assert set(ranking[name].auc_bootstrap) == above
         rows, _ = score_rows(gold_frame, score_frame, model=name, ks=KS, ancestors=ANCESTORS,
                              levels=(LEVEL,))  # fmt: skip
         tidy[name] = rows.filter(pl.col("metric") == "auc")
@@ -141,14 +148,17 @@ def _pair_above_the_cap(monkeypatch, scores_a, scores_b, gold, *, permutations: 
     return tables._pair_rows("a", "b", zoo), weights, ranking
 
 
-def test_capped_auc_comparisons_get_sklearns_paired_bootstrap_p(monkeypatch):
+@pytest.mark.parametrize("below", [(), ("b",)])
+def test_capped_auc_comparisons_get_sklearns_paired_bootstrap_p(monkeypatch, below):
     """Against scikit-learn on the repeated documents of each replicate: macro (exact
     replicates) equal to the z-test's p; micro (binned: bound > 0 where a bin holds a
     positive and a negative, here real ties, so the binned replicates are exact) the z-test
-    with the sd widened by the bounds' ε, so above the exact replicates' p."""
+    with the sd widened by the bounds' ε, so above the exact replicates' p. With one model
+    below the cap (a top-k file beside a dense matrix) the pair is tested the same way, its
+    exact replicates adding no bound."""
     gold, scores_a, scores_b = two_models()
     scores_a = np.round(scores_a, 1)  # positives tie negatives: micro's bound is not 0
-    rows, weights, ranking = _pair_above_the_cap(monkeypatch, scores_a, scores_b, gold)
+    rows, weights, ranking = _pair_above_the_cap(monkeypatch, scores_a, scores_b, gold, below=below)
     assert rows.height == len(AUC_KEYS)
     assert (rows["test"] == BOOTSTRAP).all() and rows["permutations"].null_count() == rows.height
     observed_a, observed_b = expected(gold, scores_a), expected(gold, scores_b)
@@ -170,7 +180,8 @@ def test_capped_auc_comparisons_get_sklearns_paired_bootstrap_p(monkeypatch):
         if row["average"] == "macro":
             assert row["p_value"] == pytest.approx(hand, rel=1e-9), key
         else:  # the sd widened by ε = √(Σ e_b² / (n − 1)), e_b both models' bounds
-            bound = sum(ranking[m].auc_bootstrap[row["level"]]["bound"] for m in "ab")
+            boots = [ranking[m].auc_bootstrap for m in "ab" if m not in below]
+            bound = sum(boot[row["level"]]["bound"] for boot in boots)
             bound = bound[~np.isnan(bound)]
             assert len(bound) == len(deltas[key]) and bound.max() > 0
             epsilon = math.sqrt(float(np.sum(bound**2)) / (len(bound) - 1))
