@@ -397,6 +397,10 @@ def _uncertainty_summary(out: Path) -> dict:
         "comparisons": comparisons.height,
         "auc_comparisons": comparisons.filter(auc & pl.col("low").is_not_null()).height,
         "p_values": comparisons.filter(pl.col("p_value").is_not_null()).height,
+        "auc_p_values": comparisons.filter(auc & pl.col("p_value").is_not_null()).height,
+        "bootstrap_tests": comparisons.filter(pl.col("test") == "bootstrap").height
+        if "test" in comparisons.columns
+        else 0,
     }
 
 

@@ -2,7 +2,8 @@
 :mod:`hieval.metrics.uncertainty.auc_blocks` against a weighted Mann-Whitney written here
 (every positive-negative pair of the weighted label space compared), against the exact plan
 (:mod:`hieval.metrics.uncertainty.auc`: macro to the last bit), and end to end: a dense zoo
-above a lowered cap gets AUC intervals and comparison intervals (no p-value), equal between
+above a lowered cap gets AUC intervals and comparison intervals (and the paired bootstrap
+test's p-value: tests/test_auc_pvalue_capped.py), equal between
 the blocked and the long path where the method is exact."""
 
 from __future__ import annotations
@@ -151,10 +152,13 @@ def _run(monkeypatch, folder, gold, matrices, *, long: bool, cap: int | None) ->
     from hieval.metrics import blocked_rows
     from hieval.metrics.uncertainty import ranking as uncertainty_ranking
     from hieval.metrics.uncertainty import tables
+    from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
 
-    if cap is not None:
-        for module in (uncertainty_ranking, blocked_rows, tables):
-            monkeypatch.setattr(module, "AUC_MAX_SCORED_PAIRS", cap)
+    # None: the real cap again (a previous run of the same test lowered it)
+    for module in (uncertainty_ranking, blocked_rows, tables):
+        monkeypatch.setattr(
+            module, "AUC_MAX_SCORED_PAIRS", AUC_MAX_SCORED_PAIRS if cap is None else cap
+        )
     if long:
         monkeypatch.setenv(LONG_PATH_VARIABLE, "1")
     else:
@@ -198,7 +202,10 @@ def test_a_dense_zoo_above_the_cap_gets_auc_intervals_and_comparison_intervals(z
     comparisons = above["comparisons"].filter(auc)
     assert comparisons.height == metrics.height // 2  # one pair of models
     assert comparisons["low"].null_count() == 0
-    assert comparisons["p_value"].null_count() == comparisons.height  # no permutation test
+    # the paired bootstrap test, not the randomization test (tests/test_auc_pvalue_capped.py)
+    assert comparisons["p_value"].null_count() == 0
+    assert (comparisons["test"] == "bootstrap").all()
+    assert comparisons["permutations"].null_count() == comparisons.height
     others = above["comparisons"].filter(~auc)
     assert others["p_value"].null_count() == 0
 

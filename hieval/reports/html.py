@@ -180,6 +180,11 @@ def _comparisons(inputs: ReportInputs) -> str:
         if tested
         else "; no test (permutations: 0), so no p."
     )
+    if tested and _bootstrap_tested(inputs.comparisons):
+        test += (
+            " ROC-AUC above the scored-pair cap (<code>test</code>: bootstrap in "
+            "comparisons.parquet): the paired bootstrap z-test instead of the randomization test."
+        )
     table = _table(["Metric", "Pair", "Difference", "Interval", "p", "Holm p"], rows, sortable=True)
     if len(rows) > COMPARISONS_OPEN:  # many models: a click away, so the page stays a page
         table = f"<details><summary>All {len(rows):,} differences</summary>{table}</details>"
@@ -187,6 +192,15 @@ def _comparisons(inputs: ReportInputs) -> str:
         "<h2 id='comparisons'>Which differences are real</h2><p class='note'>Paired bootstrap "
         f"interval of each difference{test}</p>" + table
     )
+
+
+def _bootstrap_tested(comparisons: pl.DataFrame) -> bool:
+    """Whether a leaderboard row got the paired bootstrap test (ROC-AUC above the cap)."""
+    if "test" not in comparisons.columns:
+        return False
+    keys = {tuple(key) for _, *key in LEADERBOARD}
+    rows = comparisons.filter(pl.col("test") == "bootstrap")
+    return any(row in keys for row in rows.select("family", "level", "average", "metric").rows())
 
 
 def _p(value: float | None) -> str:

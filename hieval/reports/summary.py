@@ -345,7 +345,7 @@ def uncertainty_markdown(
         "Differences A − B with their paired bootstrap interval"
         + (
             f"; **bold**: significant (paired randomization test, "
-            f"{comparisons['permutations'][0]} permutations, Holm-adjusted p < {SIGNIFICANCE})."
+            f"{comparisons['permutations'].max()} permutations, Holm-adjusted p < {SIGNIFICANCE})."
             if tested
             else "; no test (permutations: 0), so no p."
         ),

@@ -18,6 +18,9 @@ computed from weighted sums, never by recounting labels.
   exchangeable on each document, permutation r swaps their outputs on the documents with
   s(seed, d, r) = 1 (a fair coin from the same hash, another stream). The p-value is
   (1 + #{r: |Δ*_r| ≥ |Δ|}) / (1 + R), Holm-corrected over all pairs of models per metric.
+  ROC-AUC at a level above the exact plan's cap (where a permutation would pool two dense
+  matrices) gets the paired bootstrap z-test instead, in the same Holm family
+  (:mod:`~hieval.metrics.uncertainty.bootstrap_test`).
 
 How it stays fast (the issue's target: MIMIC-III full, 5 models, 1,000 replicates and 9,999
 permutations per pair): every per-node quantity (P, R, F1, reached, the per-label suite values)
@@ -58,7 +61,8 @@ swaps), :mod:`~hieval.metrics.uncertainty.units` (per-document tables),
 :mod:`~hieval.metrics.uncertainty.replicates` (count-family and item replicates, the
 randomization test's pair plans), :mod:`~hieval.metrics.uncertainty.ranking` and
 :mod:`~hieval.metrics.uncertainty.auc` (the scores' rows),
-:mod:`~hieval.metrics.uncertainty.tables` (intervals and comparisons) and
+:mod:`~hieval.metrics.uncertainty.bootstrap_test` (the paired bootstrap test of ROC-AUC above
+the cap), :mod:`~hieval.metrics.uncertainty.tables` (intervals and comparisons) and
 :mod:`~hieval.metrics.uncertainty.settings` (the config's settings: light to import, as this
 file imports nothing).
 """

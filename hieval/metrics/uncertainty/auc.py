@@ -49,8 +49,8 @@ MICRO, MACRO = "micro", "macro"
 #: plan (the pairs sorted, their sparse counts: about 0.3 KB and 1 µs per pair, so a model
 #: scoring every pair of MIMIC-III full, 30M, would take ~10 GB and half a minute per model and
 #: pair) but by :mod:`hieval.metrics.uncertainty.auc_blocks` (bootstrap only: macro exact, micro
-#: within a bound). 4M holds each document's top 1,000 codes of MIMIC-III full's 3,372 test
-#: documents.
+#: within a bound; comparisons get :mod:`hieval.metrics.uncertainty.bootstrap_test`'s test).
+#: 4M holds each document's top 1,000 codes of MIMIC-III full's 3,372 test documents.
 AUC_MAX_SCORED_PAIRS = 4_000_000
 #: Dense (replicates × scored pairs) arrays of one block stay near this many values (32 MB).
 _BLOCK_CELLS = 1 << 22

@@ -31,7 +31,8 @@ replicate, the log reports its maximum, and ``tests/test_auc_uncapped.py`` check
 
 What it does not give: the randomization test's swapped models (two models' cells pooled per
 permutation: 999 × both matrices' cells at MIMIC-IV's size); above the cap a comparison's AUC
-rows get the bootstrap interval of the difference and no p-value (the log says so).
+rows get the bootstrap interval of the difference and the paired bootstrap test from the same
+replicates, conservative under ``bound`` (:mod:`hieval.metrics.uncertainty.bootstrap_test`).
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ class RankingUnits:
     :data:`~hieval.metrics.uncertainty.auc.AUC_MAX_SCORED_PAIRS` scored pairs has neither:
     ``auc_bootstrap`` holds its bootstrap replicates instead, computed once for every
     replicate (``micro``, ``macro``, and ``bound``: micro's error bound,
-    :mod:`hieval.metrics.uncertainty.auc_blocks`), and no randomization test."""
+    :mod:`hieval.metrics.uncertainty.auc_blocks`), and no randomization test (comparisons
+    take the paired bootstrap test: :mod:`hieval.metrics.uncertainty.bootstrap_test`)."""
 
     columns: np.ndarray
     names: dict[str, int]

@@ -1,5 +1,7 @@
 """Intervals and tests as tables: bootstrap percentile intervals, paired randomization
-p-values (Holm-corrected), from the replicates of every tidy row."""
+p-values (Holm-corrected), from the replicates of every tidy row; ROC-AUC above the exact
+plan's cap gets the paired bootstrap test instead (:mod:`hieval.metrics.uncertainty.
+bootstrap_test`), in the same Holm family."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from hieval.metrics.registry import (
     TIDY_KEY,
     sort_tidy,
 )
-from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS
+from hieval.metrics.uncertainty.auc import AUC_MAX_SCORED_PAIRS, MICRO
+from hieval.metrics.uncertainty.bootstrap_test import BOOTSTRAP, RANDOMIZATION, bootstrap_p
 from hieval.metrics.uncertainty.ranking import (
     UNDEFINED,
     RankingUnits,
@@ -56,8 +59,12 @@ INTERVAL_COLUMNS = (*TIDY_KEY, "value", "low", "high", "replicates", "method")
 PERCENTILE, CENTRED = "percentile", "centred"
 COMPARISON_COLUMNS = (
     "model_a", "model_b", "family", "level", "average", "metric",
-    "difference", "low", "high", "p_value", "p_adjusted", "permutations",
+    "difference", "low", "high", "p_value", "p_adjusted", "permutations", "test",
 )  # fmt: skip
+#: ``permutations``: the randomization test's (0: no test), null where a row got the bootstrap's;
+#: ``test``: which test gave ``p_value`` (``randomization``, or ``bootstrap`` for ROC-AUC
+#: above the exact plan's cap: :mod:`hieval.metrics.uncertainty.bootstrap_test`), null where
+#: none did (``permutations: 0``).
 #: |Δ*| ≥ |Δ| is counted with this relative slack: a swap that mirrors the observed difference
 #: exactly must count, whatever the last bits of two sums in different orders.
 _TIE = 1e-9
@@ -355,7 +362,7 @@ _COMPARISON_SCHEMA = {
     "model_a": pl.String, "model_b": pl.String, "family": pl.String, "level": pl.String,
     "average": pl.String, "metric": pl.String, "difference": pl.Float64, "low": pl.Float64,
     "high": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64,
-    "permutations": pl.Int64,
+    "permutations": pl.Int64, "test": pl.String,
 }  # fmt: skip
 
 
@@ -373,24 +380,53 @@ class _Zoo:
     settings: Settings
 
 
-def _untested(ranking: dict[str, RankingUnits], model_a: str, model_b: str, ranked: set) -> set:
-    """The AUC rows of a pair that get no randomization test: a level where either model has
-    only precomputed bootstrap replicates (above the plan's cap, :mod:`hieval.metrics.
-    uncertainty.auc_blocks`); their comparison keeps the bootstrap interval of the
-    difference, its p-value is left empty, and the log says so."""
+def _above_cap(ranking: dict[str, RankingUnits], model_a: str, model_b: str, ranked: set) -> set:
+    """The AUC rows of a pair that get the paired bootstrap test instead of the randomization
+    test: a level where either model has only precomputed bootstrap replicates (above the
+    plan's cap, :mod:`hieval.metrics.uncertainty.auc_blocks`; each permutation would pool
+    both models' scored pairs) (:mod:`hieval.metrics.uncertainty.bootstrap_test`)."""
     above = {
         level for m in (model_a, model_b) if m in ranking for level in ranking[m].auc_bootstrap
     }
-    untested = {k for k in ranked if k[3] == "auc" and k[1] in above}
-    if untested:
-        log.warning(
-            "%s vs %s: no randomization test of ROC-AUC at level(s) %s (above %s scored "
-            "pairs: each permutation would pool both models' pairs); the comparison keeps the "
-            "bootstrap interval of the difference",
-            model_a, model_b, ", ".join(sorted({k[1] for k in untested})),
-            f"{AUC_MAX_SCORED_PAIRS:,}",
-        )  # fmt: skip
-    return untested
+    return {k for k in ranked if k[3] == "auc" and k[1] in above}
+
+
+def _replicate_error(ranking: dict[str, RankingUnits], model: str, key: Key) -> np.ndarray:
+    """Per replicate, the largest error of ``model``'s replicate of the AUC row ``key``: micro
+    AUC's binned ``bound`` above the cap, 0 where the replicates are exact (macro, or a level
+    the model has below the cap)."""
+    level, average = key[1], key[2]
+    boot = ranking[model].auc_bootstrap.get(level) if model in ranking else None
+    if average != MICRO or boot is None:
+        return np.zeros(1)
+    return np.nan_to_num(np.asarray(boot["bound"], dtype=np.float64), nan=0.0)
+
+
+def _bootstrap_tested(
+    model_a: str, model_b: str, keys: list[Key], differences: np.ndarray, observed: np.ndarray,
+    ranking: dict[str, RankingUnits],
+) -> np.ndarray:  # fmt: skip
+    """The paired bootstrap test's p-values (conservative end) of the AUC rows ``keys`` of a
+    pair above the cap, from their replicates' ``differences`` (replicates × keys); the log
+    says which test they got and how far the binning can move p."""
+    error = np.column_stack(
+        [
+            np.broadcast_to(
+                _replicate_error(ranking, model_a, k) + _replicate_error(ranking, model_b, k),
+                differences.shape[:1],
+            )
+            for k in keys
+        ]
+    )
+    out = bootstrap_p(differences, observed, error=error)
+    log.info(
+        "%s vs %s: ROC-AUC at level(s) %s above %s scored pairs: paired bootstrap z-test (%d "
+        "replicates) instead of the randomization test; the binned micro replicates move p by "
+        "at most %.2g (p_value: the conservative end)",
+        model_a, model_b, ", ".join(sorted({k[1] for k in keys})), f"{AUC_MAX_SCORED_PAIRS:,}",
+        differences.shape[0], float(np.nanmax(out.p - out.lowest, initial=0.0)),
+    )  # fmt: skip
+    return out.p
 
 
 def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
@@ -404,33 +440,42 @@ def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
     keys = [keys_a[i] for i in shared]
     other = [where_b[k] for k in keys]
     value_a, value_b = a["value"].to_numpy()[shared], b["value"].to_numpy()[other]
+    differences = replicates[model_a][:, shared] - replicates[model_b][:, other]
     low, high = interval_bounds(
-        replicates[model_a][:, shared] - replicates[model_b][:, other],
-        value_a - value_b,
-        label_set_rows(keys, layout.label_set),
-        settings.confidence,
+        differences, value_a - value_b, label_set_rows(keys, layout.label_set), settings.confidence
     )
+    p = np.full(len(keys), np.nan)
+    test = np.full(len(keys), None, dtype=object)
+    permutations = np.full(len(keys), settings.permutations, dtype=object)
     if settings.permutations:
         ranked = (
             set(ranking[model_a].keys) & set(ranking[model_b].keys)
             if model_a in ranking and model_b in ranking
             else set()
         )
-        untested = _untested(ranking, model_a, model_b, ranked)
-        scored = [i for i, k in enumerate(keys) if k in ranked and k not in untested]
+        above = _above_cap(ranking, model_a, model_b, ranked)
+        scored = [i for i, k in enumerate(keys) if k in ranked and k not in above]
         own = [i for i, k in enumerate(keys) if k not in ranked]
-        p = np.full(len(keys), np.nan)
-        p[own] = randomization_p(
-            units[model_a], units[model_b], [keys[i] for i in own],
-            layout=layout, weights_key=weights_key, settings=settings,
-        )  # fmt: skip
+        boot = [i for i, k in enumerate(keys) if k in above]
+        if own:
+            p[own] = randomization_p(
+                units[model_a], units[model_b], [keys[i] for i in own],
+                layout=layout, weights_key=weights_key, settings=settings,
+            )  # fmt: skip
         if scored:
             p[scored] = ranking_randomization_p(
                 ranking[model_a], ranking[model_b], [keys[i] for i in scored],
                 weights_key=weights_key, settings=settings,
             )  # fmt: skip
-    else:
-        p = np.full(len(keys), np.nan)
+        test[own + scored] = RANDOMIZATION
+        if boot:
+            p[boot] = _bootstrap_tested(
+                model_a, model_b, [keys[i] for i in boot], differences[:, boot],
+                (value_a - value_b)[boot], ranking,
+            )  # fmt: skip
+            test[boot] = BOOTSTRAP
+            permutations[boot] = None
+    test[np.isnan(p)] = None
     frame = pl.DataFrame(keys, schema=["family", "level", "average", "metric"], orient="row")
     return frame.select(
         pl.lit(model_a).alias("model_a"),
@@ -441,5 +486,6 @@ def _pair_rows(model_a: str, model_b: str, zoo: _Zoo) -> pl.DataFrame:
         pl.Series("high", high, dtype=pl.Float64).fill_nan(None),
         pl.Series("p_value", p, dtype=pl.Float64).fill_nan(None),
         pl.Series("p_adjusted", p, dtype=pl.Float64).fill_nan(None),
-        pl.lit(settings.permutations, dtype=pl.Int64).alias("permutations"),
+        pl.Series("permutations", permutations.tolist(), dtype=pl.Int64),
+        pl.Series("test", test.tolist(), dtype=pl.String),
     )
