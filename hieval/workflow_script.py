@@ -54,7 +54,8 @@ def configure_logging(rule: str, log_path: str | None) -> list[logging.Handler]:
 
 
 def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
-    """Call ``main(snakemake)`` with logging configured for the rule."""
+    """Call ``main(snakemake)`` with logging configured for the rule; in a job's own process,
+    end it once ``main`` has returned (:func:`_end_job`)."""
     handlers = configure_logging(smk.rule, smk.log[0] if smk.log else None)
     stop = StopSignals()
     try:
@@ -68,6 +69,23 @@ def run_rule(smk: Any, main: Callable[[Any], None]) -> None:
         for handler in handlers:
             handler.close()
             logging.getLogger("hieval").removeHandler(handler)
+    _end_job(smk)
+
+
+def _end_job(smk: Any) -> None:
+    """End the process of a job whose script has returned, without the interpreter's
+    teardown (:func:`hieval.console.finish`: exit handlers, threads and stdio still done).
+
+    Why: Snakemake runs each ``script:`` job in an interpreter of its own, which ends with the
+    script (nothing of Snakemake's runs after it there), and the teardown of one that loaded
+    Polars, DuckDB and numba took about 0.3 s: a second or more of every small workflow.
+    Only in such a process: ``smk`` is Snakemake's own object there (a test calling a rule
+    in its own process passes another)."""
+    kind = type(smk)
+    if kind.__name__ == "Snakemake" and kind.__module__.startswith("snakemake."):
+        from hieval.console import finish
+
+        finish(0)
 
 
 def _exit_on(exc: BaseException, stop: StopSignals) -> None:
