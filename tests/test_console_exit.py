@@ -4,6 +4,7 @@ stdout and stderr — must still happen, and the outputs must be those of an in-
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -62,3 +63,48 @@ def test_command_line_process_writes_what_an_in_process_run_writes(tmp_path, inp
         else:
             assert process.read_bytes() == in_process.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gold.csv", "in", "pred.csv", "process"]
+
+
+#: A one-rule workflow whose script job goes through run_rule, as every script in scripts/
+#: does; an object whose finaliser the interpreter's teardown would run.
+JOB_SNAKEFILE = """
+rule all:
+    output: "out.txt"
+    log: "job.log"
+    script: "job.py"
+"""
+JOB_SCRIPT = """
+import sys, threading, time
+from hieval.workflow_script import run_rule
+class Finalised:
+    def __del__(self):
+        sys.stderr.write("teardown ran\\n")
+kept = Finalised()
+def main(smk):
+    def late():
+        time.sleep(0.3)
+        open(smk.output[0], "w").write("written by a thread")
+    threading.Thread(target=late).start()
+run_rule(snakemake, main)
+"""
+
+
+def test_a_workflow_job_ends_without_the_teardown_and_loses_nothing(tmp_path):
+    from pathlib import Path
+
+    (tmp_path / "Snakefile").write_text(JOB_SNAKEFILE)
+    (tmp_path / "job.py").write_text(JOB_SCRIPT)
+    snakemake = Path(sys.executable).with_name("snakemake")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [str(snakemake), "--cores", "1", "-q"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.txt").read_text() == "written by a thread"
+    assert "all: done" in (tmp_path / "job.log").read_text()
+    assert "teardown ran" not in done.stderr
