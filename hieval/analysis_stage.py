@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from hieval import codesystem, paths
-from hieval.analysis.confusions import confusions
-from hieval.analysis.errors import error_distance, error_rows, model_errors
+from hieval.analysis.confusions import confusion_table
+from hieval.analysis.errors import error_distance, model_errors
 from hieval.analysis.groups import (
     MISSING,
     GroupIcm,
@@ -30,6 +30,7 @@ from hieval.analysis.groups import (
     icm_recount,
     read_doc_groups,
 )
+from hieval.analysis.parts import ErrorPart, error_part, joined_rows
 from hieval.analysis.per_code import code_table, node_counts
 from hieval.analysis.tree import Tree, tree_of
 from hieval.atomic import write_parquet
@@ -58,12 +59,15 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     codes_out: str | Path,
     train_gold: str | Path | None = None,
     settings: Settings | None = None,
+    parts: list[ErrorPart] | None = None,
 ) -> None:
     """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
     interval), near-miss confusions and per-code table (with ``train_frequency`` given
     ``train_gold``): a job of its own per model, so a changed model reruns alone. The per-code
     counts are the count engine's, read from the model's ``nodes`` table. ``gold`` and
-    ``labels`` may each be a table in parts (:data:`hieval.engine.keys.Source`)."""
+    ``labels`` may each be a table in parts (:data:`hieval.engine.keys.Source`); with the
+    ``parts`` of the analysis taken already, in document order (:mod:`hieval.analysis.parts`:
+    the Evaluator's chunks), the labels are not read again (their counted codes are)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -75,12 +79,15 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     def tree_for(codes: pl.Series) -> Tree:  # the codes of the gold and the predictions
         return tree_of(table, hierarchy, pl.concat([codes, *train_codes]), counted)
 
-    errors = model_errors(gold, labels, tree_for)
-    tree = errors.tree
-    rows = error_rows(errors)
-    distance = error_distance(rows, tree, model=model, doc_ids=errors.doc_ids, settings=settings)
+    if parts is None:
+        errors = model_errors(gold, labels, tree_for)
+        tree, parts = errors.tree, [error_part(errors, pl.Series("code", [], pl.String))]
+    else:
+        tree = tree_for(pl.concat([part.codes for part in parts]))
+    rows, doc_ids = joined_rows(parts)
+    distance = error_distance(rows, tree, model=model, doc_ids=doc_ids, settings=settings)
     write_parquet(distance, distance_out)
-    write_parquet(confusions(errors), confusions_out)
+    write_parquet(confusion_table([part.pairs for part in parts], tree), confusions_out)
     counts = node_counts(paths.read_parquet(nodes), counted=tuple(counted))
     write_parquet(code_table(counts, tree, levels=levels, train_gold=train), codes_out)
     log.info("%s: %d errors analysed", model, rows.height)
@@ -105,12 +112,13 @@ def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs
     codes_out: dict[str, str | Path],
     train_gold: str | Path | None = None,
     settings: Settings | None = None,
+    parts: dict[str, list[ErrorPart]] | None = None,
 ) -> None:
-    """Every model's :func:`model_error_analysis` (distance rows in ``work``), then
-    :func:`gather_errors`: the workflow's jobs, in one process."""
-    parts = []
+    """Every model's :func:`model_error_analysis` (distance rows in ``work``; with its
+    ``parts``, when given), then :func:`gather_errors`: the workflow's jobs, in one process."""
+    distances = []
     for model, path in labels.items():
-        parts.append(Path(work) / f"{model}.parquet")
+        distances.append(Path(work) / f"{model}.parquet")
         model_error_analysis(
             model=model,
             gold=gold,
@@ -119,13 +127,14 @@ def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs
             levels_file=levels_file,
             ancestors=ancestors,
             max_level=max_level,
-            distance_out=parts[-1],
+            distance_out=distances[-1],
             confusions_out=confusions_out[model],
             codes_out=codes_out[model],
             train_gold=train_gold,
             settings=settings,
+            parts=None if parts is None else parts[model],
         )
-    gather_errors(parts, errors_out)
+    gather_errors(distances, errors_out)
 
 
 def group_analysis(  # noqa: PLR0913 (rule group_analysis' inputs, params and outputs, one keyword each (scripts/group_analysis.py))

@@ -93,6 +93,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from hieval import api, codesystem, memory, paths, pipeline, run
+from hieval.analysis.errors import errors_of
+from hieval.analysis.parts import ErrorPart, error_part, in_document_order
+from hieval.analysis.tree import tree_of
 from hieval.atomic import write_parquet, write_text
 from hieval.config import icm_params, ranking_ks
 from hieval.conventions.table import check_names, check_paper_table
@@ -100,7 +103,7 @@ from hieval.engine.counts import evaluated_levels, node_frame
 from hieval.engine.deferred import Kept, count_keeping_items, weighed_item_sums
 from hieval.engine.driver import relevant_ancestors
 from hieval.engine.icm import FixedWeights, GoldCounts, node_weights
-from hieval.engine.keys import CodeSpace, encode
+from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.engine.lca import COMPILED_FROM_LABELS, node_depths, prefetch_compiled
 from hieval.errors import HievalError, InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
@@ -135,6 +138,7 @@ class _Model:
     kept: list[Kept] = field(default_factory=list)  # each chunk's labels, for its item sums
     missing: int = 0  # gold documents without a row of this model
     codes: tuple[str, ...] | None = None  # a dense model's columns
+    errors: list[ErrorPart] = field(default_factory=list)  # each chunk's error analysis
 
 
 @dataclass(frozen=True, eq=False)
@@ -423,7 +427,7 @@ class Evaluator:
             if isinstance(exc, HievalError):
                 raise type(exc)(message) from None
             raise
-        for name, (sums, doc_rows, gold, kept, missing) in counted.items():
+        for name, (sums, doc_rows, gold, kept, missing, errors) in counted.items():
             model = self._models[name]
             if kept.space is not self._setup.space:
                 model.nodes.append(node_frame(sums, kept.space))
@@ -436,6 +440,7 @@ class Evaluator:
             model.gold.append(gold)
             model.kept.append(kept)
             model.missing += missing
+            model.errors.append(errors)
 
     def _check_kind(self, name: str, value: object, number: int) -> None:
         """Batches are held in memory; a dense model keeps its columns from batch to batch."""
@@ -568,7 +573,13 @@ class Evaluator:
         # only the next chunk's normalisation runs beside it.
         threads = setup.resources.threads
         counted = counted_codes(labels_file)  # a generative coder's codes, placed nowhere
-        labels = encode(gold, labels_file, functools.partial(self._space_for, counted=counted))
+        codes: list[pl.Series] = []  # the chunk's distinct codes, for its analysis's tree
+
+        def space_for(distinct: pl.Series) -> CodeSpace:
+            codes.append(distinct)
+            return self._space_for(distinct, counted=counted)
+
+        labels = encode(gold, labels_file, space_for)
         depth = setup.depth if labels.space is setup.space else node_depths(labels.space)
         # The counts, ICM's gold counts, LCA-F's sizes, and the groups the item sums weigh
         # once the whole gold's node weights are known (at compute), in one pass.
@@ -601,7 +612,16 @@ class Evaluator:
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        return sums, result.docs, gold_counts, result.kept, missing
+        errors = self._error_part(labels, codes[0], labels_file)
+        return sums, result.docs, gold_counts, result.kept, missing, errors
+
+    def _error_part(self, labels: Labels, codes: pl.Series, labels_file: Path) -> ErrorPart:
+        """The chunk's error analysis (:mod:`hieval.analysis.parts`), from the count's own
+        encoding of it: at ``compute()`` the analysis joins the chunks' parts instead of
+        reading and encoding every label again."""
+        setup = self._setup
+        tree = tree_of(setup.table, setup.ancestors, codes, counted_statuses(labels_file))
+        return error_part(errors_of(labels, tree), codes)
 
     def _space_for(self, codes: pl.Series, *, counted: frozenset[str]) -> CodeSpace:
         """The code space a batch's labels are encoded in: the whole tree's, built once, when
@@ -668,19 +688,19 @@ class Evaluator:
         counted: dict[str, Future] = {name: Future() for name in setup.names}
         pooled: Future = Future()
         chunks = self._chunk_inputs()
-        with ThreadPoolExecutor(1, thread_name_prefix="hieval-pool") as beside:
+        with ThreadPoolExecutor(2, thread_name_prefix="hieval-pool") as beside:
             if chunks is None:
                 errors = beside.submit(self._pool_then_errors, whole, pooled, counted)
-            else:
-                errors = beside.submit(run._error_analysis, whole, counted, inputs=chunks)
+            else:  # the chunks pooled beside their analysis, which joins their own
+                errors = beside.submit(
+                    run._error_analysis, whole, counted, inputs=chunks, parts=self._error_parts()
+                )
+                pooled = beside.submit(self._pool_inputs, whole.work / "inputs")
             try:
                 for name, files in reduced.items():
                     self._reduced(name, params=params, out=files)
                     counted[name].set_result(files.nodes)
-                if chunks is None:
-                    pooled.result()
-                else:
-                    self._pool_inputs(whole.work / "inputs")
+                pooled.result()
             except BaseException as error:
                 for written in counted.values():  # the analysis stops at the nodes it waits for
                     if not written.done():
@@ -691,6 +711,12 @@ class Evaluator:
                 run.report_into(whole, tuned={}, errors=errors)
         evaluation.__init__(out, setup.names, [])
         return evaluation
+
+    def _error_parts(self) -> dict[str, list[ErrorPart]] | None:
+        """Each model's chunks' error analyses in document order, or None where a model's
+        chunks interleave (:func:`~hieval.analysis.parts.in_document_order`)."""
+        parts = {name: in_document_order(self._models[name].errors) for name in self._models}
+        return None if any(p is None for p in parts.values()) else parts
 
     def _chunk_inputs(self) -> tuple[list[Path], dict[str, list[Path]]] | None:
         """The chunks' gold and each model's labels as tables in parts, when every one of

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hieval import hints
 from hieval.analysis.groups import read_doc_groups
+from hieval.analysis.parts import ErrorPart
 from hieval.analysis_stage import error_analysis, group_analysis
 from hieval.atomic import atomic_path
 from hieval.codesystem import DEFAULT_MAX_LEVEL
@@ -612,11 +613,14 @@ def _error_analysis(
     counted: dict[str, Future] | None = None,
     *,
     inputs: tuple[Source, dict[str, Source]] | None = None,
+    parts: dict[str, list[ErrorPart]] | None = None,
 ) -> None:
     """Each model's error distance rows, near-miss confusions and per-code table (its node
     counts read once ``counted``, the count's future, is done; without it, they are written
     already). ``inputs``: the gold and each model's labels to read instead of the run's
-    normalised files (the Evaluator's chunks, as tables in parts, before they are pooled)."""
+    normalised files (the Evaluator's chunks, as tables in parts, before they are pooled);
+    ``parts``: each model's analysis of those chunks, taken already (then only their counted
+    codes are read)."""
     names, work, out = run.names, run.work, run.out
     nodes = {name: work / "counts" / name / "nodes.parquet" for name in names}
     error_analysis(
@@ -634,6 +638,7 @@ def _error_analysis(
         codes_out={name: out / "codes" / f"{name}.parquet" for name in names},
         train_gold=run.train_gold,
         settings=uncertainty_settings(run.config),
+        parts=parts,
     )
 
 

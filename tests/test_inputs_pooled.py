@@ -93,19 +93,22 @@ def test_evaluator_pools_by_copying_where_documents_come_in_runs(
     icd9, cache, monkeypatch, order, copied
 ):
     """The Evaluator's pooled tables come from :func:`pool_in_order` where the batches'
-    documents come in runs, and its error analysis then reads the chunks' own files (tables
-    in parts); from its sort otherwise, the analysis reading the pooled tables. Both equal one
-    evaluate's, the analysis tables included (``same``)."""
+    documents come in runs, and its error analysis then joins the chunks' own analyses
+    (taken from their counts' encodings) reading only the chunks' counted codes; from its
+    sort otherwise, the analysis reading the pooled tables. Both equal one evaluate's, the
+    analysis tables included (``same``)."""
     calls: list[bool] = []
     read: list[object] = []
+    analysed: list[object] = []  # the chunks' own error analyses (hieval.analysis.parts)
 
     def spy(parts, out):
         calls.append(pool_in_order(parts, out))
         return calls[-1]
 
-    def analysis(run, counted=None, *, inputs=None):
+    def analysis(run, counted=None, *, inputs=None, parts=None):
         read.append(inputs)
-        return error_analysis(run, counted, inputs=inputs)
+        analysed.append(parts)
+        return error_analysis(run, counted, inputs=inputs, parts=parts)
 
     error_analysis = evaluator_module.run._error_analysis
     monkeypatch.setattr(evaluator_module, "pool_in_order", spy)
@@ -123,6 +126,10 @@ def test_evaluator_pools_by_copying_where_documents_come_in_runs(
     ours, whole = evaluator.compute(), hieval.evaluate(gold, models, cache=cache)
     assert (True in calls) == copied  # (a hard model's scores have no part to copy: False)
     assert (read[0] is not None) == copied  # (read[1]: the one evaluate's, None)
+    assert (analysed[0] is not None) == copied
+    if copied:
+        assert set(analysed[0]) == set(models)
+        assert all(len(p) == len(parts) for p in analysed[0].values())
     if copied:  # the gold's chunks, in document order: the batches came in reverse
         gold_parts = read[0][0]
         assert len(gold_parts) == len(parts)

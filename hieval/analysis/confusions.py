@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from hieval.analysis.errors import ModelErrors, near_pairs
+from hieval.analysis.tree import Tree
 
 COLUMNS = ("gold_code", "predicted_code", "lca_level", "documents")
 
@@ -17,20 +18,38 @@ COLUMNS = ("gold_code", "predicted_code", "lca_level", "documents")
 def confusions(errors: ModelErrors) -> pl.DataFrame:
     """``gold_code, predicted_code, lca_level, documents``: each near-miss pair and the number
     of documents it occurs in, most frequent first (then by the codes)."""
+    return confusion_table([pair_counts(errors)], errors.tree)
+
+
+def pair_counts(errors: ModelErrors) -> pl.DataFrame:
+    """``gold_code, predicted_code`` (the codes), ``lca_rank`` and ``documents``: the near-miss
+    pairs of a run of documents and the number of its documents each occurs in. The counts of
+    runs of other documents add up (:func:`confusion_table`); the rank is the two codes' own."""
     tree = errors.tree
-    level_of = dict(enumerate(tree.levels))
     pairs = (
         near_pairs(errors, tree.rank(tree.category))
         .group_by("gold_code", "predicted_code")
         .agg(pl.col("lca_rank").first(), pl.len().alias("documents"))
     )
     codes = errors.space.codes
+    return pairs.with_columns(
+        codes.gather(pairs["gold_code"]).alias("gold_code"),
+        codes.gather(pairs["predicted_code"]).alias("predicted_code"),
+        pl.col("documents").cast(pl.Int64),
+    )
+
+
+def confusion_table(counts: list[pl.DataFrame], tree: Tree) -> pl.DataFrame:
+    """The confusions of runs of documents apart (:func:`pair_counts` each), as one table."""
+    level_of = dict(enumerate(tree.levels))
+    pairs = pl.concat(counts) if len(counts) > 1 else counts[0]
+    if len(counts) > 1:
+        pairs = pairs.group_by("gold_code", "predicted_code").agg(
+            pl.col("lca_rank").first(), pl.col("documents").sum()
+        )
     return (
         pairs.with_columns(
-            codes.gather(pairs["gold_code"]).alias("gold_code"),
-            codes.gather(pairs["predicted_code"]).alias("predicted_code"),
             pl.col("lca_rank").replace_strict(level_of, return_dtype=pl.String).alias("lca_level"),
-            pl.col("documents").cast(pl.Int64),
         )
         .sort(["documents", "gold_code", "predicted_code"], descending=[True, False, False])
         .select(COLUMNS)

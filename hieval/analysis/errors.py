@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from hieval.analysis.tree import CODE_STATUSES, NONE, ROOT, Tree
-from hieval.engine.keys import CodeSpace, Source, encode, split_keys
+from hieval.engine.keys import CodeSpace, Labels, Source, encode, split_keys
 from hieval.metrics.uncertainty.settings import Settings
 from hieval.metrics.uncertainty.weights import doc_keys, poisson_weights
 
@@ -119,6 +119,15 @@ def model_errors(
         return CodeSpace.build(trees[0].ancestors, trees[0].levels)
 
     labels = encode(gold, predicted, space_for)
+    return errors_of(labels, trees[0])
+
+
+def errors_of(labels: Labels, tree: Tree) -> ModelErrors:
+    """The :class:`ModelErrors` of labels encoded already, in any code space of the hierarchy
+    that places their codes (two codes meet at a level where their ancestor nodes there are
+    the same, whichever other codes the space holds): the count engine's own encoding of a
+    run of documents serves (:class:`hieval.Evaluator`), ``tree`` giving the codes'
+    statuses and the levels."""
     compiled = labels.keys.size >= COMPILED_FROM_LABELS
     if compiled:
         from hieval.analysis import errors_compiled
@@ -131,7 +140,7 @@ def model_errors(
         fp=split_keys(fp)[:2],
         space=labels.space,
         doc_ids=labels.doc_ids,
-        tree=trees[0],
+        tree=tree,
         compiled=compiled,
     )
 
