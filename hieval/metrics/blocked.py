@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hieval.engine.groups import default_threads
-from hieval.inputs.dense_decisions import BLOCK_DOCS, Decided, decided_pairs
+from hieval.inputs.dense_decisions import BLOCK_DOCS, UNSCORED, Decided, decided_pairs
 from hieval.metrics.arithmetic import exact_mean
 from hieval.metrics.column_counts import ColumnCounts
 from hieval.metrics.count_measures import F1
@@ -398,6 +398,7 @@ class _Level:
     position: np.ndarray | None = None
     at_least: np.ndarray | None = None
     columns: ColumnCounts | None = None  # macro: each scored pair's column counts
+    unscored: np.ndarray | None = None  # per compact column, its UNSCORED cells (second read)
 
     @property
     def scored(self) -> np.ndarray:
@@ -485,6 +486,7 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
         state.micro_sorted = np.sort(state.values)
         state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
         state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
+        state.unscored = np.zeros(state.width, dtype=np.int64)
     visit = second_read(levels) if second_read is not None else None
     second = aucs or visit is not None
     blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
@@ -561,7 +563,7 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: CompiledPooling | No
     """Each block of documents, with its pooled block at every level."""
     for number, start in enumerate(starts):
         block = np.asarray(matrix[start : start + block_docs])
-        if not np.all(np.isfinite(block)):
+        if not np.all(block < np.inf):  # NaN or +inf; an UNSCORED cell (-inf) is taken
             raise ValueError("scores must be finite")
         by_level = {"leaf": block}
         if pooling is not None:
@@ -573,7 +575,10 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: CompiledPooling | No
 
 def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     """First read: the block's scored gold pairs' scores and places in their documents (the
-    scored codes before them; tied ones count when they come first in code order)."""
+    scored codes before them; tied ones count when they come first in code order). A gold
+    cell the model left :data:`UNSCORED` follows its document's scored codes, then the
+    unscored codes before it in code order (those outside the matrix too), as
+    :func:`hieval.metrics.ranking.document_ranks` places an unscored gold pair."""
     a, b = state.bounds[number], state.bounds[number + 1]
     if a == b:
         return
@@ -583,9 +588,12 @@ def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
     above = state.width - at_or_below
     rank = state.order_of[state.full_of]  # each column's rank in code order
-    for i in np.flatnonzero(at_or_below - below > 1):  # ties are ordered by code
+    for i in np.flatnonzero((at_or_below - below > 1) & (v != UNSCORED)):  # ties by code
         tied = block[local[i]] == v[i]
         above[i] += np.count_nonzero(tied & (rank < rank[own[i]]))
+    for i in np.flatnonzero(v == UNSCORED):
+        scored_before = np.count_nonzero((block[local[i]] != UNSCORED) & (rank < rank[own[i]]))
+        above[i] += rank[own[i]] - scored_before  # the unscored codes before it
     state.position[which] = above
     state.at_least[a:b] = state.width - below
 
@@ -598,6 +606,8 @@ def _count(state: _Level, block: np.ndarray) -> None:
     micro_below += np.searchsorted(flat, state.micro_sorted, side="left")
     micro_at += np.searchsorted(flat, state.micro_sorted, side="right")
     state.columns.add(block)
+    if flat.size and flat[0] == UNSCORED:
+        state.unscored += np.count_nonzero(block == UNSCORED, axis=0)
 
 
 def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
@@ -608,6 +618,10 @@ def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
     aucs = _aucs(state, n_docs) if state.counts is not None else None
     precision = np.empty(len(state.rows), dtype=np.float64)
     precision[scored] = _gold_at_least(state.rows[scored], state.values) / state.at_least
+    inside = scored[state.values == UNSCORED]  # gold cells the model left unscored
+    if len(inside):  # the last threshold: the whole label space
+        precision[inside] = np.bincount(state.rows, minlength=n_docs)[state.rows[inside]]
+        precision[inside] /= state.total
     if len(unscored):
         rows = state.rows[unscored]
         rank = state.order_of[state.full[unscored]]
@@ -628,20 +642,30 @@ def _aucs(state: _Level, n_docs: int) -> BlockedAucs:
     scored = state.scored
     unscored = np.flatnonzero(state.compact < 0)
     cells = n_docs * state.total
-    bottom = cells - state.scored_rows * state.width  # unscored cells, tied at the bottom
+    bottom = cells - state.scored_rows * state.width  # unscored cells outside the matrix
+    # The matrix's UNSCORED cells are in its blocks' counts already (tied at the bottom); a
+    # gold cell among them ties with the cells outside, which the others lie above.
+    inside = state.values == UNSCORED
+    inside_total = int(state.unscored.sum())
     positives = len(state.rows)
     micro = None
     if 0 < positives < cells:
         doubled = int(micro_below.sum(dtype=np.int64) + micro_at.sum(dtype=np.int64))
-        doubled += len(scored) * (2 * bottom + 1) + len(unscored) * (bottom + 1)
+        doubled += len(scored) * (2 * bottom + 1) - int(inside.sum()) * bottom
+        doubled += len(unscored) * (bottom + inside_total + 1)
         micro = _auc(doubled, positives, cells - positives)
     support = np.bincount(state.full, minlength=state.total)
     column_rows = np.zeros(state.total, dtype=np.int64)
     column_rows[state.full_of] = state.scored_rows
-    per_bottom = n_docs - column_rows  # each label's unscored documents
+    per_bottom = n_docs - column_rows  # each label's documents outside the matrix
+    per_inside = np.zeros(state.total, dtype=np.int64)
+    per_inside[state.full_of] = state.unscored  # each label's UNSCORED cells
     doubled_per = _integer_sums(state.full[scored], col_below + col_at, state.total)
     doubled_per += np.bincount(state.full[scored], minlength=state.total) * (2 * per_bottom + 1)
-    doubled_per += np.bincount(state.full[unscored], minlength=state.total) * (per_bottom + 1)
+    doubled_per -= np.bincount(state.full[scored][inside], minlength=state.total) * per_bottom
+    doubled_per += np.bincount(state.full[unscored], minlength=state.total) * (
+        per_bottom + per_inside + 1
+    )
     per_label = np.full(state.total, np.nan)
     for c in np.flatnonzero((support > 0) & (support < n_docs)):
         per_label[c] = _auc(int(doubled_per[c]), int(support[c]), n_docs - int(support[c]))
