@@ -11,13 +11,13 @@ wide table (:mod:`hieval.inputs.dense_wide`). A float32 score column is widened 
 DuckDB's ``TRY_CAST(score AS DOUBLE)`` reads it on the long path (a wide table's cells go
 through text there instead).
 
-A file that scores most pairs but not all (at least :data:`MIN_SCORED_SHARE` of its documents x
-codes: a model writing scores above 1e-4, or its top codes a document) is pivoted too, its
+A file that scores many pairs but not all (at least :data:`MIN_SCORED_SHARE` of its documents
+x codes: a model writing scores above 1e-4, or its top codes a document) is pivoted too, its
 unscored cells ``-inf`` (:data:`hieval.inputs.dense_decisions.UNSCORED`): every blocked reader
 treats such a cell as the long path treats an unscored pair (below every scored pair, tied
 with the other unscored ones; after the scored codes in code order; a 0 for the micro
 calibration, left out of the scored one; never decided). A sparser file goes the long way: its
-matrix would be mostly cells of nothing.
+matrix would be mostly cells of nothing, and its long rows are as quick.
 
 Anything else returns None and goes the long way, which has every message: other columns or
 types, a null or non-finite score, a padded or empty value, a repeated pair.
@@ -56,9 +56,11 @@ BATCH_ROWS = 1 << 20
 #: milliseconds (a million rows: 0.13 s).
 TEXT_CHECK_ROWS = 1 << 17
 #: The least share of documents x codes a long file must score to be pivoted into a matrix
-#: (its other cells unscored): below it, the long path's one row per scored pair is the
-#: smaller and, measured at 2,000 x 7,900 (benchmarks/RESULTS.md), not much slower.
-MIN_SCORED_SHARE = 0.5
+#: (its other cells unscored). Measured at 2,000 x 7,900 (benchmarks/RESULTS.md): at 15 % both
+#: ways take the same time and memory, at 30 % the blocks are ahead (10.4 s, 1.4 GB against
+#: 11.7 s, 1.7 GB), at 80 % far ahead (10.3 s, 1.5 GB against 23.5 s, 2.8 GB); the long
+#: path's memory grows with the rows (about 100 bytes each), the blocks' does not.
+MIN_SCORED_SHARE = 0.25
 
 
 class _NotTaken(Exception):
@@ -114,7 +116,7 @@ def _text_as_parquet(path: Path, separator: str, copy: Path, config: dict) -> bo
             "SELECT count(*), count(DISTINCT doc_id), count(DISTINCT code) "
             f"FROM (SELECT doc_id, code FROM long_rows LIMIT {TEXT_CHECK_ROWS})"
         ).fetchone()
-        if n < docs * codes // 2:
+        if n < MIN_SCORED_SHARE * docs * codes:
             return False  # the usual sparse file, told from its first rows alone
         con.execute(
             "COPY (SELECT doc_id, code, TRY_CAST(score AS DOUBLE) AS score FROM long_rows) "
@@ -175,7 +177,7 @@ def _values(parquet: pq.ParquetFile) -> tuple[list[str], list[str]]:
             raise _NotTaken
         new_docs = _text(batch.column(0)).unique().to_pylist()
         new_codes = _text(batch.column(1)).unique().to_pylist()
-        if number == 0 and batch.num_rows < len(new_docs) * len(new_codes) // 2:
+        if number == 0 and batch.num_rows < MIN_SCORED_SHARE * len(new_docs) * len(new_codes):
             raise _NotTaken  # the usual sparse file, told from its first batch alone
         docs.update(dict.fromkeys(new_docs))
         codes.update(dict.fromkeys(new_codes))

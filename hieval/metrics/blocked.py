@@ -20,7 +20,10 @@ pair; time: one sort of each block's cells per use and a binary search per gold 
 
 Used by :mod:`hieval.metrics.blocked_rows` for a dense model's rows (and the conventions'
 AUCs): the matrix's rows are documents (any order: the means over documents are exact sums),
-its columns labels of the label space, every cell finite (normalisation refused the others);
+its columns labels of the label space, every cell finite (normalisation refused the others)
+or :data:`~hieval.inputs.dense_decisions.UNSCORED` (``-inf``: a long file's pair it does not
+score, which :func:`blocked_levels` ranks as the long path ranks an unscored pair: tied with
+the other unscored pairs below every scored one, after the scored codes in code order);
 :func:`blocked_levels` also takes the gold's other codes and documents as unscored pairs, the
 one-level functions only pairs inside the matrix. The levels are pooled by
 :mod:`hieval.metrics.max_pool` and the macro counts merged by
