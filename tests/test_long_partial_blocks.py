@@ -10,6 +10,8 @@ score, a repeated pair, too few pairs scored) give the long path's outputs or re
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -39,6 +41,10 @@ def _compare_partial(monkeypatch, folder, path, *extra):
     """:func:`tests.test_long_blocks._compare`, and the blocks read the matrix with its
     unscored cells (the long path none), which are the file's missing pairs."""
     long_out, blocked_out = _compare(monkeypatch, folder, path, *extra)
+    notes = "work/ranking/m.json"  # the scored and unscored pairs, the label space's size
+    assert json.loads((blocked_out / notes).read_text()) == json.loads(
+        (long_out / notes).read_text()
+    )
     reference = read_reference(blocked_out / "work/inputs/scores/m.parquet")
     assert reference is not None and reference.path.endswith("m.matrix.npy")
     assert reference.unscored > 0
@@ -187,3 +193,17 @@ def test_a_document_without_a_decision_is_no_prediction_document(
         assert read_reference(blocked_out / "work/inputs/scores/m.parquet") is not None
         decided = pl.read_parquet(blocked_out / "work/inputs/predictions/m.parquet")
         assert low not in decided["doc_id"].to_list()
+
+
+def test_a_code_scored_only_outside_the_gold_is_no_label(tmp_path, monkeypatch, icd9_leaves):
+    """A code the file scores only for a document the gold lacks (dropped) is no label of the
+    space on the long path, so it is none by blocks either: AUC's negatives, the @K ranks and
+    calibration's pairs count without it."""
+    pred = _partial(_files(tmp_path, icd9_leaves, dtype=pl.Float64), 0.9)
+    gold_docs = set(pl.read_csv(tmp_path / "gold.csv")["doc_id"].to_list())
+    outside = next(d for d in pred["doc_id"].unique().sort() if d not in gold_docs)
+    used = set(pred["code"].to_list()) | set(pl.read_csv(tmp_path / "gold.csv")["code"])
+    code = next(c for c in icd9_leaves if c not in used)
+    extra = pl.DataFrame({"doc_id": [outside], "code": [code], "score": [0.5]})
+    pl.concat([pred, extra]).write_parquet(tmp_path / "pred.parquet")
+    _compare_partial(monkeypatch, tmp_path, tmp_path / "pred.parquet")

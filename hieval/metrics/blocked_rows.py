@@ -65,6 +65,12 @@ class DenseModel:
         rows = [i for i, d in enumerate(scores.docs) if d is not None and d in in_gold]
         rows.sort(key=lambda i: scores.docs[i])
         cols = [j for j, c in enumerate(scores.codes) if c is not None]
+        self.unscored = 0  # the view's unscored cells (-inf: a long file scoring most pairs)
+        if scores.unscored:  # a column unscored on every kept row is no label, as on the long
+            # path, whose scores of documents outside the gold are dropped with their codes
+            scored = _scored_cells(RowView(matrix, np.array(rows, dtype=np.int64), cols))
+            cols = [j for j, n in zip(cols, scored, strict=True) if n]
+            self.unscored = len(rows) * len(cols) - int(scored.sum())
         with_row = {scores.docs[i] for i in rows}
         docs = [scores.docs[i] for i in rows] + [d for d in gold_docs if d not in with_row]
         column_codes = [scores.codes[j] for j in cols]
@@ -81,8 +87,6 @@ class DenseModel:
         label_index = {c: j for j, c in enumerate(self.labels)}
         self.gold_rows = np.array([doc_index[d] for d in gold_pairs["doc_id"]], dtype=np.int64)
         self.gold_cols = np.array([label_index[c] for c in gold_pairs["code"]], dtype=np.int64)
-        #: The view's unscored cells (``-inf``: a long file that scores most pairs but not all).
-        self.unscored = _unscored_cells(self.view) if scores.unscored else 0
 
     @property
     def pairs(self) -> int:
@@ -105,13 +109,13 @@ class DenseModel:
         return node_of, int((node_of < 0).sum())
 
 
-def _unscored_cells(view: RowView) -> int:
-    """The ``-inf`` cells of ``view``, a block of rows at a time."""
+def _scored_cells(view: RowView) -> np.ndarray:
+    """Per column of ``view``, its cells that are not ``-inf``, a block of rows at a time."""
     size = block_docs()
-    return sum(
-        int(np.count_nonzero(view[start : start + size] == -np.inf))
-        for start in range(0, view.shape[0], size)
-    )
+    scored = np.zeros(view.shape[1], dtype=np.int64)
+    for start in range(0, view.shape[0], size):
+        scored += np.count_nonzero(view[start : start + size] != -np.inf, axis=0)
+    return scored
 
 
 def dense_score_rows(
