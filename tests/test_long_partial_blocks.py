@@ -95,9 +95,12 @@ def test_a_partial_csv_file_by_blocks_equals_the_long_path(tmp_path, monkeypatch
     _compare_partial(monkeypatch, tmp_path, tmp_path / "pred.csv", "--top-k", "3")
 
 
-def test_tuning_on_a_partial_dev_file_equals_the_long_path(tmp_path, monkeypatch, icd9_leaves):
+@pytest.mark.parametrize("per_code", [(), ("--tuning-per-code", "--tuning-min-support", "1")])
+def test_tuning_on_a_partial_dev_file_equals_the_long_path(
+    tmp_path, monkeypatch, icd9_leaves, per_code
+):
     """A partial dev file is tuned from its long rows; the test file's decisions by the tuned
-    threshold, by blocks."""
+    threshold (per code: a code's own where it has one), by blocks."""
     pred = _partial(_files(tmp_path, icd9_leaves, seed=4), 0.8, seed=4)
     pred.write_parquet(tmp_path / "pred.parquet")
     (tmp_path / "dev").mkdir()
@@ -106,10 +109,13 @@ def test_tuning_on_a_partial_dev_file_equals_the_long_path(tmp_path, monkeypatch
     dev.with_columns(renamed).write_parquet(tmp_path / "dev" / "pred.parquet")
     dev_gold = pl.read_csv(tmp_path / "dev" / "gold.csv").with_columns(renamed)
     dev_gold.write_csv(tmp_path / "dev" / "gold.csv")
-    _compare_partial(
+    long_out, _blocked_out = _compare_partial(
         monkeypatch, tmp_path, tmp_path / "pred.parquet", "--threshold", "tune", "--dev-gold",
-        str(tmp_path / "dev" / "gold.csv"), "--dev-pred", f"m={tmp_path / 'dev' / 'pred.parquet'}",
+        str(tmp_path / "dev" / "gold.csv"), "--dev-pred",
+        f"m={tmp_path / 'dev' / 'pred.parquet'}", *per_code,
     )  # fmt: skip
+    record = json.loads((long_out / "work/inputs/predictions/m.json").read_text())
+    assert (record["tuned_threshold"]["per_code"] > 3) == bool(per_code)
 
 
 @pytest.mark.parametrize("oddity", ["nan score", "infinite score", "repeated pair", "sparse"])
