@@ -594,11 +594,28 @@ def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     for i in np.flatnonzero((at_or_below - below > 1) & (v != UNSCORED)):  # ties by code
         tied = block[local[i]] == v[i]
         above[i] += np.count_nonzero(tied & (rank < rank[own[i]]))
-    for i in np.flatnonzero(v == UNSCORED):
-        scored_before = np.count_nonzero((block[local[i]] != UNSCORED) & (rank < rank[own[i]]))
-        above[i] += rank[own[i]] - scored_before  # the unscored codes before it
+    missing = np.flatnonzero(v == UNSCORED)
+    if len(missing):  # after the scored codes: the unscored codes before it in code order
+        before = _scored_before(block, local[missing], own[missing], rank)
+        above[missing] += rank[own[missing]] - before
     state.position[which] = above
     state.at_least[a:b] = state.width - below
+
+
+def _scored_before(
+    block: np.ndarray, rows: np.ndarray, cols: np.ndarray, rank: np.ndarray
+) -> np.ndarray:
+    """For each cell ``(rows[i], cols[i])`` of ``block``: its row's scored (not
+    :data:`UNSCORED`) cells in columns before it in code order (``rank``: each column's rank),
+    from one running count per row involved."""
+    by_rank = np.argsort(rank, kind="stable")  # the columns in code order
+    place = np.empty_like(by_rank)
+    place[by_rank] = np.arange(len(by_rank))
+    needed, row_of = np.unique(rows, return_inverse=True)
+    scored = (block[needed] != UNSCORED)[:, by_rank]
+    running = np.cumsum(scored, axis=1, dtype=np.int32)  # scored cells up to each place
+    at = place[cols]
+    return np.where(at > 0, running[row_of, np.maximum(at - 1, 0)], 0)
 
 
 def _count(state: _Level, block: np.ndarray) -> None:
