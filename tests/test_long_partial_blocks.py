@@ -213,3 +213,59 @@ def test_a_code_scored_only_outside_the_gold_is_no_label(tmp_path, monkeypatch, 
     extra = pl.DataFrame({"doc_id": [outside], "code": [code], "score": [0.5]})
     pl.concat([pred, extra]).write_parquet(tmp_path / "pred.parquet")
     _compare_partial(monkeypatch, tmp_path, tmp_path / "pred.parquet")
+
+
+@pytest.mark.parametrize(("seed", "block_docs"), [(0, 1), (1, 4), (2, 50)])
+def test_unscored_cells_against_scikit_learn_and_a_naive_ranking(seed, block_docs):
+    """:func:`hieval.metrics.blocked.blocked_levels` on a matrix with ``-inf`` cells, two
+    documents without a row and two gold codes outside its columns, against independent
+    computations over the whole label space with every unscored pair at -1 (below every
+    score, all tied): scikit-learn's micro and per-code ROC-AUC, and each gold pair's place
+    in its document sorted by score then code, at the leaves and at a max-pooled level."""
+    from sklearn.metrics import roc_auc_score
+
+    from hieval.metrics.blocked import blocked_levels
+
+    rng = np.random.default_rng(seed)
+    rows, width, n_docs, extra = 23, 9, 25, 2
+    total = width + extra
+    matrix = np.round(rng.random((rows, width)) * 8) / 8  # ties
+    matrix[rng.random(matrix.shape) < 0.25] = -np.inf
+    gold = rng.random((n_docs, total)) < 0.3
+    gold[0, :] = False
+    gold[0, 1] = True  # a document with one gold code
+    code_order = rng.permutation(total)  # each label's rank in code order
+    node_of = np.array([0, 0, 1, 1, 1, 2, 2, 0, 1, 2, 2])  # three nodes; extras among them
+    full = np.full((n_docs, total), -1.0)
+    full[:rows, :width] = np.where(np.isinf(matrix), -1.0, matrix)
+    gold_rows, gold_cols = np.nonzero(gold)
+    out = blocked_levels(
+        matrix, gold_rows, gold_cols, node_of={"up": node_of}, code_order=code_order,
+        n_docs=n_docs, extra_labels=extra, block_docs=block_docs,
+    )  # fmt: skip
+    pooled = np.column_stack([full[:, node_of == n].max(axis=1) for n in range(3)])
+    pooled_gold = np.column_stack([gold[:, node_of == n].any(axis=1) for n in range(3)])
+    for name, scores, truth, order in (
+        ("leaf", full, gold, code_order),
+        ("up", pooled, pooled_gold, np.arange(3)),
+    ):
+        aucs, ranks = out[name]
+        assert aucs.micro == pytest.approx(roc_auc_score(truth.ravel(), scores.ravel()), abs=1e-12)
+        for c in range(scores.shape[1]):
+            if 0 < truth[:, c].sum() < n_docs:
+                expected = roc_auc_score(truth[:, c], scores[:, c])
+                assert aucs.per_label[c] == pytest.approx(expected, abs=1e-12)
+        doc, label = np.nonzero(truth)
+        for d, c, position in zip(doc, label, _naive_positions(scores, truth, order), strict=True):
+            found = np.flatnonzero((ranks.doc == d) & (ranks.position == position))
+            assert len(found) == 1, (name, d, c, position)
+
+
+def _naive_positions(scores: np.ndarray, truth: np.ndarray, order: np.ndarray) -> list[int]:
+    """Each gold pair's 0-based place in its document, by score descending then code order
+    (the pairs in document, then column order)."""
+    positions = []
+    for d, c in zip(*np.nonzero(truth), strict=True):
+        ahead = (scores[d] > scores[d, c]) | ((scores[d] == scores[d, c]) & (order < order[c]))
+        positions.append(int(ahead.sum()))
+    return positions

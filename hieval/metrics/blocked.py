@@ -402,6 +402,8 @@ class _Level:
     at_least: np.ndarray | None = None
     columns: ColumnCounts | None = None  # macro: each scored pair's column counts
     unscored: np.ndarray | None = None  # per compact column, its UNSCORED cells (second read)
+    outside: np.ndarray | None = None  # the gold pairs with a row but no column
+    outside_bounds: np.ndarray | None = None  # per block, their range in ``outside``
 
     @property
     def scored(self) -> np.ndarray:
@@ -479,6 +481,8 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     for state in levels.values():
         scored = state.scored
         state.bounds = np.searchsorted(state.rows[scored], [*starts, rows_scored])
+        state.outside = np.flatnonzero((state.compact < 0) & (state.rows < rows_scored))
+        state.outside_bounds = np.searchsorted(state.rows[state.outside], [*starts, rows_scored])
         state.values = np.empty(len(scored), dtype=matrix.dtype)
         state.position = np.empty(len(state.rows), dtype=np.int64)
         state.at_least = np.empty(len(scored), dtype=np.int64)
@@ -582,6 +586,8 @@ def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     cell the model left :data:`UNSCORED` follows its document's scored codes, then the
     unscored codes before it in code order (those outside the matrix too), as
     :func:`hieval.metrics.ranking.document_ranks` places an unscored gold pair."""
+    rank = state.order_of[state.full_of]  # each column's rank in code order
+    _locate_outside(state, block, number, start, rank)
     a, b = state.bounds[number], state.bounds[number + 1]
     if a == b:
         return
@@ -590,31 +596,43 @@ def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     state.values[a:b] = v = block[local, own]
     below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
     above = state.width - at_or_below
-    rank = state.order_of[state.full_of]  # each column's rank in code order
     for i in np.flatnonzero((at_or_below - below > 1) & (v != UNSCORED)):  # ties by code
         tied = block[local[i]] == v[i]
         above[i] += np.count_nonzero(tied & (rank < rank[own[i]]))
     missing = np.flatnonzero(v == UNSCORED)
     if len(missing):  # after the scored codes: the unscored codes before it in code order
-        before = _scored_before(block, local[missing], own[missing], rank)
+        before = _scored_before(block, local[missing], rank[own[missing]], rank)
         above[missing] += rank[own[missing]] - before
     state.position[which] = above
     state.at_least[a:b] = state.width - below
 
 
+def _locate_outside(
+    state: _Level, block: np.ndarray, number: int, start: int, rank: np.ndarray
+) -> None:
+    """The places of the block's gold pairs whose code has no column: after their document's
+    scored codes, then its unscored codes before them in code order (a row's UNSCORED cells
+    among those)."""
+    a, b = state.outside_bounds[number], state.outside_bounds[number + 1]
+    if a == b:
+        return
+    which = state.outside[a:b]
+    local, own_rank = state.rows[which] - start, state.order_of[state.full[which]]
+    scored = np.count_nonzero(block[local] != UNSCORED, axis=1)
+    state.position[which] = scored + own_rank - _scored_before(block, local, own_rank, rank)
+
+
 def _scored_before(
-    block: np.ndarray, rows: np.ndarray, cols: np.ndarray, rank: np.ndarray
+    block: np.ndarray, rows: np.ndarray, ranks: np.ndarray, rank: np.ndarray
 ) -> np.ndarray:
-    """For each cell ``(rows[i], cols[i])`` of ``block``: its row's scored (not
-    :data:`UNSCORED`) cells in columns before it in code order (``rank``: each column's rank),
-    from one running count per row involved."""
+    """For each ``(rows[i], ranks[i])``: the row's scored (not :data:`UNSCORED`) cells of
+    ``block`` in columns before rank ``ranks[i]`` in code order (``rank``: each column's
+    rank), from one running count per row involved."""
     by_rank = np.argsort(rank, kind="stable")  # the columns in code order
-    place = np.empty_like(by_rank)
-    place[by_rank] = np.arange(len(by_rank))
     needed, row_of = np.unique(rows, return_inverse=True)
     scored = (block[needed] != UNSCORED)[:, by_rank]
     running = np.cumsum(scored, axis=1, dtype=np.int32)  # scored cells up to each place
-    at = place[cols]
+    at = np.searchsorted(rank[by_rank], ranks, side="left")  # the columns before it
     return np.where(at > 0, running[row_of, np.maximum(at - 1, 0)], 0)
 
 
@@ -644,11 +662,8 @@ def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
         precision[inside] /= state.total
     if len(unscored):
         rows = state.rows[unscored]
-        rank = state.order_of[state.full[unscored]]
-        has_row = rows < state.scored_rows
-        scored_ranks = np.sort(state.order_of[state.full_of])
-        before = np.where(has_row, np.searchsorted(scored_ranks, rank), 0)
-        state.position[unscored] = np.where(has_row, state.width, 0) + rank - before
+        no_row = unscored[rows >= state.scored_rows]  # the others placed by the first read
+        state.position[no_row] = state.order_of[state.full[no_row]]  # after no scored code
         size = np.bincount(state.rows, minlength=n_docs)[rows]
         precision[unscored] = size / state.total  # the last threshold: the whole label space
     empty = BlockedAucs(None, np.full(state.total, np.nan))
