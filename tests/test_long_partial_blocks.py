@@ -221,7 +221,8 @@ def test_unscored_cells_against_scikit_learn_and_a_naive_ranking(seed, block_doc
     documents without a row and two gold codes outside its columns, against independent
     computations over the whole label space with every unscored pair at -1 (below every
     score, all tied): scikit-learn's micro and per-code ROC-AUC, and each gold pair's place
-    in its document sorted by score then code, at the leaves and at a max-pooled level."""
+    in its document sorted by score then code and the precision at its score (MAP's), at the
+    leaves and at a max-pooled level."""
     from sklearn.metrics import roc_auc_score
 
     from hieval.metrics.blocked import blocked_levels
@@ -259,6 +260,9 @@ def test_unscored_cells_against_scikit_learn_and_a_naive_ranking(seed, block_doc
         for d, c, position in zip(doc, label, _naive_positions(scores, truth, order), strict=True):
             found = np.flatnonzero((ranks.doc == d) & (ranks.position == position))
             assert len(found) == 1, (name, d, c, position)
+            at_least = scores[d] >= scores[d, c]  # its threshold (the unscored: every pair)
+            expected = truth[d][at_least].sum() / at_least.sum()
+            assert ranks.precision[found[0]] == pytest.approx(expected, abs=1e-15)
 
 
 def _naive_positions(scores: np.ndarray, truth: np.ndarray, order: np.ndarray) -> list[int]:
