@@ -138,6 +138,7 @@ def _dense_raw(dense: DenseScores, docs: Sequence[str], labels: Sequence[str]) -
     source_cols, target_cols = (np.array(v, dtype=np.int64) for v in zip(*cols, strict=True))
     for start in range(0, len(source_rows), 1024):
         block = np.asarray(matrix[source_rows[start : start + 1024]])[:, source_cols]
+        block = np.where(block == -np.inf, 0.0, block)  # unscored: 0, as the long scores fill
         raw[target_rows[start : start + 1024, None], target_cols] = block
     return raw
 

@@ -17,6 +17,11 @@ BLOCK_DOCS = 1024
 #: same rows); :data:`BLOCK_DOCS` otherwise. Here, in a module without numba, so that the
 #: pre-read plans (:func:`hieval.resources.input_shape`) read it without loading the kernels.
 BLOCK_DOCS_VARIABLE = "HIEVAL_DENSE_BLOCK_DOCS"
+#: The cell of a matrix pivoted from a long file that scores most pairs but not all
+#: (:mod:`hieval.inputs.dense_long`) where the file has no score: below every score, as the
+#: long path ranks an unscored pair; never decided. A matrix read as given never holds it
+#: (its non-finite cells are refused).
+UNSCORED = -np.inf
 
 
 class NonFiniteCell(ValueError):
@@ -28,10 +33,14 @@ class NonFiniteCell(ValueError):
         self.row, self.col, self.value = row, col, value
 
 
-def check_finite(block: np.ndarray, start: int) -> None:
-    """Refuse the block's first non-finite cell (``start``: the block's first row)."""
-    if not np.isfinite(block).all():
-        row, col = (int(i) for i in np.argwhere(~np.isfinite(block))[0])
+def check_finite(block: np.ndarray, start: int, *, unscored: bool = False) -> None:
+    """Refuse the block's first non-finite cell (``start``: the block's first row); with
+    ``unscored``, :data:`UNSCORED` cells are taken."""
+    finite = np.isfinite(block)
+    if unscored:
+        finite |= block == UNSCORED
+    if not finite.all():
+        row, col = (int(i) for i in np.argwhere(~finite)[0])
         raise NonFiniteCell(start + row, col, float(block[row, col]))
 
 
@@ -54,12 +63,16 @@ def decided_pairs(
     top_k: int | None = None,
     code_order: np.ndarray | None = None,
     block_docs: int = BLOCK_DOCS,
+    unscored: bool = False,
 ) -> Decided:
     """What normalisation's selection keeps of a dense matrix (``_select_by_score`` in
     :mod:`hieval.inputs.normalize`), a block of documents at a time: cells scoring at least
     their column's threshold (``code_thresholds[column]``, NaN for "the global one") or
     ``threshold``, and of those each row's ``top_k`` highest, ties by code
     (``code_order[column]``: the column's rank in code order; identity when None).
+
+    With ``unscored``, the :data:`UNSCORED` cells are not scored pairs: never decided, nor
+    counted below the threshold or outside the top k (the long path has no row for them).
 
     The count engine then receives these pairs, never the matrix's every cell.
     """
@@ -77,9 +90,10 @@ def decided_pairs(
     below = outside = 0
     for start in range(0, n_docs, block_docs):
         block = np.asarray(matrix[start : start + block_docs])
-        check_finite(block, start)
-        kept = np.ones(block.shape, dtype=bool) if limit is None else block >= limit
-        below += int(kept.size - np.count_nonzero(kept))
+        check_finite(block, start, unscored=unscored)
+        scored = block != UNSCORED if unscored else np.ones(block.shape, dtype=bool)
+        kept = scored if limit is None else scored & (block >= limit)
+        below += int(np.count_nonzero(scored) - np.count_nonzero(kept))
         if top_k is not None:
             top = _top_k(block, kept, top_k, by_code)
             outside += int(np.count_nonzero(kept) - np.count_nonzero(top))

@@ -11,9 +11,16 @@ wide table (:mod:`hieval.inputs.dense_wide`). A float32 score column is widened 
 DuckDB's ``TRY_CAST(score AS DOUBLE)`` reads it on the long path (a wide table's cells go
 through text there instead).
 
+A file that scores many pairs but not all (at least :data:`MIN_SCORED_SHARE` of its documents
+x codes: a model writing scores above 1e-4, or its top codes a document) is pivoted too, its
+unscored cells ``-inf`` (:data:`hieval.inputs.dense_decisions.UNSCORED`): every blocked reader
+treats such a cell as the long path treats an unscored pair (below every scored pair, tied
+with the other unscored ones; after the scored codes in code order; a 0 for the micro
+calibration, left out of the scored one; never decided). A sparser file goes the long way: its
+matrix would be mostly cells of nothing, and its long rows are as quick.
+
 Anything else returns None and goes the long way, which has every message: other columns or
-types, a null, a padded or empty value, a missing or repeated pair (a file that scores most
-codes but not all is not a matrix: its unscored pairs rank below every scored one).
+types, a null or non-finite score, a padded or empty value, a repeated pair.
 
 A CSV or TSV file is first copied by DuckDB into a Parquet file of the same rows, read as the
 long path reads it (:func:`hieval.inputs.formats.long.read_csv`: text columns from the header,
@@ -36,6 +43,7 @@ import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
 from hieval.errors import InputError
+from hieval.inputs.dense_decisions import UNSCORED
 from hieval.inputs.formats import dense, long
 from hieval.paths import duckdb_path
 
@@ -47,6 +55,12 @@ BATCH_ROWS = 1 << 20
 #: about 16 documents, or 6 codes of every document), and a sparse file is told in a few
 #: milliseconds (a million rows: 0.13 s).
 TEXT_CHECK_ROWS = 1 << 17
+#: The least share of documents x codes a long file must score to be pivoted into a matrix
+#: (its other cells unscored). Measured at 2,000 x 7,900 (benchmarks/RESULTS.md): at 15 % both
+#: ways take the same time and memory, at 30 % the blocks are ahead (10.4 s, 1.4 GB against
+#: 11.7 s, 1.7 GB), at 80 % far ahead (10.3 s, 1.5 GB against 23.5 s, 2.8 GB); the long
+#: path's memory grows with the rows (about 100 bytes each), the blocks' does not.
+MIN_SCORED_SHARE = 0.25
 
 
 class _NotTaken(Exception):
@@ -102,7 +116,7 @@ def _text_as_parquet(path: Path, separator: str, copy: Path, config: dict) -> bo
             "SELECT count(*), count(DISTINCT doc_id), count(DISTINCT code) "
             f"FROM (SELECT doc_id, code FROM long_rows LIMIT {TEXT_CHECK_ROWS})"
         ).fetchone()
-        if n < docs * codes // 2:
+        if n < MIN_SCORED_SHARE * docs * codes:
             return False  # the usual sparse file, told from its first rows alone
         con.execute(
             "COPY (SELECT doc_id, code, TRY_CAST(score AS DOUBLE) AS score FROM long_rows) "
@@ -120,14 +134,17 @@ def _parquet_matrix(path: Path, *, out: Path, source: Path) -> dense.ScoreMatrix
         parquet = pq.ParquetFile(path)
         _check_schema(parquet.schema_arrow)
         docs, codes = _values(parquet)
-        if parquet.metadata.num_rows != len(docs) * len(codes):
-            raise _NotTaken  # not every pair once (or repeats): not a matrix
-        _pivot(parquet, out, docs=docs, codes=codes)
+        rows, cells = parquet.metadata.num_rows, len(docs) * len(codes)
+        if rows > cells or rows < MIN_SCORED_SHARE * cells:
+            raise _NotTaken  # repeats, or too few pairs scored for a matrix
+        _pivot(parquet, out, docs=docs, codes=codes, partial=rows < cells)
     except (_NotTaken, OSError, pa.ArrowException, ValueError):
         out.unlink(missing_ok=True)
         return None
     matrix = np.load(out, mmap_mode="r", allow_pickle=False)
-    return dense.ScoreMatrix(matrix, docs, codes, list(range(1, len(codes) + 1)), source)
+    return dense.ScoreMatrix(
+        matrix, docs, codes, list(range(1, len(codes) + 1)), source, unscored=cells - rows
+    )
 
 
 def _check_schema(schema: pa.Schema) -> None:
@@ -160,7 +177,7 @@ def _values(parquet: pq.ParquetFile) -> tuple[list[str], list[str]]:
             raise _NotTaken
         new_docs = _text(batch.column(0)).unique().to_pylist()
         new_codes = _text(batch.column(1)).unique().to_pylist()
-        if number == 0 and batch.num_rows < len(new_docs) * len(new_codes) // 2:
+        if number == 0 and batch.num_rows < MIN_SCORED_SHARE * len(new_docs) * len(new_codes):
             raise _NotTaken  # the usual sparse file, told from its first batch alone
         docs.update(dict.fromkeys(new_docs))
         codes.update(dict.fromkeys(new_codes))
@@ -176,24 +193,27 @@ def _text(column: pa.Array) -> pa.Array:
     return pc.cast(column, pa.string())
 
 
-def _pivot(parquet: pq.ParquetFile, out: Path, *, docs, codes) -> None:
-    """Write each row's score at its (document, code) cell; a pair given twice is refused
-    (then, the rows being N x M, some pair is missing too)."""
+def _pivot(parquet: pq.ParquetFile, out: Path, *, docs, codes, partial: bool) -> None:
+    """Write each row's score at its (document, code) cell, the cells no row scores
+    :data:`~hieval.inputs.dense_decisions.UNSCORED`; a pair given twice, or a score that is not
+    finite (the long path names it), is refused."""
     doc_set, code_set = pa.array(docs, pa.string()), pa.array(codes, pa.string())
     seen = np.zeros((len(docs), len(codes)), dtype=bool)
     with atomic_path(out) as tmp:
         copy = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float64, shape=seen.shape)
+        if partial:
+            copy[:] = UNSCORED  # every cell unscored until a row scores it
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=list(COLUMNS)):
             if batch.column(2).null_count:
                 raise _NotTaken
             rows = pc.index_in(_text(batch.column(0)), value_set=doc_set).to_numpy()
             cols = pc.index_in(_text(batch.column(1)), value_set=code_set).to_numpy()
             scores = batch.column(2).to_numpy(zero_copy_only=False)  # float32: widened exactly
-            if seen[rows, cols].any():
+            if not np.isfinite(scores).all() or seen[rows, cols].any():
                 raise _NotTaken
             seen[rows, cols] = True
             copy[rows, cols] = scores
-        if not seen.all():
-            raise _NotTaken
+        if np.count_nonzero(seen) != parquet.metadata.num_rows:
+            raise _NotTaken  # a pair repeated within a batch
         copy.flush()
         del copy

@@ -32,7 +32,13 @@ import pyarrow as pa
 from hieval.errors import InputError, preview_value
 from hieval.inputs import dense_long, dense_scores, dense_wide
 from hieval.inputs.counted import INVALID, UNKNOWN
-from hieval.inputs.dense_decisions import Decided, NonFiniteCell, decided_pairs
+from hieval.inputs.dense_decisions import (
+    BLOCK_DOCS,
+    UNSCORED,
+    Decided,
+    NonFiniteCell,
+    decided_pairs,
+)
 from hieval.inputs.dense_scores import DenseScores, write_reference
 from hieval.inputs.detect import LabelFile
 from hieval.inputs.formats import FORMATS, Extras, dense
@@ -108,7 +114,7 @@ def _normalize_blocked(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix
     column_codes = [canonical[c] for c in scores.codes]
     decided = _decide(file, job, scores, column_codes)
     src = steps._Source(con, file, file.format, ["doc_id", "code", "score"], True, False)
-    _register_decided(con, scores, decided)
+    _register_decided(con, scores, decided, own_rows=file.format != "long")
     empty = steps._read_labels(src, record, is_gold=False)
     steps._apply_mapping(con, mapping, has_type=False)
     check_cell_repeats(
@@ -127,7 +133,7 @@ def _normalize_blocked(file: LabelFile, job: LabelJob, scores: dense.ScoreMatrix
     n_docs, width = scores.matrix.shape
     record.rows = n_docs * width + n_docs  # every cell and each document's own row
     if file.format == "long":
-        record.rows = n_docs * width  # a row per cell, none of its own
+        record.rows = n_docs * width - scores.unscored  # a row per scored cell, none of its own
     record.below_threshold, record.outside_top_k = decided.below_threshold, decided.outside_top_k
     reference = _reference(file, job, scores, column_codes, record)
     record.scored_pairs = reference.scored_pairs
@@ -190,7 +196,7 @@ def _decide(
     try:
         return decided_pairs(
             scores.matrix, threshold=threshold, code_thresholds=per_code, top_k=options.top_k,
-            code_order=code_order,
+            code_order=code_order, unscored=scores.unscored > 0,
         )  # fmt: skip
     except NonFiniteCell as cell:
         raise InputError(
@@ -202,16 +208,20 @@ def _decide(
         ) from None
 
 
-def _register_decided(con, scores: dense.ScoreMatrix, decided: Decided) -> None:
-    """``src``: the decided cells (``doc_id, code, score``, as listed) and each document's
-    own row (a document without a decided code still counts)."""
+def _register_decided(con, scores: dense.ScoreMatrix, decided: Decided, *, own_rows: bool) -> None:
+    """``src``: the decided cells (``doc_id, code, score``, as listed) and, with ``own_rows``,
+    each document's own row (a document without a decided code still counts). A long file
+    has no such row: there, as on the long path, a document none of whose scores is decided
+    is not one of the predictions' documents."""
     docs = np.array(scores.docs, dtype=object)
     codes = np.array(scores.codes, dtype=object)
     values = np.asarray(scores.matrix[decided.rows, decided.cols], dtype=np.float64)
-    n_docs = len(scores.docs)
+    n_docs = len(scores.docs) if own_rows else 0
     cells = pa.table(
         {
-            "doc_id": pa.array([*docs[decided.rows].tolist(), *scores.docs], type=pa.string()),
+            "doc_id": pa.array(
+                [*docs[decided.rows].tolist(), *scores.docs[:n_docs]], type=pa.string()
+            ),
             "code": pa.array([*codes[decided.cols].tolist(), *([None] * n_docs)], type=pa.string()),
             "score": pa.array(
                 np.concatenate([values, np.full(n_docs, np.nan)]),
@@ -248,6 +258,19 @@ def _reference(
     if _copied(file):  # the copy of its scores beside the reference
         path = Path(scores.matrix.filename)
         path, sha256 = Path(path.name), dense_scores._sha256(path)
+    unscored = _kept_unscored(scores, docs, codes) if scores.unscored else 0
     return DenseScores(
-        path=str(path), sha256=sha256, docs=docs, codes=codes, counted=counted
+        path=str(path), sha256=sha256, docs=docs, codes=codes, counted=counted, unscored=unscored
     )  # fmt: skip
+
+
+def _kept_unscored(scores: dense.ScoreMatrix, docs: list, codes: list) -> int:
+    """The unscored cells (``-inf``) of the kept rows and columns, a block of rows at a time:
+    the reference's scored pairs are its kept cells less these."""
+    rows = np.flatnonzero([d is not None for d in docs])
+    cols = np.flatnonzero([c is not None for c in codes])
+    found = 0
+    for start in range(0, len(rows), BLOCK_DOCS):
+        block = np.asarray(scores.matrix[rows[start : start + BLOCK_DOCS]])[:, cols]
+        found += int(np.count_nonzero(block == UNSCORED))
+    return found

@@ -41,7 +41,9 @@ class DenseScores:
     whose ``key`` array holds the matrix) with ``sha256``; ``docs[i]`` is row i's document and
     ``codes[j]`` column j's canonical code (None: dropped by normalisation's policies);
     ``counted`` the scored codes ranking must not place (code -> status, as
-    :mod:`hieval.inputs.counted` marks them in a long scores file)."""
+    :mod:`hieval.inputs.counted` marks them in a long scores file); ``unscored`` the kept
+    cells without a score (``-inf``: a long file that scores most pairs but not all,
+    :mod:`hieval.inputs.dense_long`)."""
 
     path: str
     sha256: str
@@ -49,15 +51,20 @@ class DenseScores:
     codes: list[str | None]
     counted: dict[str, str] = field(default_factory=dict)
     key: str | None = None
+    unscored: int = 0
 
     @property
     def scored_pairs(self) -> int:
-        """The (document, code) pairs kept for ranking: kept rows x kept columns."""
+        """The (document, code) pairs kept for ranking: kept rows x kept columns, less the
+        unscored cells."""
         rows = sum(d is not None for d in self.docs)
-        return rows * sum(c is not None for c in self.codes)
+        return rows * sum(c is not None for c in self.codes) - self.unscored
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__, sort_keys=True)
+        fields = dict(self.__dict__)
+        if not fields["unscored"]:
+            del fields["unscored"]  # a full matrix's reference as before
+        return json.dumps(fields, sort_keys=True)
 
     def matrix(self) -> np.ndarray:
         """The matrix, memory mapped (``.npy``), after checking it is the file normalisation
@@ -121,7 +128,8 @@ def read_scores(path: str | Path) -> pl.DataFrame:
 
 
 def long_frame(scores: DenseScores) -> pl.DataFrame:
-    """The kept cells of a dense reference as long rows (scores as float64)."""
+    """The kept cells of a dense reference as long rows (scores as float64), its unscored
+    cells left out (the long path has no row for them)."""
     matrix = scores.matrix()
     rows = np.flatnonzero([d is not None for d in scores.docs])
     cols = np.flatnonzero([c is not None for c in scores.codes])
@@ -135,6 +143,8 @@ def long_frame(scores: DenseScores) -> pl.DataFrame:
             "score": cells.ravel(),
         }
     )
+    if scores.unscored:
+        frame = frame.filter(pl.col("score") != -np.inf)
     return frame.sort("doc_id", "code")
 
 

@@ -20,7 +20,10 @@ pair; time: one sort of each block's cells per use and a binary search per gold 
 
 Used by :mod:`hieval.metrics.blocked_rows` for a dense model's rows (and the conventions'
 AUCs): the matrix's rows are documents (any order: the means over documents are exact sums),
-its columns labels of the label space, every cell finite (normalisation refused the others);
+its columns labels of the label space, every cell finite (normalisation refused the others)
+or :data:`~hieval.inputs.dense_decisions.UNSCORED` (``-inf``: a long file's pair it does not
+score, which :func:`blocked_levels` ranks as the long path ranks an unscored pair: tied with
+the other unscored pairs below every scored one, after the scored codes in code order);
 :func:`blocked_levels` also takes the gold's other codes and documents as unscored pairs, the
 one-level functions only pairs inside the matrix. The levels are pooled by
 :mod:`hieval.metrics.max_pool` and the macro counts merged by
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hieval.engine.groups import default_threads
-from hieval.inputs.dense_decisions import BLOCK_DOCS, Decided, decided_pairs
+from hieval.inputs.dense_decisions import BLOCK_DOCS, UNSCORED, Decided, decided_pairs
 from hieval.metrics.arithmetic import exact_mean
 from hieval.metrics.column_counts import ColumnCounts
 from hieval.metrics.count_measures import F1
@@ -398,6 +401,9 @@ class _Level:
     position: np.ndarray | None = None
     at_least: np.ndarray | None = None
     columns: ColumnCounts | None = None  # macro: each scored pair's column counts
+    unscored: np.ndarray | None = None  # per compact column, its UNSCORED cells (second read)
+    outside: np.ndarray | None = None  # the gold pairs with a row but no column
+    outside_bounds: np.ndarray | None = None  # per block, their range in ``outside``
 
     @property
     def scored(self) -> np.ndarray:
@@ -475,6 +481,8 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     for state in levels.values():
         scored = state.scored
         state.bounds = np.searchsorted(state.rows[scored], [*starts, rows_scored])
+        state.outside = np.flatnonzero((state.compact < 0) & (state.rows < rows_scored))
+        state.outside_bounds = np.searchsorted(state.rows[state.outside], [*starts, rows_scored])
         state.values = np.empty(len(scored), dtype=matrix.dtype)
         state.position = np.empty(len(state.rows), dtype=np.int64)
         state.at_least = np.empty(len(scored), dtype=np.int64)
@@ -485,6 +493,7 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
         state.micro_sorted = np.sort(state.values)
         state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
         state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
+        state.unscored = np.zeros(state.width, dtype=np.int64)
     visit = second_read(levels) if second_read is not None else None
     second = aucs or visit is not None
     blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
@@ -561,7 +570,7 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: CompiledPooling | No
     """Each block of documents, with its pooled block at every level."""
     for number, start in enumerate(starts):
         block = np.asarray(matrix[start : start + block_docs])
-        if not np.all(np.isfinite(block)):
+        if not np.all(block < np.inf):  # NaN or +inf; an UNSCORED cell (-inf) is taken
             raise ValueError("scores must be finite")
         by_level = {"leaf": block}
         if pooling is not None:
@@ -573,7 +582,12 @@ def _level_blocks(matrix, starts, block_docs: int, pooling: CompiledPooling | No
 
 def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     """First read: the block's scored gold pairs' scores and places in their documents (the
-    scored codes before them; tied ones count when they come first in code order)."""
+    scored codes before them; tied ones count when they come first in code order). A gold
+    cell the model left :data:`UNSCORED` follows its document's scored codes, then the
+    unscored codes before it in code order (those outside the matrix too), as
+    :func:`hieval.metrics.ranking.document_ranks` places an unscored gold pair."""
+    rank = state.order_of[state.full_of]  # each column's rank in code order
+    _locate_outside(state, block, number, start, rank)
     a, b = state.bounds[number], state.bounds[number + 1]
     if a == b:
         return
@@ -582,12 +596,44 @@ def _locate(state: _Level, block: np.ndarray, number: int, start: int) -> None:
     state.values[a:b] = v = block[local, own]
     below, at_or_below = _sorted_counts(np.sort(block, axis=1), local, v)
     above = state.width - at_or_below
-    rank = state.order_of[state.full_of]  # each column's rank in code order
-    for i in np.flatnonzero(at_or_below - below > 1):  # ties are ordered by code
+    for i in np.flatnonzero((at_or_below - below > 1) & (v != UNSCORED)):  # ties by code
         tied = block[local[i]] == v[i]
         above[i] += np.count_nonzero(tied & (rank < rank[own[i]]))
+    missing = np.flatnonzero(v == UNSCORED)
+    if len(missing):  # after the scored codes: the unscored codes before it in code order
+        before = _scored_before(block, local[missing], rank[own[missing]], rank)
+        above[missing] += rank[own[missing]] - before
     state.position[which] = above
     state.at_least[a:b] = state.width - below
+
+
+def _locate_outside(
+    state: _Level, block: np.ndarray, number: int, start: int, rank: np.ndarray
+) -> None:
+    """The places of the block's gold pairs whose code has no column: after their document's
+    scored codes, then its unscored codes before them in code order (a row's UNSCORED cells
+    among those)."""
+    a, b = state.outside_bounds[number], state.outside_bounds[number + 1]
+    if a == b:
+        return
+    which = state.outside[a:b]
+    local, own_rank = state.rows[which] - start, state.order_of[state.full[which]]
+    scored = np.count_nonzero(block[local] != UNSCORED, axis=1)
+    state.position[which] = scored + own_rank - _scored_before(block, local, own_rank, rank)
+
+
+def _scored_before(
+    block: np.ndarray, rows: np.ndarray, ranks: np.ndarray, rank: np.ndarray
+) -> np.ndarray:
+    """For each ``(rows[i], ranks[i])``: the row's scored (not :data:`UNSCORED`) cells of
+    ``block`` in columns before rank ``ranks[i]`` in code order (``rank``: each column's
+    rank), from one running count per row involved."""
+    by_rank = np.argsort(rank, kind="stable")  # the columns in code order
+    needed, row_of = np.unique(rows, return_inverse=True)
+    scored = (block[needed] != UNSCORED)[:, by_rank]
+    running = np.cumsum(scored, axis=1, dtype=np.int32)  # scored cells up to each place
+    at = np.searchsorted(rank[by_rank], ranks, side="left")  # the columns before it
+    return np.where(at > 0, running[row_of, np.maximum(at - 1, 0)], 0)
 
 
 def _count(state: _Level, block: np.ndarray) -> None:
@@ -598,6 +644,8 @@ def _count(state: _Level, block: np.ndarray) -> None:
     micro_below += np.searchsorted(flat, state.micro_sorted, side="left")
     micro_at += np.searchsorted(flat, state.micro_sorted, side="right")
     state.columns.add(block)
+    if flat.size and flat[0] == UNSCORED:
+        state.unscored += np.count_nonzero(block == UNSCORED, axis=0)
 
 
 def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
@@ -608,13 +656,14 @@ def _results(state: _Level, n_docs: int) -> tuple[BlockedAucs, DocumentRanks]:
     aucs = _aucs(state, n_docs) if state.counts is not None else None
     precision = np.empty(len(state.rows), dtype=np.float64)
     precision[scored] = _gold_at_least(state.rows[scored], state.values) / state.at_least
+    inside = scored[state.values == UNSCORED]  # gold cells the model left unscored
+    if len(inside):  # the last threshold: the whole label space
+        precision[inside] = np.bincount(state.rows, minlength=n_docs)[state.rows[inside]]
+        precision[inside] /= state.total
     if len(unscored):
         rows = state.rows[unscored]
-        rank = state.order_of[state.full[unscored]]
-        has_row = rows < state.scored_rows
-        scored_ranks = np.sort(state.order_of[state.full_of])
-        before = np.where(has_row, np.searchsorted(scored_ranks, rank), 0)
-        state.position[unscored] = np.where(has_row, state.width, 0) + rank - before
+        no_row = unscored[rows >= state.scored_rows]  # the others placed by the first read
+        state.position[no_row] = state.order_of[state.full[no_row]]  # after no scored code
         size = np.bincount(state.rows, minlength=n_docs)[rows]
         precision[unscored] = size / state.total  # the last threshold: the whole label space
     empty = BlockedAucs(None, np.full(state.total, np.nan))
@@ -628,20 +677,30 @@ def _aucs(state: _Level, n_docs: int) -> BlockedAucs:
     scored = state.scored
     unscored = np.flatnonzero(state.compact < 0)
     cells = n_docs * state.total
-    bottom = cells - state.scored_rows * state.width  # unscored cells, tied at the bottom
+    bottom = cells - state.scored_rows * state.width  # unscored cells outside the matrix
+    # The matrix's UNSCORED cells are in its blocks' counts already (tied at the bottom); a
+    # gold cell among them ties with the cells outside, which the others lie above.
+    inside = state.values == UNSCORED
+    inside_total = int(state.unscored.sum())
     positives = len(state.rows)
     micro = None
     if 0 < positives < cells:
         doubled = int(micro_below.sum(dtype=np.int64) + micro_at.sum(dtype=np.int64))
-        doubled += len(scored) * (2 * bottom + 1) + len(unscored) * (bottom + 1)
+        doubled += len(scored) * (2 * bottom + 1) - int(inside.sum()) * bottom
+        doubled += len(unscored) * (bottom + inside_total + 1)
         micro = _auc(doubled, positives, cells - positives)
     support = np.bincount(state.full, minlength=state.total)
     column_rows = np.zeros(state.total, dtype=np.int64)
     column_rows[state.full_of] = state.scored_rows
-    per_bottom = n_docs - column_rows  # each label's unscored documents
+    per_bottom = n_docs - column_rows  # each label's documents outside the matrix
+    per_inside = np.zeros(state.total, dtype=np.int64)
+    per_inside[state.full_of] = state.unscored  # each label's UNSCORED cells
     doubled_per = _integer_sums(state.full[scored], col_below + col_at, state.total)
     doubled_per += np.bincount(state.full[scored], minlength=state.total) * (2 * per_bottom + 1)
-    doubled_per += np.bincount(state.full[unscored], minlength=state.total) * (per_bottom + 1)
+    doubled_per -= np.bincount(state.full[scored][inside], minlength=state.total) * per_bottom
+    doubled_per += np.bincount(state.full[unscored], minlength=state.total) * (
+        per_bottom + per_inside + 1
+    )
     per_label = np.full(state.total, np.nan)
     for c in np.flatnonzero((support > 0) & (support < n_docs)):
         per_label[c] = _auc(int(doubled_per[c]), int(support[c]), n_docs - int(support[c]))

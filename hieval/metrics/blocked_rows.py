@@ -65,6 +65,12 @@ class DenseModel:
         rows = [i for i, d in enumerate(scores.docs) if d is not None and d in in_gold]
         rows.sort(key=lambda i: scores.docs[i])
         cols = [j for j, c in enumerate(scores.codes) if c is not None]
+        self.unscored = 0  # the view's unscored cells (-inf: a long file scoring most pairs)
+        if scores.unscored:  # a column unscored on every kept row is no label, as on the long
+            # path, whose scores of documents outside the gold are dropped with their codes
+            scored = _scored_cells(RowView(matrix, np.array(rows, dtype=np.int64), cols))
+            cols = [j for j, n in zip(cols, scored, strict=True) if n]
+            self.unscored = len(rows) * len(cols) - int(scored.sum())
         with_row = {scores.docs[i] for i in rows}
         docs = [scores.docs[i] for i in rows] + [d for d in gold_docs if d not in with_row]
         column_codes = [scores.codes[j] for j in cols]
@@ -88,7 +94,7 @@ class DenseModel:
 
     @property
     def scored(self) -> int:
-        return self.view.size
+        return self.view.size - self.unscored
 
     def node_of(self, ancestors: pl.DataFrame, level: str) -> tuple[np.ndarray, int]:
         """Each label's node at ``level`` (nodes numbered in name order, -1 for none), as
@@ -101,6 +107,15 @@ class DenseModel:
         index = {n: i for i, n in enumerate(nodes.to_list())}
         node_of = np.array([index.get(a, -1) for a in mapped.to_list()], dtype=np.int64)
         return node_of, int((node_of < 0).sum())
+
+
+def _scored_cells(view: RowView) -> np.ndarray:
+    """Per column of ``view``, its cells that are not ``-inf``, a block of rows at a time."""
+    size = block_docs()
+    scored = np.zeros(view.shape[1], dtype=np.int64)
+    for start in range(0, view.shape[0], size):
+        scored += np.count_nonzero(view[start : start + size] != -np.inf, axis=0)
+    return scored
 
 
 def dense_score_rows(
@@ -165,7 +180,7 @@ def dense_rows_and_units(  # noqa: PLR0913 (dense_score_rows's options, the boot
             notes.setdefault("codes_without_node", {})[level] = left_out
     size = block_docs()
     replicates = None
-    if weights is not None and _above_cap(dense, node_of):
+    if weights is not None and not dense.unscored and _above_cap(dense, node_of):
         replicates = _replicates(dense, weights)
     results = _levels(dense, node_of, size, second_read=replicates, threads=threads)
     rows: list[tuple[str, str, str, str, float]] = []
@@ -222,6 +237,8 @@ def calibration_sums(
     brier = np.zeros(n_docs)
     score_sum = np.zeros((n_docs, bins))
     true_sum = np.zeros((n_docs, bins))
+    scored = np.zeros(n_docs)  # each document's scored cells
+    inside_missed = np.zeros(n_docs)  # its unscored gold cells inside the matrix
     places = column_at[cols]  # each gold cell's place in code order
     order = np.lexsort((places, rows))
     rows, places = rows[order], places[order]
@@ -232,18 +249,20 @@ def calibration_sums(
         n = block.shape[0]
         inside_range = block_sums(
             block, by_code, rows[a:b] - start, places[a:b], bins, brier[start : start + n],
-            score_sum[start : start + n], true_sum[start : start + n],
+            score_sum[start : start + n], true_sum[start : start + n], scored[start : start + n],
+            inside_missed[start : start + n],
         )  # fmt: skip
         if not inside_range:
             return None
+    missed += inside_missed
     scored_true = true_sum.copy()
     true_sum[:, 0] += missed  # gold pairs the model did not score: score 0, truth 1
     out = {"brier": brier + missed, "pairs": np.full(n_docs, float(len(dense.labels)))}
     for b in range(bins):
         out[f"score|{b}"] = score_sum[:, b]
         out[f"true|{b}"] = true_sum[:, b]
-    out["scored|brier"] = brier  # the scored cells alone: every cell of a row is scored
-    out["scored|pairs"] = np.where(np.arange(n_docs) < scored_rows, float(width), 0.0)
+    out["scored|brier"] = brier  # the scored cells alone
+    out["scored|pairs"] = scored
     for b in range(bins):
         out[f"scored|true|{b}"] = scored_true[:, b]
     return out
@@ -295,8 +314,8 @@ def dense_ranking_units(  # noqa: PLR0913 (ranking_units' options and the thread
     if not _sorted_docs(dense).equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
     node_of = {level: dense.node_of(ancestors, level)[0] for level in levels}
-    if not _above_cap(dense, node_of):
-        return None
+    if dense.unscored or not _above_cap(dense, node_of):
+        return None  # unscored cells: the long table's units (its AUC replicates)
     size = block_docs()
     replicates = _replicates(dense, weights)  # drawn here, above the cap, and only here
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read

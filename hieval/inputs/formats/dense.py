@@ -147,13 +147,16 @@ def _lists(
 @dataclass(frozen=True)
 class ScoreMatrix:
     """A floating ``.npy`` of scores, memory mapped, with its lists (checked against its
-    shape): what normalisation decides block by block (:mod:`hieval.inputs.dense_decisions`)."""
+    shape): what normalisation decides block by block (:mod:`hieval.inputs.dense_decisions`).
+    ``unscored``: its cells without a score (``-inf``, a long file's pairs it does not score;
+    :mod:`hieval.inputs.dense_long`)."""
 
     matrix: np.ndarray
     docs: list[str]
     codes: list[str]
     code_lines: list[int]
     code_list: Path
+    unscored: int = 0
 
 
 def score_matrix(path: Path, name: str, extras) -> ScoreMatrix | None:
