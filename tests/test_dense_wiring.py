@@ -94,6 +94,21 @@ def _same_bits(ours: pl.DataFrame, theirs: pl.DataFrame, where: str) -> None:
             assert a.equals(b), (where, column)
 
 
+def _same_when_both_ran(folder, results, *, reference: bool | None = None) -> None:
+    """Where the long path's run and the blocks' run (``results``: exit code and error lines
+    of each) both succeeded, the same record and every output bit for bit; ``reference``:
+    whether the blocks' run must have kept the scores as a matrix reference (None: either)."""
+    if results[0][0] != 0:
+        return
+    long, blocked = _outputs(folder / "long"), _outputs(folder / "blocked")
+    if reference is not None:
+        kept = read_reference(folder / "blocked/work/inputs/scores/m.parquet")
+        assert (kept is not None) == reference
+    assert blocked.pop("record") == long.pop("record")
+    for name, frame in long.items():
+        _same_bits(blocked[name], frame, name)
+
+
 @pytest.mark.parametrize("extra", [(), ("--top-k", "3"), ("--threshold", "0.45", "--top-k", "5")])
 def test_blocked_outputs_equal_the_long_paths_bit_for_bit(
     tmp_path, monkeypatch, icd9_leaves, extra

@@ -16,7 +16,7 @@ from hieval.inputs import dense_long
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_dense_wiring import _outputs, _same_bits, _unknown_code
+from tests.test_dense_wiring import _outputs, _same_bits, _same_when_both_ran, _unknown_code
 
 N_DOCS, N_CODES = 47, 23
 
@@ -133,11 +133,7 @@ def test_files_that_are_not_a_matrix_go_the_long_way(
         assert matrix is None and not (tmp_path / "copy.npy").exists()
     results = _both_ways(monkeypatch, capsys, tmp_path, path)
     assert results[0] == results[1]
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results)
 
 
 @pytest.mark.parametrize(
@@ -167,9 +163,4 @@ def test_odd_codes_as_on_the_long_path(tmp_path, monkeypatch, capsys, icd9, icd9
     results = _both_ways(monkeypatch, capsys, tmp_path, path, *flags)
     assert results[0] == results[1]
     assert (results[0][0] != 0) == (flags == ())
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert read_reference(tmp_path / "blocked/work/inputs/scores/m.parquet") is not None
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results, reference=True)

@@ -13,7 +13,7 @@ import pytest
 from hieval.inputs import dense_long
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_dense_wiring import _outputs, _same_bits
+from tests.test_dense_wiring import _same_when_both_ran
 from tests.test_long_blocks import (
     _both_ways,
     _compare,
@@ -109,11 +109,7 @@ def test_text_files_that_are_not_a_matrix_go_the_long_way(
     assert results[0] == results[1]
     if oddity in ("bad score", "nan score"):
         assert results[0][0] != 0 and "line" in results[0][1][-1]  # the long path names it
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results)
     _no_copy_left(tmp_path)
 
 

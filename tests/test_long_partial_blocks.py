@@ -19,7 +19,7 @@ import pytest
 from hieval.inputs import dense_long
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_dense_wiring import _outputs, _same_bits, _unknown_code
+from tests.test_dense_wiring import _same_when_both_ran, _unknown_code
 from tests.test_long_blocks import _both_ways, _compare, _files
 
 SHARES = (0.7, 0.8, 0.95)
@@ -138,11 +138,7 @@ def test_partial_files_the_blocks_refuse_go_the_long_way(
     results = _both_ways(monkeypatch, capsys, tmp_path, path)
     assert results[0] == results[1]
     assert (results[0][0] != 0) == oddity.endswith("score")  # a repeat keeps its highest
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results)
 
 
 @pytest.mark.parametrize(
@@ -173,12 +169,7 @@ def test_odd_codes_in_a_partial_file_as_on_the_long_path(
     results = _both_ways(monkeypatch, capsys, tmp_path, path, *flags)
     assert results[0] == results[1]
     assert (results[0][0] != 0) == (flags == ())
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert read_reference(tmp_path / "blocked/work/inputs/scores/m.parquet") is not None
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results, reference=True)
 
 
 def test_a_document_without_a_decision_is_no_prediction_document(

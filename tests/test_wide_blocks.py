@@ -19,7 +19,7 @@ from hieval import cli
 from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
 from hieval.inputs.dense_scores import read_reference
 from hieval.metrics.blocked_rows import BLOCK_DOCS_VARIABLE
-from tests.test_dense_wiring import _outputs, _same_bits
+from tests.test_dense_wiring import _outputs, _same_bits, _same_when_both_ran
 
 N_DOCS, N_CODES = 53, 29
 
@@ -236,9 +236,4 @@ def test_odd_score_columns_as_on_the_long_path(
         results.append((code, errors))
     assert results[0] == results[1]
     assert (results[0][0] != 0) == (flags == ())
-    if results[0][0] == 0:
-        long, blocked = _outputs(tmp_path / "long"), _outputs(tmp_path / "blocked")
-        assert read_reference(tmp_path / "blocked/work/inputs/scores/m.parquet") is not None
-        assert blocked.pop("record") == long.pop("record")
-        for name, frame in long.items():
-            _same_bits(blocked[name], frame, name)
+    _same_when_both_ran(tmp_path, results, reference=True)
