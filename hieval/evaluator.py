@@ -138,7 +138,7 @@ class _Model:
     kept: list[Kept] = field(default_factory=list)  # each chunk's labels, for its item sums
     missing: int = 0  # gold documents without a row of this model
     codes: tuple[str, ...] | None = None  # a dense model's columns
-    errors: list[ErrorPart] = field(default_factory=list)  # each chunk's error analysis
+    errors: list[Future] = field(default_factory=list)  # each chunk's ErrorPart, under way
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,6 +280,7 @@ class Evaluator:
         self._schemas: set[tuple] = set()  # batch layouts normalised once already
         self._refused: str | None = None  # why no complete evaluation can be given
         self._counter: ThreadPoolExecutor | None = None
+        self._analyst: ThreadPoolExecutor | None = None  # the chunks' error analyses
         self._pending: _Counting | None = None
 
     def update(self, gold_batch: object, predictions_batch: object) -> None:
@@ -403,8 +404,10 @@ class Evaluator:
         self._chunks.append(data)
         if self._counter is None:
             self._counter = ThreadPoolExecutor(1, thread_name_prefix="hieval-evaluator")
+            self._analyst = ThreadPoolExecutor(1, thread_name_prefix="hieval-analysis")
             # Not waiting: the last reference may go in the counting thread itself.
-            weakref.finalize(self, functools.partial(self._counter.shutdown, wait=False))
+            for pool in (self._counter, self._analyst):
+                weakref.finalize(self, functools.partial(pool.shutdown, wait=False))
         counting = self._counter.submit(self._count_chunk, config, data)
         self._pending = _Counting(counting, data, tuple(b.number for b in batches))
 
@@ -612,7 +615,8 @@ class Evaluator:
         missing = (
             gold_docs.height - gold_docs.join(pl.concat(covered), on="doc_id", how="semi").height
         )
-        errors = self._error_part(labels, codes[0], labels_file)
+        # Beside the next chunk's count: the counting thread is the slower side of the updates.
+        errors = self._analyst.submit(self._error_part, labels, codes[0], labels_file)
         return sums, result.docs, gold_counts, result.kept, missing, errors
 
     def _error_part(self, labels: Labels, codes: pl.Series, labels_file: Path) -> ErrorPart:
@@ -715,7 +719,10 @@ class Evaluator:
     def _error_parts(self) -> dict[str, list[ErrorPart]] | None:
         """Each model's chunks' error analyses in document order, or None where a model's
         chunks interleave (:func:`~hieval.analysis.parts.in_document_order`)."""
-        parts = {name: in_document_order(self._models[name].errors) for name in self._models}
+        parts = {
+            name: in_document_order([part.result() for part in self._models[name].errors])
+            for name in self._models
+        }
         return None if any(p is None for p in parts.values()) else parts
 
     def _chunk_inputs(self) -> tuple[list[Path], dict[str, list[Path]]] | None:
