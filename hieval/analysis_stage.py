@@ -81,7 +81,7 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
 
     if parts is None:
         errors = model_errors(gold, labels, tree_for)
-        tree, parts = errors.tree, [error_part(errors, pl.Series("code", [], pl.String))]
+        tree, parts = errors.tree, [error_part(errors, errors.tree.statuses["code"])]
     else:
         tree = tree_for(pl.concat([part.codes for part in parts]))
     rows, doc_ids = joined_rows(parts)

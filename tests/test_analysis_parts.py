@@ -8,13 +8,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from test_error_analysis import (
-    designed_zoo,
-    frame_of,
-    naive_ancestors,
-    naive_confusions,
-    naive_errors,
-)
+from test_error_analysis import designed_zoo, frame_of, naive_ancestors
+from test_errors_compiled import assert_naive_tables
 
 import hieval
 from hieval.analysis import errors
@@ -40,12 +35,7 @@ def test_chunks_analysed_apart_give_the_naive_tables(
         )
     ours = evaluator.compute()
     assert all(len(m.errors) == len(runs) for m in evaluator._models.values())
-    for name, pred in models.items():
-        rows = ours.errors.filter(model=name)
-        got = {(k, lv, s): c for k, lv, s, c in rows.select(rows.columns[1:5]).iter_rows()}
-        assert got == dict(naive_errors(gold, pred, up, placed))
-        pairs = {(a, b, lv): n for a, b, lv, n in ours.confusions[name].iter_rows()}
-        assert pairs == dict(naive_confusions(gold, pred, up))
+    assert_naive_tables(ours, gold, models, up, placed)
     whole = hieval.evaluate(
         frame_of(gold),
         {name: frame_of(sets) for name, sets in models.items()},

@@ -37,13 +37,18 @@ def test_compiled_pairing_matches_the_naive_reference(
         {name: frame_of(sets) for name, sets in models.items()},
         cache=tmp_path / "cache",
     )
+    assert_naive_tables(evaluation, gold, models, up, placed)
+    assert evaluation.confusions["near"].height > 0
+
+
+def assert_naive_tables(evaluation, gold, models, up, placed) -> None:
+    """Each model's error distance counts and confusions equal the naive reference's."""
     for name, pred in models.items():
         rows = evaluation.errors.filter(model=name)
         got = {(k, lv, s): c for k, lv, s, c in rows.select(rows.columns[1:5]).iter_rows()}
         assert got == dict(naive_errors(gold, pred, up, placed))
         pairs = {(a, b, lv): n for a, b, lv, n in evaluation.confusions[name].iter_rows()}
         assert pairs == dict(naive_confusions(gold, pred, up))
-    assert evaluation.confusions["near"].height > 0
 
 
 def _model_errors(icd9, icd9_ancestors, gold, pred):
