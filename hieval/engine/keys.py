@@ -35,6 +35,8 @@ from hieval.errors import InputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from hieval.inputs.handoff import KeptLabels
+
 #: A table: a frame, a Parquet file, or a table written in parts (Parquet files whose rows,
 #: one file after another, are the table's: :func:`hieval.inputs.pooled.documents_in_order`).
 Source = str | Path | pl.DataFrame | list[Path]
@@ -342,8 +344,12 @@ def encode(
     Documents are numbered in ``doc_id`` order over both tables; a code the space lacks is
     appended to it (it then counts at the leaf level only). The tables are read first (runs of
     documents, dictionary positions of codes), then every key is written once, with its final
-    document number: no pass over the keys renumbers them.
+    document number: no pass over the keys renumbers them. Tables this process has just
+    normalised are taken from memory (:mod:`hieval.inputs.handoff`), to the same keys.
     """
+    from_memory = _kept_labels(gold, predictions, space)
+    if from_memory is not None:
+        return from_memory
     chunks: list[_Chunk] = []
     run_values: list[pl.Series] = []
     dictionaries: list[pl.Series] = []
@@ -403,3 +409,105 @@ def encode(
         filled += code.size
     keys.sort()
     return Labels(keys, doc_ids, in_gold, space.with_codes(list(extra_codes)))
+
+
+def _kept_labels(
+    gold: Source, predictions: Source, space: CodeSpace | Callable[[pl.Series], CodeSpace]
+) -> Labels | None:
+    """:func:`encode`'s labels from the tables kept in memory when both files are kept (and
+    unchanged since written); None otherwise, or when a code lies outside the space (codes
+    appended to a space are numbered in the order the files' dictionaries meet them)."""
+    from hieval.inputs import handoff
+
+    tables = []
+    for source in (gold, predictions):
+        path = handoff.path_of(source)
+        table = handoff.kept(path) if path is not None else None
+        if table is None:
+            return None
+        tables.append(_Used.of(table))
+    names = pl.concat([used.code_names for used in tables])
+    if callable(space):
+        space = space(names.unique().alias("code"))
+    if not names.is_in(space.codes.implode()).all():
+        return None
+    doc_ids = _documents_of(tables)
+    if doc_ids.len() >= _MAX_DOCS:
+        raise InputError(f"more than {_MAX_DOCS} documents cannot be counted at once")
+    keys = np.empty(sum(used.table.keys.size for used in tables), dtype=np.int64)
+    filled = 0
+    for flag, used in enumerate(tables):
+        size = used.table.keys.size
+        used.remap(keys[filled : filled + size], doc_ids=doc_ids, codes=space.codes, flag=flag)
+        filled += size
+    keys.sort()
+    in_gold = np.zeros(doc_ids.len(), dtype=bool)
+    in_gold[tables[0].positions(doc_ids)] = True
+    return Labels(keys, doc_ids, in_gold, space.with_codes([]))
+
+
+def _documents_of(tables: list[_Used]) -> pl.Series:
+    """The documents of the tables, sorted (bytewise, as :func:`encode` numbers them)."""
+    first = tables[0].doc_names
+    if all(used.doc_names.equals(first) for used in tables[1:]):  # the common case
+        return first.alias("doc_id")
+    return pl.concat([used.doc_names for used in tables]).unique().sort().alias("doc_id")
+
+
+@dataclass
+class _Used:
+    """A kept table and the document and code ranks its keys use (sorted)."""
+
+    table: KeptLabels
+    docs: np.ndarray
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, table: KeptLabels) -> _Used:
+        mask = (1 << table.rank_bits) - 1
+        docs = table.doc_ranks
+        if docs is None:
+            docs = table.keys >> table.rank_bits  # sorted: each document's keys are a run
+            if docs.size > 1:
+                docs = docs[np.concatenate(([True], docs[1:] != docs[:-1]))]
+        codes = np.flatnonzero(np.bincount(table.keys & mask, minlength=table.codes.len()))
+        return cls(table, docs, codes)
+
+    @functools.cached_property
+    def doc_names(self) -> pl.Series:
+        return self.table.docs.gather(self.docs)
+
+    @property
+    def code_names(self) -> pl.Series:
+        return self.table.codes.gather(self.codes)
+
+    def positions(self, doc_ids: pl.Series) -> np.ndarray:
+        """The positions of the table's documents in ``doc_ids`` (sorted, holding them)."""
+        if doc_ids.len() == self.docs.size:  # they are all of them
+            return np.arange(self.docs.size)
+        return doc_ids.search_sorted(self.doc_names).to_numpy()
+
+    def remap(self, out: np.ndarray, *, doc_ids: pl.Series, codes: pl.Series, flag: int) -> None:
+        """The keys renumbered into ``out``: the labels' document numbers (positions in
+        ``doc_ids``), code numbers (positions in ``codes``) and predicted flag; slice by slice,
+        with no full-size temporaries."""
+        table = self.table
+        doc_of = np.zeros(table.docs.len(), dtype=np.int64)
+        doc_of[self.docs] = self.positions(doc_ids)
+        code_of = np.zeros(table.codes.len(), dtype=np.int64)
+        code_of[self.codes] = self.code_names.cast(pl.Enum(codes)).to_physical().to_numpy()
+        mask = (1 << table.rank_bits) - 1
+        scratch = np.empty(min(LABELS_PER_CHUNK, table.keys.size), dtype=np.int64)
+        for start in range(0, table.keys.size, LABELS_PER_CHUNK):
+            source = table.keys[start : start + LABELS_PER_CHUNK]
+            target = out[start : start + LABELS_PER_CHUNK]
+            part = scratch[: source.size]
+            np.right_shift(source, table.rank_bits, out=part)
+            np.take(doc_of, part, out=target)
+            target <<= DOC_SHIFT
+            np.bitwise_and(source, mask, out=part)
+            np.take(code_of, part, out=part)
+            part <<= 1
+            target |= part
+            if flag:
+                target |= 1

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from hieval.atomic import atomic_path
 from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, preview_value
+from hieval.inputs import handoff
 from hieval.inputs.detect import LabelFile
 from hieval.inputs.job import LabelJob
 from hieval.inputs.options import COUNT, LENIENT
@@ -230,13 +231,18 @@ def _finish(
     if keys.size == 0:
         return None  # nothing to write: the general path says why, or writes the empty table
     record.labels = int(keys.size)
-    record.documents = int(_documents(keys).size)
+    present = _documents(keys)
+    record.documents = int(present.size)
     code_values = pl.Series(codes, dtype=pl.String).to_arrow()
     with atomic_path(job.out) as tmp:
         _write(keys, docs, code_values, tmp, with_score=not job.is_gold)
         if check_after:  # kept only when no document is outside the gold
             extra, _ = _outside_gold(keys, docs, gold_docs)
             check_unknown_docs(extra, policy=policy, path=path, name=name)
+    # The engine reads this file next: it may take the keys from memory instead.
+    handoff.keep(
+        job.out, handoff.KeptLabels(keys, pl.Series(docs), pl.Series(code_values), RANK_BITS)
+    )
     if job.scores_out is not None:  # no scores: an empty table, typed as the general path's
         with atomic_path(job.scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
             pass

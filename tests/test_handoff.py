@@ -1,0 +1,145 @@
+"""Normalised tables kept in memory for the encoder (hieval.inputs.handoff): the encoder's labels
+taken from the kept keys are the labels it reads from the written files (the file path, forced
+by letting the kept tables go), for the inputs the common-case normaliser takes; a file changed
+since it was written, or a code outside the space, is read from disk; what is kept is bounded.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hieval.engine import keys
+from hieval.engine.driver import encode_labels
+from hieval.hierarchy.table import read_level_table, write_level_table
+from hieval.inputs import handoff
+from hieval.inputs.normalize import normalize_labels
+from tests.test_normalize_onepass import KNOWN, UNKNOWN
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept_before_or_after():
+    handoff.forget()
+    yield
+    handoff.forget()
+
+
+@pytest.fixture
+def tree(icd9, tmp_path):
+    levels, ancestors = tmp_path / "levels.parquet", tmp_path / "ancestors.parquet"
+    write_level_table(icd9, levels, ancestors)
+    return read_level_table(levels), ancestors
+
+
+# Document ids whose byte order differs from other orders (case, digits, non-ASCII, lengths).
+NAMES = ["d1", "d10", "d2", "D3", "é4", "e5", "z", "Z9", "ö", "a b", "0", "00"]
+
+
+def rows_of(rng: random.Random, docs: list, *, n: int) -> list[tuple]:
+    rows = [(rng.choice(docs), rng.choice(KNOWN + UNKNOWN)) for _ in range(n)]
+    return rows + rows[: rng.randint(0, 4)]  # a few duplicates
+
+
+def write(path: Path, rows: list[tuple]) -> Path:
+    docs = [d for d, _ in rows]
+    pq.write_table(pa.table({"doc_id": docs, "code": [c for _, c in rows]}), path)
+    return path
+
+
+def normalise(tmp_path: Path, table, gold_rows, pred_rows, *, against_gold: bool = True):
+    """Gold and predictions normalised (the predictions' documents outside the gold dropped,
+    unless ``against_gold`` is false); the two output paths."""
+    gold, pred = tmp_path / "gold.parquet", tmp_path / "pred.parquet"
+    common = {"hierarchy": table, "unknown_codes": "drop"}
+    normalize_labels(
+        write(tmp_path / "gold_in.parquet", gold_rows), name="gold", role="gold", out=gold, **common
+    )
+    normalize_labels(
+        write(tmp_path / "pred_in.parquet", pred_rows),
+        name="m",
+        role="predictions",
+        out=pred,
+        gold_docs=gold if against_gold else None,
+        unknown_docs="drop",
+        **common,
+    )
+    return gold, pred
+
+
+def assert_same_labels(a: keys.Labels, b: keys.Labels) -> None:
+    assert np.array_equal(a.keys, b.keys)
+    assert a.doc_ids.to_list() == b.doc_ids.to_list()
+    assert a.doc_ids.dtype == b.doc_ids.dtype == pl.String
+    assert np.array_equal(a.in_gold, b.in_gold)
+    assert a.space.codes.to_list() == b.space.codes.to_list()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("case", ["same-documents", "fewer-predicted", "outside-gold", "integers"])
+def test_kept_keys_encode_as_the_written_files_read(tree, tmp_path, seed, case):
+    rng = random.Random(f"{seed}-{case}")
+    table, ancestors = tree
+    docs = list(range(1, 13)) if case == "integers" else NAMES
+    gold_rows = rows_of(rng, docs, n=60) + [(d, KNOWN[0]) for d in docs]  # every document
+    pred_docs = docs[: len(docs) // 2] if case == "fewer-predicted" else docs
+    pred_rows = rows_of(rng, pred_docs, n=60)
+    if case == "outside-gold":  # documents the gold lacks (predictions not checked against it)
+        pred_rows += [("only-predicted", KNOWN[1]), ("é-only", KNOWN[2])]
+    against_gold = case != "outside-gold"
+    gold, pred = normalise(tmp_path, table, gold_rows, pred_rows, against_gold=against_gold)
+    assert handoff.kept(gold) is not None and handoff.kept(pred) is not None  # the rank path ran
+    space = keys.CodeSpace.build(ancestors, table.levels)
+    from_memory = keys._kept_labels(gold, pred, space)
+    assert from_memory is not None
+    handoff.forget()
+    from_files = keys.encode(gold, pred, space)
+    assert_same_labels(from_memory, from_files)
+    if case == "outside-gold":
+        assert not from_files.in_gold.all()
+    # and through the driver, with the space built for the labels' codes
+    normalise(tmp_path, table, gold_rows, pred_rows, against_gold=against_gold)
+    kept = encode_labels(gold, pred, ancestors, levels=table.levels)
+    handoff.forget()
+    assert_same_labels(kept, encode_labels(gold, pred, ancestors, levels=table.levels))
+
+
+def test_a_file_changed_since_it_was_written_is_read_from_disk(tree, tmp_path):
+    table, ancestors = tree
+    gold_rows = [("d1", KNOWN[0]), ("d2", KNOWN[1]), ("d3", KNOWN[2])]
+    gold, pred = normalise(tmp_path, table, gold_rows, gold_rows)
+    written = pl.read_parquet(gold)
+    written.head(2).write_parquet(gold)  # the user's (or another process's) new gold
+    assert handoff.kept(gold) is None
+    labels = encode_labels(gold, pred, ancestors, levels=table.levels)
+    assert labels.in_gold.tolist() == [True, True, False]
+
+
+def test_a_code_outside_the_space_leaves_the_labels_to_the_files(tree, tmp_path):
+    table, ancestors = tree
+    rows = [("d1", KNOWN[0]), ("d2", KNOWN[1]), ("d2", KNOWN[3])]
+    gold, pred = normalise(tmp_path, table, rows, rows)
+    anc = pl.read_parquet(ancestors)
+    narrow = keys.CodeSpace.build(anc.filter(pl.col("code") != KNOWN[3]), table.levels)
+    assert keys._kept_labels(gold, pred, narrow) is None  # appended codes: the files' order
+    from_files = keys.encode(gold, pred, narrow)
+    assert KNOWN[3] in from_files.space.codes.to_list()
+
+
+def test_what_is_kept_is_bounded(tree, tmp_path, monkeypatch):
+    table, _ = tree
+    rows = [("d1", KNOWN[0]), ("d2", KNOWN[1])]
+    monkeypatch.setattr(handoff, "MAX_BYTES", 3 * 8)  # three keys: one table of two at a time
+    (tmp_path / "a").mkdir()
+    gold, pred = normalise(tmp_path / "a", table, rows, rows)
+    assert handoff.kept(gold) is None  # let go when the predictions came
+    assert handoff.kept(pred) is not None
+    big = [*rows, ("d3", KNOWN[2]), ("d4", KNOWN[3])]
+    (tmp_path / "b").mkdir()
+    gold, pred = normalise(tmp_path / "b", table, big, big)
+    assert handoff.kept(gold) is None and handoff.kept(pred) is None  # too large to keep
