@@ -448,8 +448,12 @@ def _outside_gold(
 
 
 def _gold_docs(path: str | Path) -> pa.Array:
-    """The distinct documents of a normalised gold: the union of its row groups' dictionaries
-    (one row group's indices in memory at a time)."""
+    """The distinct documents of a normalised gold: kept in memory when this process wrote
+    it (:mod:`hieval.inputs.handoff`), else the union of its row groups' dictionaries (one
+    row group's indices in memory at a time)."""
+    kept = handoff.kept(path)
+    if kept is not None and kept.doc_ranks is not None:
+        return kept.docs.gather(kept.doc_ranks).to_arrow()
     parquet = pq.ParquetFile(path, read_dictionary=["doc_id"])
     found = []
     for group in range(parquet.num_row_groups):
