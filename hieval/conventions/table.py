@@ -158,10 +158,21 @@ def _fits(
     label_space: list[str] | None,
     notes: dict | None,
 ) -> list[str]:
-    """The matrix conventions when their matrices are small enough for a default run; none,
-    said in the log and the notes, when they are not (:data:`MAX_DEFAULT_CELLS`)."""
+    """The matrix conventions when their matrices are small enough for a default run
+    (:func:`fitting`), counted from the tables."""
     codes = len(label_space) if label_space is not None else len(observed_labels(gold, decided))
-    cells = gold["doc_id"].n_unique() * codes
+    return fitting(
+        model, matrix_conventions, documents=gold["doc_id"].n_unique(), codes=codes, notes=notes
+    )
+
+
+def fitting(
+    model: str, matrix_conventions: list[str], *, documents: int, codes: int, notes: dict | None
+) -> list[str]:
+    """The matrix conventions when their matrices (``documents`` x ``codes``) are small
+    enough for a default run; none, said in the log and the notes, when they are not
+    (:data:`MAX_DEFAULT_CELLS`)."""
+    cells = documents * codes
     if cells <= MAX_DEFAULT_CELLS:
         return matrix_conventions
     why = (

@@ -307,19 +307,26 @@ def _indices(values: pa.DictionaryArray) -> np.ndarray:
 def label_codes(source: Source) -> pl.Series:
     """The distinct codes of a label table: for Parquet, the union of its row groups'
     dictionaries (no row is decoded)."""
+    return distinct_values(source, "code").alias("code")
+
+
+def distinct_values(source: Source, column: str) -> pl.Series:
+    """The distinct non-null values of a text ``column`` of a table: for Parquet, the union of
+    its row groups' dictionaries (each holds the values of its rows; no string is decoded per
+    row)."""
     if isinstance(source, pl.DataFrame):
-        return source.get_column("code").cast(pl.String).drop_nulls().unique()
+        return source.get_column(column).cast(pl.String).drop_nulls().unique()
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(Path(source), read_dictionary=["code"])
+    parquet = pq.ParquetFile(Path(source), read_dictionary=[column])
     found = [
         pl.Series(chunk.dictionary if hasattr(chunk, "dictionary") else chunk, dtype=pl.String)
         for group in range(parquet.num_row_groups)
-        for chunk in parquet.read_row_group(group, columns=["code"])["code"].chunks
+        for chunk in parquet.read_row_group(group, columns=[column])[column].chunks
     ]
     if not found:
-        return pl.Series("code", [], dtype=pl.String)
-    return pl.concat(found).drop_nulls().unique().alias("code")
+        return pl.Series(column, [], dtype=pl.String)
+    return pl.concat(found).drop_nulls().unique().alias(column)
 
 
 @dataclass
