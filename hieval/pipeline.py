@@ -34,7 +34,7 @@ from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE, distinct_values, label_codes
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
@@ -370,7 +370,7 @@ def _doc_ids(path: str | os.PathLike) -> pl.DataFrame:
     if dense is not None:
         kept = [d for d in dense.docs if d is not None]
         return pl.DataFrame({"doc_id": kept}, schema={"doc_id": pl.String}).unique()
-    return paths.scan_parquet(path).select("doc_id").unique().collect()
+    return distinct_values(path, "doc_id").to_frame()
 
 
 def read_tuned(path: str | Path) -> TunedThresholds:

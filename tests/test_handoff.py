@@ -143,3 +143,16 @@ def test_what_is_kept_is_bounded(tree, tmp_path, monkeypatch):
     (tmp_path / "b").mkdir()
     gold, pred = normalise(tmp_path / "b", table, big, big)
     assert handoff.kept(gold) is None and handoff.kept(pred) is None  # too large to keep
+
+
+@pytest.mark.parametrize("column", ["doc_id", "code"])
+def test_distinct_values_of_a_kept_table_are_its_files(tree, tmp_path, column):
+    table, _ = tree
+    rng = random.Random(column)
+    gold_rows = rows_of(rng, NAMES, n=60)
+    pred_rows = rows_of(rng, NAMES[:5], n=30)
+    paths = normalise(tmp_path, table, gold_rows, pred_rows)
+    kept = [sorted(keys.distinct_values(path, column).to_list()) for path in paths]
+    handoff.forget()
+    assert kept == [sorted(keys.distinct_values(path, column).to_list()) for path in paths]
+    assert kept == [sorted(pl.read_parquet(path)[column].unique().to_list()) for path in paths]

@@ -311,11 +311,18 @@ def label_codes(source: Source) -> pl.Series:
 
 
 def distinct_values(source: Source, column: str) -> pl.Series:
-    """The distinct non-null values of a text ``column`` of a table: for Parquet, the union of
-    its row groups' dictionaries (each holds the values of its rows; no string is decoded per
-    row)."""
+    """The distinct non-null values of a text ``column`` of a table: for a normalised table
+    this process just wrote, its kept documents or codes (:mod:`hieval.inputs.handoff`); for
+    Parquet, the union of its row groups' dictionaries (each holds the values of its rows; no
+    string is decoded per row)."""
     if isinstance(source, pl.DataFrame):
         return source.get_column(column).cast(pl.String).drop_nulls().unique()
+    from hieval.inputs import handoff
+
+    kept = handoff.kept(source) if column in ("doc_id", "code") else None
+    if kept is not None:
+        used = _Used.of(kept)
+        return (used.doc_names if column == "doc_id" else used.code_names).alias(column)
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(Path(source), read_dictionary=[column])
