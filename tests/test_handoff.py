@@ -156,3 +156,22 @@ def test_distinct_values_of_a_kept_table_are_its_files(tree, tmp_path, column):
     handoff.forget()
     assert kept == [sorted(keys.distinct_values(path, column).to_list()) for path in paths]
     assert kept == [sorted(pl.read_parquet(path)[column].unique().to_list()) for path in paths]
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_documents_outside_the_gold_whether_it_is_kept_or_read(tree, tmp_path, kept):
+    from hieval.inputs import parquet_fast
+
+    table, _ = tree
+    gold_rows = [(d, KNOWN[0]) for d in NAMES[:8]]
+    gold, _ = normalise(tmp_path, table, gold_rows, gold_rows)
+    if not kept:
+        handoff.forget()
+    for pred_docs in (NAMES[:8], NAMES[2:5], NAMES[4:], ["new", *NAMES[:3]]):
+        docs = pa.array(sorted(pred_docs), pa.string())
+        ranks = np.arange(len(pred_docs), dtype=np.int64)
+        keys = np.sort(ranks << parquet_fast.RANK_BITS)
+        names, outside = parquet_fast._outside_gold(keys, docs, gold)
+        expected = sorted(set(pred_docs) - set(NAMES[:8]))
+        assert names == expected
+        assert [docs[int(r)].as_py() for r in outside] == expected

@@ -443,25 +443,29 @@ def _outside_gold(
 ) -> tuple[list[str], np.ndarray]:
     """The documents of ``keys`` the normalised gold lacks: their names (sorted) and ranks."""
     present = _documents(keys)
-    outside = present[~_numpy(pc.is_in(docs.take(_arrow(present)), _gold_docs(gold_docs)))]
+    names = pl.Series(docs.take(_arrow(present)), dtype=pl.String)
+    gold = _gold_docs(gold_docs)
+    if names.len() == gold.len() and names.equals(gold):  # the gold's documents, all of them
+        return [], present[:0]
+    outside = present[~names.is_in(gold.implode()).to_numpy()]
     return docs.take(_arrow(outside)).to_pylist(), outside
 
 
-def _gold_docs(path: str | Path) -> pa.Array:
+def _gold_docs(path: str | Path) -> pl.Series:
     """The distinct documents of a normalised gold: kept in memory when this process wrote
-    it (:mod:`hieval.inputs.handoff`), else the union of its row groups' dictionaries (one
-    row group's indices in memory at a time)."""
+    it (:mod:`hieval.inputs.handoff`; then sorted), else the union of its row groups'
+    dictionaries (one row group's indices in memory at a time)."""
     kept = handoff.kept(path)
     if kept is not None and kept.doc_ranks is not None:
-        return kept.docs.gather(kept.doc_ranks).to_arrow()
+        return kept.docs.gather(kept.doc_ranks)
     parquet = pq.ParquetFile(path, read_dictionary=["doc_id"])
     found = []
     for group in range(parquet.num_row_groups):
         column = parquet.read_row_group(group, columns=["doc_id"])["doc_id"]
         found += [chunk.dictionary for chunk in column.chunks]
     if not found:
-        return pa.nulls(0, pa.string())
-    return pc.unique(pa.chunked_array(found, type=found[0].type).combine_chunks())
+        return pl.Series([], dtype=pl.String)
+    return pl.Series(pc.unique(pa.chunked_array(found, type=found[0].type).combine_chunks()))
 
 
 _TEXT = pa.dictionary(pa.int32(), pa.string())
