@@ -107,6 +107,7 @@ from hieval.engine.keys import CodeSpace, Labels, encode
 from hieval.engine.lca import COMPILED_FROM_LABELS, node_depths, prefetch_compiled
 from hieval.errors import HievalError, InputError, preview_value
 from hieval.hierarchy.table import LevelTable, read_level_table
+from hieval.inputs import handoff
 from hieval.inputs.counted import counted_codes, counted_statuses, mark_counted
 from hieval.inputs.dense_scores import long_frame, read_reference
 from hieval.inputs.options import LENIENT, TUNE
@@ -508,8 +509,12 @@ class Evaluator:
         return batch.work / "inputs", config
 
     def _count_chunk(self, config: dict, data: Path) -> dict[str, tuple]:
-        """Each model's counts of one normalised chunk (:meth:`_count`)."""
-        return {name: self._count(name, config, folder=data) for name in self._setup.names}
+        """Each model's counts of one normalised chunk (:meth:`_count`); the chunk's kept
+        keys (:mod:`hieval.inputs.handoff`) are let go once every model is counted."""
+        try:
+            return {name: self._count(name, config, folder=data) for name in self._setup.names}
+        finally:
+            handoff.forget(data)
 
     def _run(self, args: run.EvaluateOptions, config: dict, *, out: Path, common: dict) -> run._Run:
         """The run's settings and files (:class:`hieval.run._Run`) of a batch or of compute,

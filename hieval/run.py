@@ -48,6 +48,7 @@ from hieval.errors import HievalError, preview_value
 from hieval.hierarchy.cache import ANCESTORS_FILE, LEVELS_FILE
 from hieval.hierarchy.sources import DOWNLOADS, describe, download
 from hieval.hints import DEV_SUFFIX, setting
+from hieval.inputs import handoff
 from hieval.inputs.formats import GOLD, PREDICTIONS
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
@@ -409,6 +410,13 @@ def evaluate_into(
     Every input is read and validated before anything is counted, so a bad file of the last
     model fails in seconds, not after the others were counted.
     """
+    try:
+        return _evaluate_into(args, out, progress=progress)
+    finally:
+        handoff.forget(out)  # counted and analysed (or failed): the kept keys serve no one now
+
+
+def _evaluate_into(args: EvaluateOptions, out: Path, *, progress: Progress) -> list[str]:
     run = _prepare(args, out)
     tuned = _read_inputs(run, progress)
     # The error analysis reads the inputs, and each model's node counts only at its end (its

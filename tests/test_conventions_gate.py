@@ -59,3 +59,34 @@ def test_counted_from_dictionaries_as_from_the_tables(inputs, monkeypatch, files
     assert by_files == (["hieval"] if below else names)
     assert notes_files == notes_frames
     assert bool(notes_files) == bool(below)
+
+
+@pytest.mark.parametrize("below", [0, 1])
+def test_counted_from_kept_tables_as_from_the_tables(icd9, tmp_path, monkeypatch, below):
+    """Tables this process normalised are counted from memory (hieval.inputs.handoff)."""
+    from hieval.hierarchy.table import read_level_table, write_level_table
+    from hieval.inputs import handoff
+    from tests.test_handoff import normalise
+
+    write_level_table(icd9, tmp_path / "levels.parquet", tmp_path / "ancestors.parquet")
+    levels = read_level_table(tmp_path / "levels.parquet")
+    gold_rows = [("a", "401.9"), ("a", "428.0"), ("b", "250.00"), ("é", "584.9")]
+    pred_rows = [("a", "401.9"), ("b", "250.00"), ("é", "599.0"), ("z", "038.9")]
+    handoff.forget()
+    gold, labels = normalise(tmp_path, levels, gold_rows, pred_rows)
+    assert handoff.kept(gold) is not None and handoff.kept(labels) is not None
+    gold_frame, decided = pl.read_parquet(gold), pl.read_parquet(labels)
+    cells = 3 * 5  # a, b, é x 401.9 428.0 250.00 584.9 599.0 (z dropped)
+    monkeypatch.setattr(table, "MAX_DEFAULT_CELLS", cells - below)
+    notes_kept, notes_frames = {}, {}
+    names = ["hieval", "caml"]
+    try:
+        by_kept = stage._fitting("m", names, stage._Gold(gold), labels, None, notes_kept)
+    finally:
+        handoff.forget()
+    assert by_kept == [
+        "hieval",
+        *table._fits("m", ["caml"], gold_frame, decided, None, notes_frames),
+    ]
+    assert by_kept == (["hieval"] if below else names)
+    assert notes_kept == notes_frames

@@ -18,7 +18,7 @@ import pytest
 from hieval.engine import keys
 from hieval.engine.driver import encode_labels
 from hieval.hierarchy.table import read_level_table, write_level_table
-from hieval.inputs import handoff
+from hieval.inputs import handoff, parquet_fast
 from hieval.inputs.normalize import normalize_labels
 from tests.test_normalize_onepass import KNOWN, UNKNOWN
 
@@ -72,6 +72,17 @@ def normalise(tmp_path: Path, table, gold_rows, pred_rows, *, against_gold: bool
     return gold, pred
 
 
+def spy(function, taken: list[bool]):
+    """``function``, recording whether each call returned something."""
+
+    def called(*args, **kwargs):
+        result = function(*args, **kwargs)
+        taken.append(result is not None)
+        return result
+
+    return called
+
+
 def assert_same_labels(a: keys.Labels, b: keys.Labels) -> None:
     assert np.array_equal(a.keys, b.keys)
     assert a.doc_ids.to_list() == b.doc_ids.to_list()
@@ -82,7 +93,7 @@ def assert_same_labels(a: keys.Labels, b: keys.Labels) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("case", ["same-documents", "fewer-predicted", "outside-gold", "integers"])
-def test_kept_keys_encode_as_the_written_files_read(tree, tmp_path, seed, case):
+def test_kept_keys_encode_as_the_written_files_read(tree, tmp_path, monkeypatch, seed, case):
     rng = random.Random(f"{seed}-{case}")
     table, ancestors = tree
     docs = list(range(1, 13)) if case == "integers" else NAMES
@@ -104,7 +115,10 @@ def test_kept_keys_encode_as_the_written_files_read(tree, tmp_path, seed, case):
         assert not from_files.in_gold.all()
     # and through the driver, with the space built for the labels' codes
     normalise(tmp_path, table, gold_rows, pred_rows, against_gold=against_gold)
+    taken = []
+    monkeypatch.setattr(keys, "_kept_labels", spy(keys._kept_labels, taken))
     kept = encode_labels(gold, pred, ancestors, levels=table.levels)
+    assert taken == [True]
     handoff.forget()
     assert_same_labels(kept, encode_labels(gold, pred, ancestors, levels=table.levels))
 
@@ -134,14 +148,17 @@ def test_a_code_outside_the_space_leaves_the_labels_to_the_files(tree, tmp_path)
 def test_what_is_kept_is_bounded(tree, tmp_path, monkeypatch):
     table, _ = tree
     rows = [("d1", KNOWN[0]), ("d2", KNOWN[1])]
-    monkeypatch.setattr(handoff, "MAX_BYTES", 3 * 8)  # three keys: one table of two at a time
     (tmp_path / "a").mkdir()
     gold, pred = normalise(tmp_path / "a", table, rows, rows)
+    size = max(handoff.kept(gold).nbytes, handoff.kept(pred).nbytes)
+    monkeypatch.setattr(handoff, "MAX_BYTES", size + size // 2)  # one table at a time
+    (tmp_path / "b").mkdir()
+    gold, pred = normalise(tmp_path / "b", table, rows, rows)
     assert handoff.kept(gold) is None  # let go when the predictions came
     assert handoff.kept(pred) is not None
-    big = [*rows, ("d3", KNOWN[2]), ("d4", KNOWN[3])]
-    (tmp_path / "b").mkdir()
-    gold, pred = normalise(tmp_path / "b", table, big, big)
+    monkeypatch.setattr(handoff, "MAX_BYTES", size // 2)
+    (tmp_path / "c").mkdir()
+    gold, pred = normalise(tmp_path / "c", table, rows, rows)
     assert handoff.kept(gold) is None and handoff.kept(pred) is None  # too large to keep
 
 
@@ -159,13 +176,14 @@ def test_distinct_values_of_a_kept_table_are_its_files(tree, tmp_path, column):
 
 
 @pytest.mark.parametrize("kept", [True, False])
-def test_documents_outside_the_gold_whether_it_is_kept_or_read(tree, tmp_path, kept):
-    from hieval.inputs import parquet_fast
-
+def test_documents_outside_the_gold_whether_it_is_kept_or_read(tree, tmp_path, monkeypatch, kept):
     table, _ = tree
     gold_rows = [(d, KNOWN[0]) for d in NAMES[:8]]
     gold, _ = normalise(tmp_path, table, gold_rows, gold_rows)
-    if not kept:
+    if kept:  # the gold's documents come from memory: its file is not opened
+        assert handoff.kept(gold).doc_ranks is not None
+        monkeypatch.setattr(parquet_fast.pq, "ParquetFile", None)
+    else:
         handoff.forget()
     for pred_docs in (NAMES[:8], NAMES[2:5], NAMES[4:], ["new", *NAMES[:3]]):
         docs = pa.array(sorted(pred_docs), pa.string())
@@ -175,3 +193,35 @@ def test_documents_outside_the_gold_whether_it_is_kept_or_read(tree, tmp_path, k
         expected = sorted(set(pred_docs) - set(NAMES[:8]))
         assert names == expected
         assert [docs[int(r)].as_py() for r in outside] == expected
+
+
+def test_a_run_lets_its_kept_tables_go(tree, tmp_path):
+    table, _ = tree
+    rows = [("d1", KNOWN[0]), ("d2", KNOWN[1])]
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        normalise(tmp_path / folder, table, rows, rows)
+    handoff.forget(tmp_path / "a")
+    assert handoff.kept(tmp_path / "a" / "gold.parquet") is None
+    assert handoff.kept(tmp_path / "b" / "gold.parquet") is not None
+    kept = handoff.kept(tmp_path / "b" / "pred.parquet")
+    assert kept.nbytes > kept.keys.nbytes  # documents and codes count too
+
+
+def test_evaluate_and_the_evaluator_keep_nothing_once_done(icd9, tmp_path):
+    import hieval
+
+    gold = pl.DataFrame(
+        {"doc_id": ["a", "a", "b", "c"], "code": ["401.9", "428.0", "250.00", "584.9"]}
+    )
+    pred = pl.DataFrame({"doc_id": ["a", "b", "c"], "code": ["401.9", "250.00", "599.0"]})
+    for frame, name in ((gold, "gold"), (pred, "pred")):
+        frame.write_parquet(tmp_path / f"{name}.parquet")
+    hieval.evaluate(tmp_path / "gold.parquet", {"m": tmp_path / "pred.parquet"}, cache=tmp_path)
+    assert not handoff._kept
+    evaluator = hieval.Evaluator(cache=tmp_path)
+    for docs in (["a"], ["b", "c"]):
+        chosen = pl.col("doc_id").is_in(docs)
+        evaluator.update(gold.filter(chosen), {"m": pred.filter(chosen)})
+    evaluator.compute()
+    assert not handoff._kept

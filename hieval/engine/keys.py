@@ -313,8 +313,10 @@ def label_codes(source: Source) -> pl.Series:
 def distinct_values(source: Source, column: str) -> pl.Series:
     """The distinct non-null values of a text ``column`` of a table: for a normalised table
     this process just wrote, its kept documents or codes (:mod:`hieval.inputs.handoff`); for
-    Parquet, the union of its row groups' dictionaries (each holds the values of its rows; no
-    string is decoded per row)."""
+    Parquet, the union of its row groups' dictionaries (no string is decoded per row). For
+    tables hieval wrote (its writers, DuckDB's and pyarrow's, put in a row group's dictionary
+    only the values of its rows; an Arrow dictionary with unused entries, such as a Polars
+    Enum's, would add those)."""
     if isinstance(source, pl.DataFrame):
         return source.get_column(column).cast(pl.String).drop_nulls().unique()
     from hieval.inputs import handoff

@@ -9,8 +9,8 @@ MIMIC-III). Keeping the keys lets the encoder remap them instead.
 
 A kept table is used only while the file is the one written: its inode, size and modification
 time are compared on every use (a file replaced or touched since is read from disk as before).
-What is kept is bounded (:data:`MAX_BYTES`, oldest entries go first), so a notebook's many
-evaluations do not accumulate tables.
+What is kept is bounded (:data:`MAX_BYTES`, oldest entries go first) and let go when the run
+that wrote it is done with it, so a notebook's many evaluations do not accumulate tables.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-#: The bytes of keys kept at most (the oldest tables are let go first; a larger table is not
-#: kept, and is read from its file as before): 100x MIMIC-III's gold and predictions hold 86 MB
-#: of keys; at 1000x, 430 MB each are not kept (memory matters more there than half a second).
+#: The bytes kept at most (keys, documents and codes; the oldest tables are let go first, a
+#: larger table is not kept and is read from its file as before): 100x MIMIC-III's gold and
+#: predictions hold 86 MB of keys; at 1000x, 430 MB each are not kept (memory matters more
+#: there than half a second). A run lets its tables go once counted (:func:`forget`).
 MAX_BYTES = 256 * 2**20
 
 
@@ -42,6 +43,12 @@ class KeptLabels:
     codes: pl.Series
     rank_bits: int
     doc_ranks: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the table holds (its keys, documents and codes)."""
+        ranks = self.doc_ranks.nbytes if self.doc_ranks is not None else 0
+        return self.keys.nbytes + self.docs.estimated_size() + self.codes.estimated_size() + ranks
 
 
 _lock = threading.Lock()
@@ -59,7 +66,7 @@ def _signature(path: str | os.PathLike) -> tuple[str, tuple[int, int, int]] | No
 def keep(path: str | os.PathLike, labels: KeptLabels) -> None:
     """Remember ``labels`` as the rows of the file just written at ``path``."""
     signed = _signature(path)
-    if signed is None or labels.keys.nbytes > MAX_BYTES:
+    if signed is None or labels.nbytes > MAX_BYTES:
         return
     name, signature = signed
     with _lock:
@@ -67,7 +74,7 @@ def keep(path: str | os.PathLike, labels: KeptLabels) -> None:
             del _kept[gone]  # a run's folder removed (the Evaluator's chunks): nothing to read
         _kept.pop(name, None)
         _kept[name] = (signature, labels)
-        while sum(entry.keys.nbytes for _, entry in _kept.values()) > MAX_BYTES:
+        while sum(entry.nbytes for _, entry in _kept.values()) > MAX_BYTES:
             _kept.popitem(last=False)
 
 
@@ -84,10 +91,16 @@ def kept(path: str | os.PathLike) -> KeptLabels | None:
     return entry[1]
 
 
-def forget() -> None:
-    """Let every kept table go (tests; a caller freeing memory)."""
+def forget(under: str | os.PathLike | None = None) -> None:
+    """Let the tables kept for files in the folder ``under`` go (a run whose counts are
+    done), or every kept table (tests)."""
     with _lock:
-        _kept.clear()
+        if under is None:
+            _kept.clear()
+            return
+        folder = os.path.join(os.path.realpath(under), "")
+        for name in [name for name in _kept if name.startswith(folder)]:
+            del _kept[name]
 
 
 def path_of(source: object) -> Path | None:

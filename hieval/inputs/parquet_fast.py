@@ -240,9 +240,8 @@ def _finish(
             extra, _ = _outside_gold(keys, docs, gold_docs)
             check_unknown_docs(extra, policy=policy, path=path, name=name)
     # The engine reads this file next: it may take the keys from memory instead.
-    handoff.keep(
-        job.out, handoff.KeptLabels(keys, pl.Series(docs), pl.Series(code_values), RANK_BITS)
-    )
+    kept = handoff.KeptLabels(keys, pl.Series(docs), pl.Series(code_values), RANK_BITS, present)
+    handoff.keep(job.out, kept)
     if job.scores_out is not None:  # no scores: an empty table, typed as the general path's
         with atomic_path(job.scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
             pass
