@@ -36,6 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from hieval.atomic import atomic_path
@@ -95,13 +96,21 @@ def _batches(path: Path):
 
         return read, schema, rows
     reader = pa.ipc.open_file(pa.memory_map(str(path)))
-    rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    rows = _feather_rows(path)
 
     def read(columns):
         for i in range(reader.num_record_batches):
             yield reader.get_batch(i).select(columns)
 
     return read, reader.schema, rows
+
+
+def _feather_rows(path: Path) -> int:
+    """The Feather file's rows, its batches read with their first column alone: a
+    compressed (LZ4) batch is otherwise decompressed whole just to be counted."""
+    first = pa.ipc.IpcReadOptions(included_fields=[0])
+    reader = pa.ipc.open_file(pa.memory_map(str(path)), options=first)
+    return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
 def _score_type(schema: pa.Schema, codes: list[str]) -> tuple[np.dtype, bool]:
@@ -122,8 +131,8 @@ def _doc_ids(path: Path, rows: int) -> list[str]:
     padded or repeated (those the long path reads and refuses with their own words)."""
     if path.suffix.lower() == ".parquet":
         column = pq.read_table(path, columns=[ID]).column(ID)
-    else:
-        column = pa.ipc.open_file(pa.memory_map(str(path))).read_all().column(ID)
+    else:  # the column alone: read_all() decompresses every column of an LZ4 file
+        column = feather.read_table(path, columns=[ID], memory_map=True).column(ID)
     kind = column.type
     if not (
         pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
