@@ -121,3 +121,54 @@ def test_a_partial_file_above_the_cap_gets_its_auc_replicates_from_the_blocks(
                 gap = (close[column] - close[f"{column}_long"]).abs().max()
                 assert gap < 0.02, (column, gap)  # two bins' errors, each a fraction of it
         _same_bits(ours, frame, name)
+
+
+def test_a_zoo_of_partial_files_above_the_cap_compares_as_the_long_path(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """Two partial files (70 % and 85 % scored) above a lowered cap, with the bootstrap and
+    the paired tests: metrics, intervals and comparisons equal the long path's bit for bit
+    but the micro AUC rows (binned either way), which stay close."""
+    from hieval import cli
+    from hieval.inputs.dense_normalize import LONG_PATH_VARIABLE
+    from hieval.metrics import blocked_rows
+    from hieval.metrics.uncertainty import ranking as uncertainty_ranking
+    from hieval.metrics.uncertainty import tables
+
+    for module in (uncertainty_ranking, blocked_rows, tables):
+        monkeypatch.setattr(module, "AUC_MAX_SCORED_PAIRS", 10)
+    built = []
+    monkeypatch.setattr(
+        blocked_rows, "RankingUnits", lambda *a: built.append(1) or RankingUnits(*a)
+    )
+    pred = _files(tmp_path, icd9_leaves, seed=9)
+    _partial(pred, 0.7, seed=1).write_parquet(tmp_path / "m.parquet")
+    noisy = pred.with_columns((pl.col("score") * 0.7 + 0.15).round(2).cast(pl.Float32))
+    _partial(noisy, 0.85, seed=2).write_parquet(tmp_path / "n.parquet")
+    runs = {}
+    for long in (True, False):
+        if long:
+            monkeypatch.setenv(LONG_PATH_VARIABLE, "1")
+        else:
+            monkeypatch.delenv(LONG_PATH_VARIABLE, raising=False)
+        out = tmp_path / ("long" if long else "blocked")
+        argv = ["evaluate", "--gold", str(tmp_path / "gold.csv"), "--pred",
+                f"m={tmp_path / 'm.parquet'}", "--pred", f"n={tmp_path / 'n.parquet'}",
+                "--out", str(out), "--cache", str(tmp_path / "cache"), "--unknown-docs",
+                "drop", "--bootstrap", "40", "--permutations", "49"]  # fmt: skip
+        assert cli.main(argv) == 0
+        assert len(built) == (0 if long else 2)  # each model's units from its blocks
+        runs[long] = {n: pl.read_parquet(out / f"{n}.parquet") for n in
+                      ("metrics", "intervals", "comparisons")}  # fmt: skip
+    micro_auc = (pl.col("metric") == "auc") & (pl.col("average") == "micro")
+    macro_auc = (pl.col("metric") == "auc") & (pl.col("average") == "macro")
+    assert runs[False]["comparisons"].filter(macro_auc).height > 3  # the levels' tests too
+    assert runs[False]["comparisons"].filter(micro_auc).height > 3
+    for name in ("metrics", "intervals", "comparisons"):
+        long, blocked = runs[True][name], runs[False][name]
+        _same_bits(blocked.filter(~micro_auc), long.filter(~micro_auc), name)
+        assert blocked.filter(micro_auc).height == long.filter(micro_auc).height
+        for column, dtype in long.schema.items():
+            if dtype == pl.Float64 and name != "metrics":
+                gap = (blocked.filter(micro_auc)[column] - long.filter(micro_auc)[column]).abs()
+                assert (gap.max() or 0) < 0.05, (name, column)
