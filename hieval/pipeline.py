@@ -446,8 +446,6 @@ def tune_threshold(job: TuningJob) -> float:
         warnings.append(f"{overlap} ({setting('allow_dev_test_overlap', True)} is set)")
     per_code, min_support, method = job.per_code, job.min_support, job.method
     dense = read_reference(job.dev_scores)  # a dense dev matrix is tuned from its blocks
-    if dense is not None and dense.unscored:  # unscored cells: tuned from its long rows
-        dense = None
     scores = read_scores(job.dev_scores) if dense is None else None
     if scores is not None and scores.height == 0:
         raise InputError(

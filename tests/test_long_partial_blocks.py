@@ -99,8 +99,9 @@ def test_a_partial_csv_file_by_blocks_equals_the_long_path(tmp_path, monkeypatch
 def test_tuning_on_a_partial_dev_file_equals_the_long_path(
     tmp_path, monkeypatch, icd9_leaves, per_code
 ):
-    """A partial dev file is tuned from its long rows; the test file's decisions by the tuned
-    threshold (per code: a code's own where it has one), by blocks."""
+    """A partial dev file is tuned from its blocks (tests/test_partial_dev_tuning_blocks.py);
+    the test file's decisions by the tuned threshold (per code: a code's own where it has
+    one), by blocks."""
     pred = _partial(_files(tmp_path, icd9_leaves, seed=4), 0.8, seed=4)
     pred.write_parquet(tmp_path / "pred.parquet")
     (tmp_path / "dev").mkdir()
@@ -264,30 +265,3 @@ def _naive_positions(scores: np.ndarray, truth: np.ndarray, order: np.ndarray) -
         ahead = (scores[d] > scores[d, c]) | ((scores[d] == scores[d, c]) & (order < order[c]))
         positions.append(int(ahead.sum()))
     return positions
-
-
-def test_the_bootstrap_above_the_auc_cap_takes_the_long_rows(tmp_path, monkeypatch, icd9_leaves):
-    """Above the AUC replicates' exact plan's cap (lowered here to 10 scored pairs) a partial
-    matrix's bootstrap units come from its long rows, as the long path makes them: every
-    interval its bits, micro ROC-AUC's too (a full matrix's blocked replicates are binned on
-    other chunks: tests/test_dense_wiring.py)."""
-    from hieval.metrics import blocked_rows
-    from hieval.metrics.uncertainty import ranking as uncertainty_ranking
-    from hieval.metrics.uncertainty.ranking import RankingUnits
-
-    monkeypatch.setattr(uncertainty_ranking, "AUC_MAX_SCORED_PAIRS", 10)
-    monkeypatch.setattr(blocked_rows, "AUC_MAX_SCORED_PAIRS", 10)
-    built = []
-    monkeypatch.setattr(
-        blocked_rows, "RankingUnits", lambda *a: built.append(1) or RankingUnits(*a)
-    )
-    pred = _partial(_files(tmp_path, icd9_leaves), 0.8)
-    pred.write_parquet(tmp_path / "pred.parquet")
-    _long_out, blocked_out = _compare_partial(
-        monkeypatch, tmp_path, tmp_path / "pred.parquet", "--bootstrap", "30"
-    )
-    assert not built  # no blocked units
-    intervals = pl.read_parquet(blocked_out / "intervals.parquet")
-    micro_auc = (pl.col("metric") == "auc") & (pl.col("average") == "micro")
-    assert intervals.filter(micro_auc)["low"].null_count() == 0
-    assert intervals.filter(micro_auc).height > 3

@@ -65,7 +65,7 @@ def blocked_matrix(file: LabelFile, job: LabelJob) -> dense.ScoreMatrix | None:
     out = Path(job.scores_out)
     copy = out.with_name(f"{out.stem}.matrix.npy")
     if file.format == "wide":  # its score columns, copied by blocks beside the reference
-        return dense_wide.score_matrix(file.path, out=copy)
+        return dense_wide.score_matrix(file.path, out=copy, name=file.name)
     if file.format == "long":  # every code scored for every document: pivoted by batches
         return dense_long.score_matrix(file.path, out=copy, duckdb_config=job.duckdb_config)
     if file.format != "dense":

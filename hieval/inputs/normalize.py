@@ -34,6 +34,7 @@ from hieval.codesystem import CodeSystem
 from hieval.errors import CodeError, ConfigError, InputError, preview, preview_value
 from hieval.hierarchy.table import LevelTable
 from hieval.inputs import parquet_fast
+from hieval.inputs.bad_scores import bad_score
 from hieval.inputs.counted import INVALID, UNKNOWN, mark_counted
 from hieval.inputs.detect import MIMIC4_FORMATS, LabelFile
 from hieval.inputs.formats import (
@@ -260,16 +261,7 @@ def _raise_bad_row(con, name: str, where_one, *, has_score: bool, has_type: bool
             ORDER BY row, code LIMIT 1""").fetchone()
         if bad:
             row, score, doc, code = bad
-            label = f"document {preview_value(doc)}, code {preview_value(code)}"
-            if score is None or not score.strip():
-                raise InputError(
-                    f"{name}: {where_one(row)}: empty score ({label}); every code listed "
-                    "needs a score: fill it in, or leave the code out"
-                )
-            raise InputError(
-                f"{name}: {where_one(row)}: score {preview_value(score)} is not a finite number "
-                f"({label}); fix or remove it"
-            )
+            raise bad_score(name, where_one(row), score=score, doc=doc, code=code)
     raise AssertionError(f"{name}: a bad row was counted but not found again")
 
 

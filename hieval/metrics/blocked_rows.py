@@ -27,7 +27,7 @@ import polars as pl
 from threadpoolctl import threadpool_limits
 
 from hieval.engine.groups import default_threads
-from hieval.inputs.dense_decisions import BLOCK_DOCS_VARIABLE
+from hieval.inputs.dense_decisions import BLOCK_DOCS_VARIABLE, UNSCORED
 from hieval.inputs.dense_scores import DenseScores, RowView
 from hieval.metrics import blocked
 from hieval.metrics.arithmetic import exact_weighted_sums
@@ -180,7 +180,7 @@ def dense_rows_and_units(  # noqa: PLR0913 (dense_score_rows's options, the boot
             notes.setdefault("codes_without_node", {})[level] = left_out
     size = block_docs()
     replicates = None
-    if weights is not None and not dense.unscored and _above_cap(dense, node_of):
+    if weights is not None and _above_cap(dense, node_of):
         replicates = _replicates(dense, weights)
     results = _levels(dense, node_of, size, second_read=replicates, threads=threads)
     rows: list[tuple[str, str, str, str, float]] = []
@@ -314,8 +314,8 @@ def dense_ranking_units(  # noqa: PLR0913 (ranking_units' options and the thread
     if not _sorted_docs(dense).equals(doc_ids, check_names=False):
         raise ValueError("the score table's gold documents differ from the bootstrap's")
     node_of = {level: dense.node_of(ancestors, level)[0] for level in levels}
-    if dense.unscored or not _above_cap(dense, node_of):
-        return None  # unscored cells: the long table's units (its AUC replicates)
+    if not _above_cap(dense, node_of):
+        return None
     size = block_docs()
     replicates = _replicates(dense, weights)  # drawn here, above the cap, and only here
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
@@ -422,10 +422,12 @@ class _AucReplicates:
         self.states = states
         for name, state in states.items():
             which = state.scored
+            kept = state.values != UNSCORED  # a gold pair on an unscored cell is no scored one
             self.accumulators[name] = AucAccumulator(
                 weights=self.weights, n_docs=self.weights.shape[1], total=state.total,
                 full_of=state.full_of, gold_doc=state.rows, gold_label=state.full,
-                pos_doc=state.rows[which], pos_col=state.compact[which], pos_score=state.values,
+                pos_doc=state.rows[which][kept], pos_col=state.compact[which][kept],
+                pos_score=state.values[kept],
             )  # fmt: skip
         return self.visit
 
@@ -433,8 +435,9 @@ class _AucReplicates:
         state = self.states[name]
         a, b = state.bounds[number], state.bounds[number + 1]
         which = state.scored[a:b]
+        kept = state.values[a:b] != UNSCORED
         self.accumulators[name].add_block(
-            block, start, state.rows[which] - start, state.compact[which]
+            block, start, state.rows[which][kept] - start, state.compact[which][kept]
         )
 
     def defined(self, name: str, n_docs: int) -> dict[str, bool]:

@@ -18,6 +18,12 @@ The dev curve of the exact sweep samples every distinct score: the distinct scor
 collected block by block (each block's own distinct values, then one ``np.unique``: at most the
 matrix's size, in its own dtype), and a second read counts the cells at or above each sampled
 one. The grid method's 100 thresholds are counted per block by ``searchsorted``.
+
+A matrix pivoted from a long dev file that scores most pairs but not all holds ``-inf`` where
+the file has no row (:data:`hieval.inputs.dense_decisions.UNSCORED`): such a cell is below
+every threshold, so it is never counted at or above one, as the long path, which has no row
+for it, never counts it; a gold pair on such a cell is a gold pair the model did not score
+(no candidate), and ``-inf`` is no distinct score of the dev curve.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from hieval.inputs.dense_decisions import UNSCORED
 from hieval.inputs.dense_scores import DenseScores
 from hieval.metrics import tuning
 from hieval.metrics.arithmetic import divide
@@ -42,6 +49,7 @@ class _DevMatrix:
         model = DenseModel(scores, gold)
         self.view, self.labels, self.block = model.view, model.labels, block
         self.n_rows, self.width = model.view.shape
+        self.scored = model.scored  # the view's cells less its unscored ones
         self.gold_cols = model.gold_cols
         self.positives = len(model.gold_rows)
         scored = (model.gold_rows < self.n_rows) & (model.gold_cols < self.width)
@@ -55,6 +63,9 @@ class _DevMatrix:
             a, b = bounds[number], bounds[number + 1]
             self.values[a:b] = cells[self.rows[a:b] - start, self.cols[a:b]]
             self.column_max = np.maximum(self.column_max, cells.max(axis=0))
+        if model.unscored:  # gold pairs on unscored cells are not scored ones
+            kept = self.values != UNSCORED
+            self.rows, self.cols, self.values = self.rows[kept], self.cols[kept], self.values[kept]
 
     def starts(self) -> range:
         return range(0, self.n_rows, self.block)
@@ -89,7 +100,7 @@ def dense_tune(
     """:func:`hieval.metrics.tuning.tune` of the dev gold ``gold`` (``doc_id, code``) and the
     dense dev scores ``scores``, by blocks of ``block`` documents (see the module)."""
     dev = _DevMatrix(scores, gold, block or block_docs())
-    if not dev.view.size:
+    if not dev.scored:
         raise ValueError("the dev predictions hold no scores to tune a threshold on")
     sweep = _grid_threshold if method == "grid" else _global_threshold
     threshold, f1, curve = sweep(dev)
@@ -154,6 +165,7 @@ def _distinct(dev: _DevMatrix) -> np.ndarray:
         merged[filled : filled + len(own)] = own
         filled += len(own)
     merged = merged[:filled]
+    merged = merged[merged != UNSCORED]  # no score: not on the curve
     merged.sort()
     first = np.empty(len(merged), dtype=bool)
     first[:1] = True

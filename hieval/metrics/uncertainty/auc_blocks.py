@@ -213,6 +213,8 @@ class AucAccumulator:
         self.active = np.zeros((self.width, replicates))
         # micro: per document its negatives per bin (placed with the first chunk)
         self.table: np.ndarray | None = None
+        # per column, the weight of its unscored (-inf) block cells: not scored documents
+        self.unscored_weight = np.zeros((self.width, replicates))
         # uint16 holds a document's cells of a bin below 65,536 columns (half the memory)
         small = self.width < np.iinfo(np.uint16).max
         self.counts = np.zeros((n_docs, bins), dtype=np.uint16 if small else np.int32)
@@ -243,12 +245,27 @@ class AucAccumulator:
     def add_block(self, block: np.ndarray, start: int, pos_rows: np.ndarray,
                   pos_cols: np.ndarray) -> None:  # fmt: skip
         """A dense block (documents ``start ..`` × the level's compact columns), its positive
-        cells at ``(pos_rows, pos_cols)`` (block-local rows)."""
+        cells at ``(pos_rows, pos_cols)`` (block-local rows; scored ones only).
+
+        A ``-inf`` cell is an unscored pair (a long file's missing row,
+        :data:`hieval.inputs.dense_decisions.UNSCORED`): not a scored negative (taken back out
+        of its document's bin), never active, and its document's weight not among its
+        column's scored documents' (:meth:`finish` takes it off), as the long table, which has
+        no row for it, never feeds it."""
+        unscored = block == -np.inf
+        some_unscored = bool(unscored.any())
         if self.table is None:
-            self._place_bins(block.ravel())
+            self._place_bins(block[~unscored] if some_unscored else block.ravel())
         bits = np.ascontiguousarray(block, dtype=np.float32).view(np.uint32)
         _block_bins(bits, start, self.table, self.counts)
         del bits
+        if some_unscored:
+            lowest_bin = self.table[ordered_prefix(np.array([-np.inf]))[0]]
+            rows = start + np.arange(block.shape[0])
+            self.counts[rows, lowest_bin] -= unscored.sum(axis=1).astype(self.counts.dtype)
+            weights = self.wt_fold[start : start + block.shape[0]]
+            self.unscored_weight += unscored.T.astype(self.kind) @ weights
+        del unscored
         if len(pos_rows):
             bins = self.table[ordered_prefix(block[pos_rows, pos_cols])]
             np.subtract.at(self.counts, (pos_rows + start, bins), 1)
@@ -267,8 +284,10 @@ class AucAccumulator:
 
     def finish(self, scored_weight: np.ndarray) -> AucReplicates:
         """The replicates, given each column's scored documents' weight (replicates ×
-        width)."""
+        width; by blocks: the weight of the documents with a row, less the weight of each
+        column's unscored cells, taken off here)."""
         w, replicates = self.w, self.w.shape[0]
+        scored_weight = scored_weight - self.unscored_weight.T
         all_docs = w.sum(axis=1)
         gold = sparse.csr_matrix(
             (np.ones(len(self.gold_doc)), (self.gold_label, self.gold_doc)),
