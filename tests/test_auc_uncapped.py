@@ -63,7 +63,9 @@ def _case(seed: int, *, docs: int = 50, labels: int = 11, grid: bool = False):
     return scores, gold, scored, full_scores, full_gold, weights
 
 
-def _accumulate(scores, gold, scored, full_gold, weights, *, bins: int, chunk: int = 97):
+def new_accumulator(scores, gold, scored, full_gold, weights, *, bins: int):
+    """An accumulator of the case's matrix, given its scored positives: it, and where they
+    are (document, column)."""
     docs, labels = scores.shape
     gold_doc, gold_label = np.nonzero(full_gold)
     pos_doc, pos_col = np.nonzero(gold & scored)
@@ -72,6 +74,12 @@ def _accumulate(scores, gold, scored, full_gold, weights, *, bins: int, chunk: i
         gold_doc=gold_doc, gold_label=gold_label, pos_doc=pos_doc, pos_col=pos_col,
         pos_score=scores[pos_doc, pos_col], bins=bins,
     )  # fmt: skip
+    return acc, pos_doc, pos_col
+
+
+def _accumulate(scores, gold, scored, full_gold, weights, *, bins: int, chunk: int = 97):
+    docs = scores.shape[0]
+    acc, _, _ = new_accumulator(scores, gold, scored, full_gold, weights, bins=bins)
     neg_doc, neg_col = np.nonzero(~gold & scored)
     order = np.random.default_rng(0).permutation(len(neg_doc))  # any order, any chunks
     neg_doc, neg_col = neg_doc[order], neg_col[order]

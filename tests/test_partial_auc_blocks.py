@@ -14,9 +14,8 @@ import pytest
 
 from hieval.metrics.ranking import ScoreArrays
 from hieval.metrics.uncertainty.auc import auc_pairs, auc_plan, auc_replicates
-from hieval.metrics.uncertainty.auc_blocks import AucAccumulator
 from hieval.metrics.uncertainty.ranking import RankingUnits
-from tests.test_auc_uncapped import _case, _weighted_mann_whitney
+from tests.test_auc_uncapped import _case, _weighted_mann_whitney, new_accumulator
 from tests.test_dense_wiring import _outputs, _same_bits
 from tests.test_long_blocks import _evaluate, _files
 from tests.test_long_partial_blocks import _partial
@@ -26,13 +25,7 @@ def _by_blocks(scores, gold, scored, full_gold, weights, *, bins: int, rows: int
     """The accumulator fed the matrix by blocks of ``rows`` documents, its unscored cells
     ``-inf`` among them, and the weight of every document (each has a row)."""
     docs, labels = scores.shape
-    gold_doc, gold_label = np.nonzero(full_gold)
-    pos_doc, pos_col = np.nonzero(gold & scored)
-    acc = AucAccumulator(
-        weights=weights, n_docs=docs, total=full_gold.shape[1], full_of=np.arange(labels),
-        gold_doc=gold_doc, gold_label=gold_label, pos_doc=pos_doc, pos_col=pos_col,
-        pos_score=scores[pos_doc, pos_col], bins=bins,
-    )  # fmt: skip
+    acc, pos_doc, pos_col = new_accumulator(scores, gold, scored, full_gold, weights, bins=bins)
     matrix = np.where(scored, scores, -np.inf)
     for start in range(0, docs, rows):
         block = matrix[start : start + rows]
