@@ -34,7 +34,7 @@ from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import LEAF, ROWS_PER_SLICE, distinct_values, label_codes
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
@@ -50,6 +50,7 @@ from hieval.hierarchy.table import (
 from hieval.hints import setting
 from hieval.inputs.counted import COUNTED_CODES_KEY, counted_codes
 from hieval.inputs.dense_scores import read_reference, read_scores
+from hieval.inputs.handoff import distinct_values
 from hieval.inputs.options import (
     DEFAULT_MALFORMED_CODES,
     DEFAULT_THRESHOLD,

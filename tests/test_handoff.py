@@ -169,9 +169,9 @@ def test_distinct_values_of_a_kept_table_are_its_files(tree, tmp_path, column):
     gold_rows = rows_of(rng, NAMES, n=60)
     pred_rows = rows_of(rng, NAMES[:5], n=30)
     paths = normalise(tmp_path, table, gold_rows, pred_rows)
-    kept = [sorted(keys.distinct_values(path, column).to_list()) for path in paths]
+    kept = [sorted(handoff.distinct_values(path, column).to_list()) for path in paths]
     handoff.forget()
-    assert kept == [sorted(keys.distinct_values(path, column).to_list()) for path in paths]
+    assert kept == [sorted(handoff.distinct_values(path, column).to_list()) for path in paths]
     assert kept == [sorted(pl.read_parquet(path)[column].unique().to_list()) for path in paths]
 
 
@@ -182,7 +182,7 @@ def test_documents_outside_the_gold_whether_it_is_kept_or_read(tree, tmp_path, m
     gold, _ = normalise(tmp_path, table, gold_rows, gold_rows)
     if kept:  # the gold's documents come from memory: its file is not opened
         assert handoff.kept(gold).doc_ranks is not None
-        monkeypatch.setattr(parquet_fast.pq, "ParquetFile", None)
+        monkeypatch.setattr(pq, "ParquetFile", None)
     else:
         handoff.forget()
     for pred_docs in (NAMES[:8], NAMES[2:5], NAMES[4:], ["new", *NAMES[:3]]):

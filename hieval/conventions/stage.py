@@ -23,9 +23,9 @@ from hieval.conventions.table import (
     read_label_space,
     strictly_above,
 )
-from hieval.engine.keys import distinct_values
 from hieval.hierarchy.table import read_level_table
 from hieval.inputs.dense_scores import read_reference
+from hieval.inputs.handoff import distinct_values
 
 log = logging.getLogger(__name__)
 

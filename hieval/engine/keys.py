@@ -306,36 +306,10 @@ def _indices(values: pa.DictionaryArray) -> np.ndarray:
 
 def label_codes(source: Source) -> pl.Series:
     """The distinct codes of a label table: for Parquet, the union of its row groups'
-    dictionaries (no row is decoded)."""
+    dictionaries (no row is decoded; :func:`hieval.inputs.handoff.distinct_values`)."""
+    from hieval.inputs.handoff import distinct_values
+
     return distinct_values(source, "code").alias("code")
-
-
-def distinct_values(source: Source, column: str) -> pl.Series:
-    """The distinct non-null values of a text ``column`` of a table: for a normalised table
-    this process just wrote, its kept documents or codes (:mod:`hieval.inputs.handoff`); for
-    Parquet, the union of its row groups' dictionaries (no string is decoded per row). For
-    tables hieval wrote (its writers, DuckDB's and pyarrow's, put in a row group's dictionary
-    only the values of its rows; an Arrow dictionary with unused entries, such as a Polars
-    Enum's, would add those)."""
-    if isinstance(source, pl.DataFrame):
-        return source.get_column(column).cast(pl.String).drop_nulls().unique()
-    from hieval.inputs import handoff
-
-    kept = handoff.kept(source) if column in ("doc_id", "code") else None
-    if kept is not None:
-        used = _Used.of(kept)
-        return (used.doc_names if column == "doc_id" else used.code_names).alias(column)
-    import pyarrow.parquet as pq
-
-    parquet = pq.ParquetFile(Path(source), read_dictionary=[column])
-    found = [
-        pl.Series(chunk.dictionary if hasattr(chunk, "dictionary") else chunk, dtype=pl.String)
-        for group in range(parquet.num_row_groups)
-        for chunk in parquet.read_row_group(group, columns=[column])[column].chunks
-    ]
-    if not found:
-        return pl.Series(column, [], dtype=pl.String)
-    return pl.concat(found).drop_nulls().unique().alias(column)
 
 
 @dataclass
@@ -480,14 +454,7 @@ class _Used:
 
     @classmethod
     def of(cls, table: KeptLabels) -> _Used:
-        mask = (1 << table.rank_bits) - 1
-        docs = table.doc_ranks
-        if docs is None:
-            docs = table.keys >> table.rank_bits  # sorted: each document's keys are a run
-            if docs.size > 1:
-                docs = docs[np.concatenate(([True], docs[1:] != docs[:-1]))]
-        codes = np.flatnonzero(np.bincount(table.keys & mask, minlength=table.codes.len()))
-        return cls(table, docs, codes)
+        return cls(table, table.doc_positions, table.code_positions)
 
     @functools.cached_property
     def doc_names(self) -> pl.Series:

@@ -45,6 +45,22 @@ class KeptLabels:
     doc_ranks: np.ndarray | None = None
 
     @property
+    def doc_positions(self) -> np.ndarray:
+        """The document ranks the keys use (sorted)."""
+        if self.doc_ranks is not None:
+            return self.doc_ranks
+        docs = self.keys >> self.rank_bits  # sorted: each document's keys are a run
+        if docs.size > 1:
+            docs = docs[np.concatenate(([True], docs[1:] != docs[:-1]))]
+        return docs
+
+    @property
+    def code_positions(self) -> np.ndarray:
+        """The code ranks the keys use (sorted)."""
+        used = np.bincount(self.keys & ((1 << self.rank_bits) - 1), minlength=self.codes.len())
+        return np.flatnonzero(used)
+
+    @property
     def nbytes(self) -> int:
         """The memory the table holds (its keys, documents and codes)."""
         ranks = self.doc_ranks.nbytes if self.doc_ranks is not None else 0
@@ -101,6 +117,33 @@ def forget(under: str | os.PathLike | None = None) -> None:
         folder = os.path.join(os.path.realpath(under), "")
         for name in [name for name in _kept if name.startswith(folder)]:
             del _kept[name]
+
+
+def distinct_values(source: str | os.PathLike | pl.DataFrame, column: str) -> pl.Series:
+    """The distinct non-null values of a text ``column`` (``doc_id``, ``code``) of a label
+    table: of a normalised table this process just wrote, its kept documents or codes (sorted);
+    of a Parquet file, the union of its row groups' dictionaries (no string is decoded per row:
+    for tables hieval wrote, whose writers, its own, DuckDB's and pyarrow's, put in a row
+    group's dictionary only the values of its rows; an Arrow dictionary with unused entries,
+    such as a Polars Enum's, would add those)."""
+    if isinstance(source, pl.DataFrame):
+        return source.get_column(column).cast(pl.String).drop_nulls().unique()
+    table = kept(source)
+    if table is not None and column in ("doc_id", "code"):
+        if column == "doc_id":
+            return table.docs.gather(table.doc_positions).alias(column)
+        return table.codes.gather(table.code_positions).alias(column)
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(Path(source), read_dictionary=[column])
+    found = [
+        pl.Series(chunk.dictionary if hasattr(chunk, "dictionary") else chunk, dtype=pl.String)
+        for group in range(parquet.num_row_groups)
+        for chunk in parquet.read_row_group(group, columns=[column])[column].chunks
+    ]
+    if not found:
+        return pl.Series(column, [], dtype=pl.String)
+    return pl.concat(found).drop_nulls().unique().alias(column)
 
 
 def path_of(source: object) -> Path | None:

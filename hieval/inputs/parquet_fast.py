@@ -443,28 +443,11 @@ def _outside_gold(
     """The documents of ``keys`` the normalised gold lacks: their names (sorted) and ranks."""
     present = _documents(keys)
     names = pl.Series(docs.take(_arrow(present)), dtype=pl.String)
-    gold = _gold_docs(gold_docs)
+    gold = handoff.distinct_values(gold_docs, "doc_id")  # sorted when kept
     if names.len() == gold.len() and names.equals(gold):  # the gold's documents, all of them
         return [], present[:0]
     outside = present[~names.is_in(gold.implode()).to_numpy()]
     return docs.take(_arrow(outside)).to_pylist(), outside
-
-
-def _gold_docs(path: str | Path) -> pl.Series:
-    """The distinct documents of a normalised gold: kept in memory when this process wrote
-    it (:mod:`hieval.inputs.handoff`; then sorted), else the union of its row groups'
-    dictionaries (one row group's indices in memory at a time)."""
-    kept = handoff.kept(path)
-    if kept is not None and kept.doc_ranks is not None:
-        return kept.docs.gather(kept.doc_ranks)
-    parquet = pq.ParquetFile(path, read_dictionary=["doc_id"])
-    found = []
-    for group in range(parquet.num_row_groups):
-        column = parquet.read_row_group(group, columns=["doc_id"])["doc_id"]
-        found += [chunk.dictionary for chunk in column.chunks]
-    if not found:
-        return pl.Series([], dtype=pl.String)
-    return pl.Series(pc.unique(pa.chunked_array(found, type=found[0].type).combine_chunks()))
 
 
 _TEXT = pa.dictionary(pa.int32(), pa.string())
@@ -486,10 +469,10 @@ def _write(keys: np.ndarray, docs: pa.Array, codes: pa.Array, out: str | Path, *
     Each row group is handed to the writer as dictionary arrays holding exactly the documents
     and codes of its rows, so the writer copies them to the dictionary page instead of hashing
     a string per row, and readers that take a file's values from its dictionaries (the
-    encoder, :func:`_gold_docs`) find only values that occur. Statistics are kept for
-    ``doc_id`` only: the rows are sorted by it, so its ranges prune row groups; every row
-    group holds most codes, so code ranges prune nothing, and computing them on strings was
-    half of the write."""
+    encoder, :func:`hieval.inputs.handoff.distinct_values`) find only values that occur.
+    Statistics are kept for ``doc_id`` only: the rows are sorted by it, so its ranges prune
+    row groups; every row group holds most codes, so code ranges prune nothing, and computing
+    them on strings was half of the write."""
     schema = _schema(with_score=with_score)
     with pq.ParquetWriter(
         out, schema, compression="zstd", store_schema=False, write_statistics=["doc_id"]
