@@ -144,3 +144,23 @@ def test_remembered_slices_serve_only_their_own_table():
             got = exact_weighted_sums(w, table, remember=True)
             expected = [[_exact_dot(w[r], table[:, c]) for c in range(3)] for r in range(4)]
             assert got.tolist() == expected, block
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_mean_of_an_array_is_fsums_mean_bit_for_bit(seed):
+    """``exact_mean`` of a float64 array (the vectorised sum the metrics' means take) gives the
+    bits of ``math.fsum`` over the same values as a list, divided by their count; with NaN and
+    infinities as ``math.fsum`` has them."""
+    from hieval.metrics.arithmetic import exact_mean
+
+    rng = np.random.default_rng(seed)
+    for name, rows in _adversarial(rng, 3, 1_000).items():
+        for row in rows:
+            expected = math.fsum(row.tolist()) / row.size
+            assert exact_mean(row).hex() == expected.hex(), name
+            assert exact_mean(row[:1]).hex() == row[0].hex(), name
+    ratios = rng.integers(0, 9, 50_000) / rng.integers(1, 9, 50_000)  # ties and repeats
+    assert exact_mean(ratios).hex() == (math.fsum(ratios.tolist()) / ratios.size).hex()
+    assert exact_mean(np.array([], dtype=np.float64)) == 0.0
+    assert math.isnan(exact_mean(np.array([1.0, np.nan])))
+    assert exact_mean(np.array([1.0, np.inf])) == math.inf

@@ -44,6 +44,10 @@ def exact_mean(values) -> float:
     bits of a mean; the correctly rounded sum does not depend on order, so reports regenerate
     bit for bit.
     """
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1:
+        # The same correctly rounded sum, vectorised (:func:`exact_sum`): ``math.fsum`` of a
+        # 337,200-item list (with its ``tolist``) took 17 ms, a metric's mean at 100x MIMIC-III.
+        return float(exact_sum(values[None, :])[0]) / values.size if values.size else 0.0
     values = list(values)
     return math.fsum(values) / len(values) if values else 0.0
 

@@ -67,7 +67,7 @@ class BlockedAucs:
     @property
     def macro(self) -> float | None:
         defined = self.per_label[~np.isnan(self.per_label)]
-        return exact_mean(defined.tolist()) if len(defined) else None
+        return exact_mean(defined) if len(defined) else None
 
 
 def _auc(doubled_ranks: int, positives: int, negatives: int) -> float:

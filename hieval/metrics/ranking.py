@@ -327,7 +327,7 @@ def document_mean(metric, docs: RankedDocuments, k: int | None) -> float | None:
     if per_doc is None or not counted.any():
         return None
     if mean.best is None:
-        return exact_mean(per_doc[counted].tolist())
+        return exact_mean(per_doc[counted])
     best = math.fsum(mean.best(docs, k)[counted].tolist())
     return math.fsum(per_doc[counted].tolist()) / best if best > 0 else None
 

@@ -57,7 +57,7 @@ def icm_values(items: pl.DataFrame, params: IcmParams) -> dict[str, float]:
     if n == 0:
         return {"icm": 0.0, "icm_gold": 0.0, "icm_norm": 0.0}
     per_item, per_gold = icm_per_item(items, params)
-    icm, icm_gold = exact_mean(per_item.tolist()), exact_mean(per_gold.tolist())
+    icm, icm_gold = exact_mean(per_item), exact_mean(per_gold)
     return {"icm": icm, "icm_gold": icm_gold, "icm_norm": float(icm_norm(icm, icm_gold))}
 
 
@@ -86,7 +86,7 @@ def item_measures(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str
 def _item_values(items: pl.DataFrame, params: IcmParams) -> dict[tuple[str, str], float]:
     """The metrics computed from the per-item sums: ICM, ICM-Norm, PROP-F, HF and LCA-F."""
     values = icm_values(items, params)
-    means = {key: exact_mean(v.tolist()) for key, v in item_measures(items, params).items()}
+    means = {key: exact_mean(v) for key, v in item_measures(items, params).items()}
     return {("icm", "icm"): values["icm"], ("icm", "icm_norm"): values["icm_norm"], **means}
 
 
@@ -144,7 +144,7 @@ def suite_rows(
             if metric.average == "micro":  # the formula of the summed counts
                 values.append(metric.per_unit(tp.sum(), fp.sum(), fn.sum(), size * len(tp)))
             else:
-                values.append(exact_mean(metric.per_unit(tp, fp, fn, size).tolist()))
+                values.append(exact_mean(metric.per_unit(tp, fp, fn, size)))
     return _rows(list(SUITE), values)
 
 
