@@ -569,8 +569,9 @@ def _engine_options(ev: argparse.ArgumentParser) -> None:
         "--threads",
         type=_at_least_one("threads"),
         default=None,
-        help="threads of the count (default: the cores this process may use); with two or "
-        "more, the gold may be normalised beside the first model's predictions",
+        help="threads of the count and of DuckDB's queries (default: the cores this process "
+        "may use); with two or more, the gold may be normalised beside the first model's "
+        "predictions",
     )
 
 

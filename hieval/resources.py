@@ -262,10 +262,14 @@ class Resources:
     def duckdb_config(self) -> dict[str, str]:
         """DuckDB connection settings: ``memory_limit`` (unset: :func:`default_duckdb_limit`)
         and ``temp_directory`` when set, absolute: DuckDB reads a leading ``~`` as the home
-        folder, and a user's path is literal (``~`` is then a folder of that name)."""
+        folder, and a user's path is literal (``~`` is then a folder of that name); and
+        ``threads``: the run's (``--threads``, ``engine.threads``), else the cores this process
+        may use. DuckDB's own default is the host's core count, so a job pinned to two cores
+        of a larger node (a SLURM allocation, ``taskset``) ran its queries on all of them."""
         limit = self.memory_limit or default_duckdb_limit()
         spill = os.path.abspath(self.temp_directory) if self.temp_directory else None
-        settings = {"memory_limit": limit, "temp_directory": spill}
+        threads = self.threads or default_threads()
+        settings = {"memory_limit": limit, "temp_directory": spill, "threads": threads}
         return {key: str(value) for key, value in settings.items() if value}
 
     def count_job_bytes(self, labels: int) -> int:
