@@ -1,14 +1,20 @@
 """The report's figures drawn cheaply (issue 36): the garbage collector paused while a figure
-is built and drawn, and back as it was afterwards (also when drawing fails)."""
+is built and drawn, and back as it was afterwards (also when drawing fails); the crop to what
+is drawn measured on the one drawing, showing what matplotlib's own tight crop shows."""
 
 from __future__ import annotations
 
 import gc
+import io
+import re
+import xml.etree.ElementTree as ET
 
 import polars as pl
 import pytest
 
 from hieval.reports import changes, error_sections, figures
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
@@ -99,3 +105,81 @@ def test_every_figure_is_drawn_with_the_collector_paused(collector_on, monkeypat
     assert len(seen) == 6
     assert not any(seen.values()), seen
     assert gc.isenabled()
+
+
+def _texts(svg: str) -> list[tuple[str, float, float]]:
+    """Each text of an SVG from matplotlib (``svg.fonttype: none``): its words and where it is
+    anchored, from its ``x``/``y`` or its ``translate(...)``."""
+    out = []
+    for element in ET.fromstring(svg).iter(f"{SVG}text"):
+        if "x" in element.attrib:
+            x, y = float(element.get("x")), float(element.get("y"))
+        else:
+            x, y = map(
+                float, re.search(r"translate\(([^ ]+) ([^)]+)\)", element.get("transform")).groups()
+            )
+        out.append(("".join(element.itertext()), x, y))
+    return out
+
+
+def _frame(svg: str) -> tuple[float, float, float, float]:
+    """The root's ``viewBox``: left, top, width, height (SVG units)."""
+    return tuple(map(float, ET.fromstring(svg).get("viewBox").split()))
+
+
+def _both_crops(monkeypatch) -> list[tuple[str, str]]:
+    """Each figure drawn with matplotlib's own crop (``bbox_inches="tight"``, drawn twice)
+    and with :func:`figures._svg`'s (one drawing, the crop in the viewBox)."""
+    pairs = []
+    original = figures._svg
+
+    def both(fig, **options):
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        tight = buffer.getvalue()
+        pairs.append((tight[tight.index("<svg") :], original(fig, **options)))
+        return pairs[-1][1]
+
+    monkeypatch.setattr(figures, "_svg", both)
+    monkeypatch.setattr(error_sections.figures, "_svg", both)
+    long = "a title long enough to reach well past the left edge of the figure"
+    figures.per_level(_tidy(), levels=("e0", "e1"), models=["a", "a model with a long name"])
+    counts = pl.DataFrame(
+        {"model": ["a", "b"], "group": ["g", "h"], "over": [1, 20], "under": [3, 0]}
+    )
+    figures.disagreement_heatmap(
+        counts, groups=["g", "h"], models=["a", "b"], titles={"g": long, "h": "short"}
+    )
+    errors = pl.DataFrame(
+        {"model": ["a", "a"], "kind": ["fn", "fp"], "lca_level": ["e1", "none"],
+         "share": [1.0, 1.0]}
+    )  # fmt: skip
+    error_sections.distance_figure(errors, models=["a"], levels=["e1", "none"])
+    return pairs
+
+
+def test_the_crop_shows_what_matplotlibs_tight_crop_shows(monkeypatch):
+    """Independent reference: matplotlib's ``bbox_inches="tight"`` of the same figure. The
+    same size, and every text (labels, titles, cell numbers, legend) with the same words at
+    the same place once each SVG's own origin is taken away."""
+    pairs = _both_crops(monkeypatch)
+    assert len(pairs) == 3
+    for tight, ours in pairs:
+        left, top, width, height = _frame(ours)
+        assert _frame(tight)[2:] == pytest.approx((width, height), abs=1e-3)
+        expected = _texts(tight)
+        found = [(words, x - left, y - top) for words, x, y in _texts(ours)]
+        assert [w for w, *_ in found] == [w for w, *_ in expected]
+        assert len(expected) > 10
+        for (words, x, y), (_, x0, y0) in zip(found, expected, strict=True):
+            assert (x, y) == pytest.approx((x0, y0), abs=0.01), words
+
+
+def test_a_label_past_the_edge_is_inside_the_crop(monkeypatch):
+    """The heatmap's axes start at the figure's left edge, so its group labels are drawn at
+    negative x: the crop begins left of 0 and takes in the longest label's start."""
+    _, heatmap, _ = (ours for _, ours in _both_crops(monkeypatch))
+    left = _frame(heatmap)[0]
+    assert left < -100
+    assert "a title long enough" in heatmap
+    assert 'style="fill: #ffffff"' in heatmap  # the background stretched under the crop
