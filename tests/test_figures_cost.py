@@ -183,3 +183,11 @@ def test_a_label_past_the_edge_is_inside_the_crop(monkeypatch):
     assert left < -100
     assert "a title long enough" in heatmap
     assert 'style="fill: #ffffff"' in heatmap  # the background stretched under the crop
+
+
+def test_matplotlibs_import_in_the_background_pauses_the_collector(collector_on, monkeypatch):
+    seen = []
+    monkeypatch.setattr(figures, "_pyplot", lambda: seen.append(gc.isenabled()))
+    figures.prefetch().join()
+    assert seen == [False]
+    assert gc.isenabled()
