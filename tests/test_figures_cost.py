@@ -190,3 +190,21 @@ def test_matplotlibs_import_in_the_background_pauses_the_collector(collector_on,
     figures.prefetch().join()
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_a_figure_failing_while_drawn_raises_and_leaves_nothing_behind(collector_on, monkeypatch):
+    """A failure inside the drawing reaches the caller (the report is then not written), with
+    the collector back on, the draw listener gone and the figure closed."""
+    from matplotlib.text import Text
+
+    plt = figures._pyplot()
+    before = set(plt.get_fignums())
+
+    def broken(self, renderer):
+        raise RuntimeError("a text cannot be drawn")
+
+    monkeypatch.setattr(Text, "draw", broken)
+    with pytest.raises(RuntimeError, match="a text cannot be drawn"):
+        figures.per_level(_tidy(), levels=("e0", "e1"), models=["a", "b"])
+    assert gc.isenabled()
+    assert set(plt.get_fignums()) == before
