@@ -36,7 +36,7 @@ from hieval.atomic import write_text
 from hieval.reports.escaping import markdown as md
 
 # the figure conventions of the report's other figures (one style, reproducible SVG)
-from hieval.reports.figures import _STYLE, _pyplot, _svg
+from hieval.reports.figures import _STYLE, _pyplot, _svg, collector_paused
 from hieval.reports.history import HISTORY_METRICS
 
 #: Headline metrics shown as percentages; ICM has no fixed range and is shown as it is.
@@ -290,6 +290,7 @@ def series_history(history: pl.DataFrame, current: pl.DataFrame, model: str) -> 
     return wide
 
 
+@collector_paused()
 def history_figure(model: str, wide: pl.DataFrame) -> str:
     """One model's headline F-measures (%) over its evaluations, oldest left, with their
     bootstrap intervals where recorded; ICM in a panel of its own (no fixed range)."""

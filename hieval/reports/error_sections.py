@@ -94,6 +94,7 @@ def _table(headers: list[str], rows: list[list[str]], *, table_id: str | None = 
     )
 
 
+@figures.collector_paused()
 def distance_figure(errors: pl.DataFrame, *, models: list[str], levels: list[str]) -> str:
     """Stacked bars: each model's FN and FP (side by side) split by the level at which they
     meet the nearest error of the other kind (statuses pooled)."""
