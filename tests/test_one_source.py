@@ -199,6 +199,7 @@ def test_registry_lists_each_metric_once_with_what_reports_need():
 LAYERS = (
     (
         "errors",
+        "collector",
         "compiled",
         "hints",
         "signals",

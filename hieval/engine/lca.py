@@ -30,11 +30,13 @@ distance and its deepest minimiser the LCA.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
 import polars as pl
 
+from hieval.collector import collector_paused
 from hieval.engine.groups import Slice
 from hieval.engine.keys import CodeSpace
 
@@ -84,11 +86,14 @@ def prefetch_compiled() -> threading.Thread:
     machine code take about half a second, spent while the labels are read and encoded."""
 
     def load() -> None:
-        from hieval.engine.counts_compiled import warm as warm_counts
-        from hieval.engine.lca_compiled import warm
+        # numba's import makes objects that all live on (hieval.collector); a failure is left
+        # for the count's own import to meet and report, not printed from this thread.
+        with contextlib.suppress(Exception), collector_paused():
+            from hieval.engine.counts_compiled import warm as warm_counts
+            from hieval.engine.lca_compiled import warm
 
-        warm()
-        warm_counts()  # the per-level counts' kernel, compiled from as many labels
+            warm()
+            warm_counts()  # the per-level counts' kernel, compiled from as many labels
 
     thread = threading.Thread(target=load, name="lca-kernel", daemon=True)
     thread.start()

@@ -9,7 +9,6 @@ model names, node codes and titles, which may hold ``$``: matplotlib's mathtext 
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import re
 import threading
@@ -17,6 +16,7 @@ import threading
 import numpy as np
 import polars as pl
 
+from hieval.collector import collector_paused
 from hieval.metrics.registry import FAMILY_TITLES
 
 _STYLE = {
@@ -58,27 +58,6 @@ def prefetch() -> threading.Thread:
     thread = threading.Thread(target=load, name="import-matplotlib")
     thread.start()
     return thread
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector paused while a figure is built and drawn (a context
-    manager, or a decorator: ``@collector_paused()``).
-
-    A figure makes tens of thousands of linked objects that live until it is closed, so they
-    survive the young collections and soon trigger a full one, which walks every object of the
-    process: after a large evaluation (polars, DuckDB, numba loaded) one such pass costs about
-    0.1 s, a third of the figures' time, and frees nothing, as the figure is still in use.
-    Once the figure is closed its objects are garbage, and the first young collection after
-    this block frees them. A collector already disabled is left so."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _svg(fig, *, crop: bool = True) -> str:
