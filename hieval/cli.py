@@ -672,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from hieval.console import finish
+    from hieval.console import finish, loaded
 
+    loaded()
     finish(main())

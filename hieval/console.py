@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -51,4 +52,14 @@ def main() -> int:
         what, code = stopped
         print(f"hieval: {what}", file=sys.stderr)
         return code
+    loaded()
     finish(cli.main())
+
+
+def loaded() -> None:
+    """Called by a command-line process once its modules are imported: they live as long as
+    the process, so the cyclic collector need not walk them again (``gc.freeze``). Each full
+    collection of a run walked them all, about 0.05 s apiece at 100x MIMIC-III, holding the
+    interpreter's lock the reading threads need; only the process's own entry points call it,
+    never a library call (a notebook's objects of the moment would never be freed)."""
+    gc.freeze()

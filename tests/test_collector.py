@@ -29,3 +29,38 @@ def test_a_failed_load_leaves_the_collector_running_and_prints_nothing(monkeypat
     lca.prefetch_compiled().join()  # the failure is left for the count's own import to meet
     assert gc.isenabled()
     assert capsys.readouterr().err == ""
+
+
+FROZEN = """
+import atexit, gc, runpy, sys
+atexit.register(lambda: print("frozen", gc.get_freeze_count()))
+sys.argv = ["hieval", "hierarchy", "--help"]
+{entry}
+"""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["runpy.run_module('hieval.cli', run_name='__main__')",
+     "from hieval.console import main; main()"],
+)  # fmt: skip
+def test_a_command_line_process_freezes_its_modules_objects(entry):
+    """Both entry points (``python -m hieval.cli``, the ``hieval`` script) freeze the objects
+    of their imports before running (``gc.freeze``): later full collections skip them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN.format(entry=entry)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    frozen = int(done.stdout.split("frozen")[-1])
+    assert frozen > 10_000, done.stdout + done.stderr
+
+
+def test_a_library_call_freezes_nothing(capsys):
+    from hieval import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["hierarchy", "--help"])
+    assert gc.get_freeze_count() == 0
