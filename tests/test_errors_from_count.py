@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import polars as pl
 import pytest
 from test_error_analysis import designed_zoo, frame_of, naive_ancestors
@@ -249,3 +250,41 @@ def test_a_count_failing_after_its_hand_off_stops_the_analysis(zoo, tmp_path, mo
         assert cli.main(command) != 0
     assert spy.handed == 1
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("layout", ["dense matrix", "scored long rows"])
+def test_scored_models_give_the_file_paths_bytes(layout, icd9_leaves, tmp_path, monkeypatch):
+    """A dense score matrix (counted from its thresholded labels, its scores a reference to
+    the matrix) and a long file with scores, decided at the threshold: the same bytes."""
+    from test_dense_wiring import _matrix_case
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    gold, matrix = _matrix_case(folder, icd9_leaves)
+    if layout == "dense matrix":
+        argv = ["--gold", str(gold), "--pred", f"m={matrix}", "--format", "m=dense"]
+    else:
+        scores = np.load(matrix)
+        docs = (folder / "m.docs.txt").read_text().split()
+        codes = (folder / "m.codes.txt").read_text().split()
+        rows = pl.DataFrame(
+            {
+                "doc_id": np.repeat(docs, len(codes)),
+                "code": np.tile(codes, len(docs)),
+                "score": scores.ravel().astype(np.float64),
+            }
+        )
+        argv = [
+            "--gold",
+            str(gold),
+            "--pred",
+            f"m={_write(rows, folder / 'm.parquet', int_ids=False)}",
+        ]
+    argv += ["--unknown-docs", "drop", "--threshold", "0.45"]
+    cache = tmp_path / "cache"
+    ours = _evaluate(argv, tmp_path / "ours", cache, monkeypatch, from_count=True)
+    files = _evaluate(argv, tmp_path / "files", cache, monkeypatch, from_count=False)
+    assert (ours.encodes, ours.handed, files.encodes) == (0, 1, 1)
+    got = _analysis_files(tmp_path / "ours")
+    assert got == _analysis_files(tmp_path / "files")
+    assert pl.read_parquet(tmp_path / "ours" / "errors.parquet")["count"].sum() > 0
