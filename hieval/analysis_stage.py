@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +22,7 @@ import polars as pl
 
 from hieval import codesystem, paths
 from hieval.analysis.confusions import confusion_table
-from hieval.analysis.errors import error_distance, model_errors
+from hieval.analysis.errors import ModelErrors, error_distance, errors_of, model_errors
 from hieval.analysis.groups import (
     MISSING,
     GroupIcm,
@@ -38,11 +41,78 @@ from hieval.codesystem import placed_codes
 from hieval.engine.counts import evaluated_levels
 from hieval.engine.driver import evaluate as count_labels
 from hieval.engine.icm import IcmParams
+from hieval.engine.keys import Labels
 from hieval.hierarchy.table import read_level_table
 from hieval.inputs.counted import counted_codes, counted_statuses
 from hieval.metrics.uncertainty.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A model's gold and predicted labels as its count encoded them (:func:`hieval.pipeline.
+    count_model`'s ``on_encoded``), and the distinct codes the encoder read (those the code
+    space was built for, as it hands them to :func:`~hieval.analysis.errors.model_errors`'
+    tree). Why: the error analysis finds the errors in these keys instead of reading and
+    encoding the labels a second time beside the count (:func:`errors_of`: any code space of
+    the hierarchy that places the codes serves)."""
+
+    labels: Labels
+    codes: pl.Series
+
+
+#: A model's :class:`Encoded` labels once its count has encoded them (the call waits until
+#: then); None: the count did not hand them on, and the analysis reads the labels itself.
+PendingEncoding = Callable[[], Encoded | None]
+
+
+class Encodings:
+    """Each model's labels as its count encoded them, handed to the error analysis running
+    beside the counts (:func:`error_analysis`' ``encoded``).
+
+    At most one waits to be taken: a count that finds the analysis behind (an earlier model's
+    labels not taken yet) hands none, and the analysis reads that model's files as it always
+    could, so a zoo's keys are never all held at once; each is let go once taken."""
+
+    def __init__(self, names: list[str]):
+        self._lock = threading.Lock()
+        self._handed: dict[str, Future] = {name: Future() for name in names}
+        self._waiting = 0  # handed, not taken yet
+
+    def hand(self, name: str) -> Callable[[Labels, pl.Series], None]:
+        """The count's ``on_encoded`` for model ``name``."""
+
+        def handed(labels: Labels, codes: pl.Series) -> None:
+            with self._lock:
+                keep = self._waiting == 0
+                self._waiting += int(keep)
+            self._handed[name].set_result([Encoded(labels, codes)] if keep else [])
+
+        return handed
+
+    def counted(self, name: str) -> None:
+        """Model ``name`` is counted: if its count handed nothing, the analysis reads it."""
+        if not self._handed[name].done():
+            self._handed[name].set_result([])
+
+    def failed(self, error: BaseException) -> None:
+        """The counts stopped: the analysis waiting for an encoding meets ``error``."""
+        for handed in self._handed.values():
+            if not handed.done():
+                handed.set_exception(error)
+
+    def pending(self, name: str) -> PendingEncoding:
+        """Model ``name``'s encoding, to wait for (:data:`PendingEncoding`)."""
+        return functools.partial(self._take, name)
+
+    def _take(self, name: str) -> Encoded | None:
+        box = self._handed[name].result()  # the count's error, if it failed
+        if not box:
+            return None
+        with self._lock:
+            self._waiting -= 1
+        return box.pop()
 
 
 def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params and outputs, one keyword each (scripts/model_errors.py))
@@ -60,6 +130,7 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     train_gold: str | Path | None = None,
     settings: Settings | None = None,
     parts: list[ErrorPart] | None = None,
+    encoded: PendingEncoding | None = None,
 ) -> None:
     """One model's error distance rows (with ``settings.bootstrap`` replicates, each share's
     interval), near-miss confusions and per-code table (with ``train_frequency`` given
@@ -67,7 +138,9 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     counts are the count engine's, read from the model's ``nodes`` table. ``gold`` and
     ``labels`` may each be a table in parts (:data:`hieval.engine.keys.Source`); with the
     ``parts`` of the analysis taken already, in document order (:mod:`hieval.analysis.parts`:
-    the Evaluator's chunks), the labels are not read again (their counted codes are)."""
+    the Evaluator's chunks), the labels are not read again (their counted codes are); nor when
+    ``encoded`` gives them as the model's count encoded them (:class:`Encoded`): the errors
+    are found in its keys (the same outputs, byte for byte)."""
     table = read_level_table(levels_file)
     system = codesystem.of_table(table)
     levels = evaluated_levels(table.levels, system.resolve_max_level(table.levels, max_level))
@@ -80,7 +153,7 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
         return tree_of(table, hierarchy, pl.concat([codes, *train_codes]), counted)
 
     if parts is None:
-        errors = model_errors(gold, labels, tree_for)
+        errors = _model_errors(gold, labels, tree_for, encoded)
         tree, parts = errors.tree, [error_part(errors, errors.tree.statuses["code"])]
     else:
         tree = tree_for(pl.concat([part.codes for part in parts]))
@@ -91,6 +164,21 @@ def model_error_analysis(  # noqa: PLR0913 (rule model_errors' inputs, params an
     counts = node_counts(paths.read_parquet(nodes), counted=tuple(counted))
     write_parquet(code_table(counts, tree, levels=levels, train_gold=train), codes_out)
     log.info("%s: %d errors analysed", model, rows.height)
+
+
+def _model_errors(
+    gold: str | Path | list[Path],
+    labels: str | Path | list[Path],
+    tree_for: Callable[[pl.Series], Tree],
+    encoded: PendingEncoding | None,
+) -> ModelErrors:
+    """The model's errors from its count's encoding when it hands one (let go on return: only
+    the errors are kept while the analysis waits for the node counts), else from its files."""
+    taken = encoded() if encoded is not None else None
+    if taken is None:
+        return model_errors(gold, labels, tree_for)
+    # The tree model_errors builds for the codes the encoder read.
+    return errors_of(taken.labels, tree_for(taken.codes))
 
 
 def gather_errors(parts: list[str | Path], errors_out: str | Path) -> None:
@@ -113,9 +201,11 @@ def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs
     train_gold: str | Path | None = None,
     settings: Settings | None = None,
     parts: dict[str, list[ErrorPart]] | None = None,
+    encoded: dict[str, PendingEncoding] | None = None,
 ) -> None:
     """Every model's :func:`model_error_analysis` (distance rows in ``work``; with its
-    ``parts``, when given), then :func:`gather_errors`: the workflow's jobs, in one process."""
+    ``parts``, when given, or its labels as its count ``encoded`` them, waited for model by
+    model), then :func:`gather_errors`: the workflow's jobs, in one process."""
     distances = []
     for model, path in labels.items():
         distances.append(Path(work) / f"{model}.parquet")
@@ -133,6 +223,7 @@ def error_analysis(  # noqa: PLR0913 (rule error_distance's and the CLI's inputs
             train_gold=train_gold,
             settings=settings,
             parts=None if parts is None else parts[model],
+            encoded=None if encoded is None else encoded[model],
         )
     gather_errors(distances, errors_out)
 

@@ -32,9 +32,14 @@ from hieval.checksums import sha256_file
 from hieval.conventions.runs import system_rows
 from hieval.conventions.stage import read_notes
 from hieval.engine.counts import evaluated_levels
-from hieval.engine.driver import document_groups, encode_labels, evaluate, gold_weights
+from hieval.engine.driver import (
+    document_groups,
+    encode_labels,
+    evaluate_labels,
+    gold_weights,
+)
 from hieval.engine.icm import IcmParams
-from hieval.engine.keys import LEAF, ROWS_PER_SLICE, label_codes
+from hieval.engine.keys import LEAF, ROWS_PER_SLICE, Labels, label_codes
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
 from hieval.errors import CodeError, HievalError, InputError, preview
 from hieval.hierarchy.cache import ANCESTORS_FILE, CACHED_SOURCES, LEVELS_FILE, cached_tables
@@ -712,34 +717,41 @@ def count_model(  # noqa: PLR0913 (rule count's inputs, params and outputs, one 
     params: IcmParams,
     weights: str | Path | None = None,
     resources: Resources | None = None,
+    on_encoded: Callable[[Labels, pl.Series], None] | None = None,
 ) -> pl.DataFrame:
     """Count one model (or one shard of its documents); write the additive per-node,
     per-document and per-item tables.
 
     Per-item sums (ICM, HF, PROP-F) use the whole hierarchy up to the root and the node
     ``weights`` of :func:`icm_weights` (computed here from this gold when not given: right for
-    an unsharded run only).
+    an unsharded run only). ``on_encoded`` is handed the encoded labels and the distinct codes
+    the encoder read, before they are counted (the CLI's error analysis takes its errors from
+    them: :class:`hieval.analysis_stage.Encoded`).
     """
     table = read_level_table(levels_file)
     resources = resources or Resources()
     max_level = codesystem.of_table(table).resolve_max_level(table.levels, max_level)
     evaluated = evaluated_levels(table.levels, max_level)
-    labels = label_rows(gold) + label_rows(predictions)
-    resources.check_budget(labels)
-    if labels >= COMPILED_FROM_LABELS:
+    rows = label_rows(gold) + label_rows(predictions)
+    resources.check_budget(rows)
+    if rows >= COMPILED_FROM_LABELS:
         prefetch_compiled()  # LCA-F's kernel loads while the labels are encoded
-    result = evaluate(
-        gold,
-        predictions,
-        ancestors,
+    counted = counted_codes(predictions)
+    read: list[pl.Series] = []  # the codes the encoder read, as it hands them to place
+
+    def placed(codes: pl.Series) -> pl.DataFrame | None:
+        read.append(codes)
+        return codesystem.placed_codes(codes, table, counted=counted)
+
+    labels = encode_labels(gold, predictions, ancestors, levels=table.levels, placed=placed)
+    if on_encoded is not None:
+        on_encoded(labels, read[0])  # the first: those the kept tables name, if read from them
+    result = evaluate_labels(
+        labels,
         levels=table.levels,
         evaluated=evaluated,
         params=params,
         weights=paths.read_parquet(weights) if weights is not None else None,
-        # of the codes the encoder reads
-        placed=functools.partial(
-            codesystem.placed_codes, table=table, counted=counted_codes(predictions)
-        ),
         threads=resources.threads,
         docs_out=Path(docs_out),
     )
@@ -931,12 +943,14 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
     resources: Resources | None = None,
     train_gold: str | Path | None = None,
     bootstrap: Settings | None = None,
+    on_encoded: Callable[[Labels, pl.Series], None] | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
     ``record``: an unsharded evaluation, in one process (ICM's node weights computed here from
     the whole gold, as :func:`count_model` does without ``weights``); ``bootstrap``: the
-    run's uncertainty settings (a dense model's units for them are kept in ``out``)."""
+    run's uncertainty settings (a dense model's units for them are kept in ``out``);
+    ``on_encoded``: see :func:`count_model`."""
     count_model(
         gold,
         labels,
@@ -948,6 +962,7 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
         item_sums_out=out.item_sums,
         params=params,
         resources=resources,
+        on_encoded=on_encoded,
     )
     model_rows_and_scores(
         model=model,

@@ -22,7 +22,7 @@ from pathlib import Path
 from hieval import hints
 from hieval.analysis.groups import read_doc_groups
 from hieval.analysis.parts import ErrorPart
-from hieval.analysis_stage import error_analysis, group_analysis
+from hieval.analysis_stage import Encodings, error_analysis, group_analysis
 from hieval.atomic import atomic_path
 from hieval.codesystem import DEFAULT_MAX_LEVEL
 from hieval.config import (
@@ -419,19 +419,22 @@ def evaluate_into(
 def _evaluate_into(args: EvaluateOptions, out: Path, *, progress: Progress) -> list[str]:
     run = _prepare(args, out)
     tuned = _read_inputs(run, progress)
-    # The error analysis reads the inputs, and each model's node counts only at its end (its
-    # per-code table): it starts beside the counting, reading the nodes as a PendingFile that
-    # waits for them. The intervals, conventions and tables never read its outputs: it runs
-    # beside them too (the reports wait for it).
+    # The error analysis takes each model's labels as its count encodes them (no second
+    # encoding), and its node counts only at its end (its per-code table): it runs beside the
+    # counting, reading the nodes as a PendingFile that waits for them. The intervals,
+    # conventions and tables never read its outputs: it runs beside them too (the reports
+    # wait for it).
     counted: dict[str, Future] = {name: Future() for name in run.names}
+    encodings = Encodings(run.names)
     with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
-        errors = beside.submit(_error_analysis, run, counted)
+        errors = beside.submit(_error_analysis, run, counted, encodings=encodings)
         try:
-            _count_models(run, progress, counted)
+            _count_models(run, progress, counted, encodings)
         except BaseException as error:
             for written in counted.values():  # the analysis stops at the nodes it waits for
                 if not written.done():
                     written.set_exception(error)
+            encodings.failed(error)  # or at the labels
             raise
         report_into(run, tuned=tuned, progress=progress, errors=errors)
     return run.names
@@ -536,10 +539,15 @@ def _read_inputs(run: _Run, progress: Progress) -> dict[str, Path]:
     return tuned
 
 
-def _count_models(run: _Run, progress: Progress, counted: dict[str, Future] | None = None) -> None:
+def _count_models(
+    run: _Run,
+    progress: Progress,
+    counted: dict[str, Future] | None = None,
+    encodings: Encodings | None = None,
+) -> None:
     """Count and score each model in turn: node counts, per-document rows, ICM sums, tidy
     metrics, ranking and calibration; each model's ``counted`` future (when given) is set once
-    its files are written."""
+    its files are written, and its encoded labels handed to ``encodings`` (when given)."""
     names, work, config = run.names, run.work, run.config
     settings = uncertainty_settings(config)  # a dense model's bootstrap units come with its rows
     for number, name in enumerate(names, start=1):
@@ -570,7 +578,10 @@ def _count_models(run: _Run, progress: Progress, counted: dict[str, Future] | No
             resources=run.resources,
             train_gold=run.train_gold,
             bootstrap=settings if settings.bootstrap else None,
+            on_encoded=None if encodings is None else encodings.hand(name),
         )
+        if encodings is not None:
+            encodings.counted(name)
         if counted is not None:
             counted[name].set_result(None)
 
@@ -622,13 +633,15 @@ def _error_analysis(
     *,
     inputs: tuple[Source, dict[str, Source]] | None = None,
     parts: dict[str, list[ErrorPart]] | None = None,
+    encodings: Encodings | None = None,
 ) -> None:
     """Each model's error distance rows, near-miss confusions and per-code table (its node
     counts read once ``counted``, the count's future, is done; without it, they are written
     already). ``inputs``: the gold and each model's labels to read instead of the run's
     normalised files (the Evaluator's chunks, as tables in parts, before they are pooled);
     ``parts``: each model's analysis of those chunks, taken already (then only their counted
-    codes are read)."""
+    codes are read); ``encodings``: each model's labels as its count encodes them (the
+    errors found in its keys, not in a second encoding of the files)."""
     names, work, out = run.names, run.work, run.out
     nodes = {name: work / "counts" / name / "nodes.parquet" for name in names}
     error_analysis(
@@ -647,6 +660,7 @@ def _error_analysis(
         train_gold=run.train_gold,
         settings=uncertainty_settings(run.config),
         parts=parts,
+        encoded=None if encodings is None else {name: encodings.pending(name) for name in names},
     )
 
 

@@ -1,6 +1,7 @@
-"""The error analysis runs beside the counting (``hieval.run.evaluate_into``): it starts once
-the inputs are normalised, reads a model's node counts only once they are written, and stops
-with the count when the count fails (no hang, the count's own error reported)."""
+"""The error analysis runs beside the counting (``hieval.run.evaluate_into``): it starts on a
+model's labels once its count has encoded them, reads its node counts only once they are
+written, and stops with the count when the count fails (no hang, the count's own error
+reported)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 import hieval
 import hieval.analysis_stage
+import hieval.pipeline
 import hieval.run
 from hieval.errors import HievalError
 
@@ -31,22 +33,23 @@ def _evaluate(tree, tmp_path):
 
 
 def test_the_analysis_starts_before_the_count_ends(tree, tmp_path, monkeypatch):
-    """The count waits (up to 20 s) for the analysis to begin: it begins at once when they
-    overlap; run one after the other, it could not begin until the count returned."""
+    """The count, once its labels are encoded, waits (up to 20 s) for the analysis to begin on
+    them: it begins at once when they overlap; run one after the other, it could not begin
+    until the count returned."""
     started = threading.Event()
     seen_during_count = []
-    model_errors, count_and_score = hieval.analysis_stage.model_errors, hieval.run.count_and_score
+    errors_of, evaluate_labels = hieval.analysis_stage.errors_of, hieval.pipeline.evaluate_labels
 
     def analysing(*args, **kwargs):
         started.set()
-        return model_errors(*args, **kwargs)
+        return errors_of(*args, **kwargs)
 
-    def counting(**kwargs):
+    def counting(*args, **kwargs):
         seen_during_count.append(started.wait(timeout=20))
-        return count_and_score(**kwargs)
+        return evaluate_labels(*args, **kwargs)
 
-    monkeypatch.setattr(hieval.analysis_stage, "model_errors", analysing)
-    monkeypatch.setattr(hieval.run, "count_and_score", counting)
+    monkeypatch.setattr(hieval.analysis_stage, "errors_of", analysing)
+    monkeypatch.setattr(hieval.pipeline, "evaluate_labels", counting)
     evaluation = _evaluate(tree, tmp_path)
     assert seen_during_count == [True]
     # The per-code table, read from the counted nodes, is the one worked by hand

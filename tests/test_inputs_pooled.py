@@ -105,10 +105,10 @@ def test_evaluator_pools_by_copying_where_documents_come_in_runs(
         calls.append(pool_in_order(parts, out))
         return calls[-1]
 
-    def analysis(run, counted=None, *, inputs=None, parts=None):
+    def analysis(run, counted=None, *, inputs=None, parts=None, **others):
         read.append(inputs)
         analysed.append(parts)
-        return error_analysis(run, counted, inputs=inputs, parts=parts)
+        return error_analysis(run, counted, inputs=inputs, parts=parts, **others)
 
     error_analysis = evaluator_module.run._error_analysis
     monkeypatch.setattr(evaluator_module, "pool_in_order", spy)
