@@ -79,17 +79,28 @@ class Encodings:
         self._lock = threading.Lock()
         self._handed: dict[str, Future] = {name: Future() for name in names}
         self._waiting = 0  # handed, not taken yet
+        self._closed = False  # the analysis has ended: nothing handed now would be taken
 
     def hand(self, name: str) -> Callable[[Labels, pl.Series], None]:
         """The count's ``on_encoded`` for model ``name``."""
 
         def handed(labels: Labels, codes: pl.Series) -> None:
             with self._lock:
-                keep = self._waiting == 0
+                keep = self._waiting == 0 and not self._closed
                 self._waiting += int(keep)
             self._handed[name].set_result([Encoded(labels, codes)] if keep else [])
 
         return handed
+
+    def close(self) -> None:
+        """The analysis has ended (done, or failed on an earlier model): an encoding handed
+        but not taken is let go, and the counts still to come hand none (their keys would
+        otherwise be held, unread, until the run ends)."""
+        with self._lock:
+            self._closed = True
+            for handed in self._handed.values():
+                if handed.done() and not handed.exception():
+                    handed.result().clear()
 
     def counted(self, name: str) -> None:
         """Model ``name`` is counted: if its count handed nothing, the analysis reads it."""

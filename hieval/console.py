@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import NoReturn
 
+from hieval.collector import own_process
 from hieval.signals import StopSignals
 
 
@@ -61,5 +62,7 @@ def loaded() -> None:
     the process, so the cyclic collector need not walk them again (``gc.freeze``). Each full
     collection of a run walked them all, about 0.05 s apiece at 100x MIMIC-III, holding the
     interpreter's lock the reading threads need; only the process's own entry points call it,
-    never a library call (a notebook's objects of the moment would never be freed)."""
+    never a library call (a notebook's objects of the moment would never be freed). Its
+    background imports may then pause the collector too (:mod:`hieval.collector`)."""
     gc.freeze()
+    own_process()

@@ -428,6 +428,7 @@ def _evaluate_into(args: EvaluateOptions, out: Path, *, progress: Progress) -> l
     encodings = Encodings(run.names)
     with ThreadPoolExecutor(1, thread_name_prefix="errors") as beside:
         errors = beside.submit(_error_analysis, run, counted, encodings=encodings)
+        errors.add_done_callback(lambda _: encodings.close())
         try:
             _count_models(run, progress, counted, encodings)
         except BaseException as error:

@@ -10,6 +10,14 @@ import pytest
 from hieval.engine import counts_compiled, lca, lca_compiled
 
 
+@pytest.fixture(autouse=True)
+def _owned(monkeypatch):
+    """A command-line process's state (its entry point owns the process)."""
+    from hieval import collector
+
+    monkeypatch.setattr(collector, "_owned", True)
+
+
 def test_the_kernels_load_with_the_collector_paused(monkeypatch):
     seen: list[bool] = []
     monkeypatch.setattr(lca_compiled, "warm", lambda: seen.append(gc.isenabled()))
@@ -21,6 +29,19 @@ def test_the_kernels_load_with_the_collector_paused(monkeypatch):
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_in_a_library_call_the_background_load_leaves_the_collector_alone(monkeypatch):
+    """A library call (a notebook's) may return while the load still runs: the collector is
+    the caller's, and stays on."""
+    from hieval import collector
+
+    monkeypatch.setattr(collector, "_owned", False)
+    seen: list[bool] = []
+    monkeypatch.setattr(lca_compiled, "warm", lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(counts_compiled, "warm", lambda: seen.append(gc.isenabled()))
+    lca.prefetch_compiled().join()
+    assert seen == [True, True]
+
+
 def test_a_failed_load_leaves_the_collector_running_and_prints_nothing(monkeypatch, capsys):
     def fail():
         raise RuntimeError("no compiler")
@@ -64,3 +85,29 @@ def test_a_library_call_freezes_nothing(capsys):
     with pytest.raises(SystemExit):
         cli.main(["hierarchy", "--help"])
     assert gc.get_freeze_count() == 0
+
+
+def test_an_encoding_handed_after_the_analysis_ended_is_not_kept():
+    """The error analysis ended (failed on an earlier model, say): a later count hands it
+    nothing to hold, and what it had been handed but not taken is let go."""
+    from hieval.analysis_stage import Encodings
+
+    labels, codes = object(), object()
+    encodings = Encodings(["a", "b"])
+    encodings.hand("a")(labels, codes)
+    encodings.close()
+    encodings.hand("b")(labels, codes)
+    assert encodings.pending("a")() is None
+    assert encodings.pending("b")() is None
+
+
+def test_an_encoding_is_handed_while_the_analysis_runs():
+    from hieval.analysis_stage import Encodings
+
+    labels, codes = object(), object()
+    encodings = Encodings(["a", "b"])
+    encodings.hand("a")(labels, codes)
+    encodings.hand("b")(labels, codes)  # "a" not taken yet: "b" is read from its files
+    taken = encodings.pending("a")()
+    assert taken is not None and taken.labels is labels and taken.codes is codes
+    assert encodings.pending("b")() is None

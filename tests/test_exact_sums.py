@@ -162,5 +162,19 @@ def test_exact_mean_of_an_array_is_fsums_mean_bit_for_bit(seed):
     ratios = rng.integers(0, 9, 50_000) / rng.integers(1, 9, 50_000)  # ties and repeats
     assert exact_mean(ratios).hex() == (math.fsum(ratios.tolist()) / ratios.size).hex()
     assert exact_mean(np.array([], dtype=np.float64)) == 0.0
+    edges = {
+        "subnormals": np.array([5e-324, 5e-324, -1e-323, 2.5e-308]),
+        "huge": np.array([2.0**905, -(2.0**904), 3.0, 2.0**903]),
+        "signed zeros": np.array([-0.0, -0.0]),
+        "near overflow": np.array([1.7e308, -1.7e308, 1.0]),
+    }
+    for name, row in edges.items():
+        assert exact_mean(row).hex() == (math.fsum(row.tolist()) / row.size).hex(), name
+    # Where fsum's result is not finite, or it raises, the mean is fsum's, as it always was.
     assert math.isnan(exact_mean(np.array([1.0, np.nan])))
     assert exact_mean(np.array([1.0, np.inf])) == math.inf
+    for raising in ([1e308, 1e308], [1e308, 1e308, -1e308], [math.inf, -math.inf]):
+        with pytest.raises((OverflowError, ValueError)):
+            math.fsum(raising)
+        with pytest.raises((OverflowError, ValueError)):
+            exact_mean(np.array(raising))

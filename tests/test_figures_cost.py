@@ -184,11 +184,19 @@ def test_a_label_past_the_edge_is_inside_the_crop(monkeypatch):
     assert 'style="fill: #ffffff"' in heatmap  # the background stretched under the crop
 
 
-def test_matplotlibs_import_in_the_background_pauses_the_collector(collector_on, monkeypatch):
+@pytest.mark.parametrize("owned", [True, False])
+def test_matplotlibs_import_in_the_background_pauses_the_collector(
+    collector_on, monkeypatch, owned
+):
+    """Paused in a command-line process only: a library call may return before the import
+    ends, and must not leave its caller's collector off (hieval.collector)."""
+    from hieval import collector
+
+    monkeypatch.setattr(collector, "_owned", owned)
     seen = []
     monkeypatch.setattr(figures, "_pyplot", lambda: seen.append(gc.isenabled()))
     figures.prefetch().join()
-    assert seen == [False]
+    assert seen == [not owned]
     assert gc.isenabled()
 
 

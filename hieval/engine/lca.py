@@ -36,7 +36,7 @@ import threading
 import numpy as np
 import polars as pl
 
-from hieval.collector import collector_paused
+from hieval.collector import background_paused
 from hieval.engine.groups import Slice
 from hieval.engine.keys import CodeSpace
 
@@ -86,9 +86,10 @@ def prefetch_compiled() -> threading.Thread:
     machine code take about half a second, spent while the labels are read and encoded."""
 
     def load() -> None:
-        # numba's import makes objects that all live on (hieval.collector); a failure is left
-        # for the count's own import to meet and report, not printed from this thread.
-        with contextlib.suppress(Exception), collector_paused():
+        # numba's import makes objects that all live on (hieval.collector: paused in a
+        # command-line process); a failure is left for the count's own import to meet and
+        # report, not printed from this thread.
+        with contextlib.suppress(Exception), background_paused():
             from hieval.engine.counts_compiled import warm as warm_counts
             from hieval.engine.lca_compiled import warm
 

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import polars as pl
 
-from hieval.collector import collector_paused
+from hieval.collector import background_paused, collector_paused
 from hieval.metrics.registry import FAMILY_TITLES
 
 _STYLE = {
@@ -46,13 +46,13 @@ def prefetch() -> threading.Thread:
     whose numpy work leaves the interpreter mostly free. A later :func:`_pyplot` waits for the
     import to finish (Python's module locks), so nothing sees a half-imported module. Not a
     daemon: a run that fails early waits for the import to end rather than exiting during it.
-    A failed import is left for that later call to report. The garbage collector is paused
-    during the import (:func:`collector_paused`): the modules' objects all live on, and at the
-    100× benchmark the full collection they triggered held the interpreter 0.08–0.1 s in the
-    middle of the reading."""
+    A failed import is left for that later call to report. In a command-line process the
+    garbage collector is paused during the import (:func:`hieval.collector.background_paused`):
+    the modules' objects all live on, and at the 100× benchmark the full collection they
+    triggered held the interpreter 0.08–0.1 s in the middle of the reading."""
 
     def load() -> None:
-        with contextlib.suppress(Exception), collector_paused():
+        with contextlib.suppress(Exception), background_paused():
             _pyplot()
 
     thread = threading.Thread(target=load, name="import-matplotlib")
