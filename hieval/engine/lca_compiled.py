@@ -6,8 +6,12 @@ Why: the vectorised version makes about twenty passes over every (label, ancesto
 slice and sorts them all; at 100x MIMIC-III (54M entries) that was about a third of
 ``hieval evaluate``'s CPU time. A document's entries (a few hundred at most) fit in the
 caches, so here each document is grouped alone, through a table from (node, side) to group
-instead of a sort, in one pass per step: about 4x faster. Same integers, tested against the
-vectorised version (``tests/test_lca_compiled.py``).
+instead of a sort. What the entries need of the tree (each chain's node keys and depths, each
+code's depth and own node) is laid out once per slice, in chain order, so that a document
+reads it in sequence rather than looking every node up; the steps that only need a label's
+own entries run label by label, in three passes over a document's entries (grouping, the
+least depths, pairing and holding), with 32-bit scratch. Same integers, tested against the
+vectorised version (``tests/test_lca_compiled.py``, ``tests/test_lca_kernel.py``).
 """
 
 from __future__ import annotations
@@ -18,151 +22,209 @@ from hieval.compiled import compiled
 
 _DEPTHS = 1 << 10
 _NONE = np.iinfo(np.int32).max
-# Rows of the per-entry scratch array (a document's (label, ancestor) entries).
-_NODE, _LABEL, _KEY, _GROUP = 0, 1, 2, 3
-# Rows of the per-group scratch array (a document's (node, side) groups).
-_G_KEY, _G_SIZE, _G_LEAST, _G_TWIN, _G_HELD = 0, 1, 2, 3, 4
-# Rows of the per-label array of a slice.
-_DEPTH, _DROPPED, _BEST = 0, 1, 2
 
 
 def _lca_sums_py(doc, code, pred, anc_ptr, anc_node, depth, is_root, out):
     """Add each document's (predicted, gold, both) augmented set sizes to ``out`` (3 x
     documents); ``doc`` is sorted (a slice's labels are), so a document's labels are a run."""
-    n = code.size
-    widest = _widest(doc, code, anc_ptr)
-    entry = np.empty((4, widest), np.int64)
-    group = np.empty((5, widest), np.int64)
-    per_label = np.zeros((3, n), np.int64)
-    slot = np.full(2 * depth.size, -1, np.int64)  # per (node, side) key: its group, or -1
+    chain_key, chain_depth, chain_counted, code_depth, code_own = _chains(
+        anc_ptr, anc_node, depth, is_root
+    )
+    widest, most = _widest(doc, code, anc_ptr)
+    # Per entry of a document: its group and its node's depth.
+    e_group = np.empty(widest, np.int32)
+    e_depth = np.empty(widest, np.int32)
+    # Per label of a document: its first entry (one more closes the last), depth, own group
+    # (-1: no chain), and whether it is kept (no label of its set under it).
+    l_first = np.empty(most + 1, np.int32)
+    l_depth = np.empty(most, np.int32)
+    l_own = np.empty(most, np.int32)
+    l_kept = np.empty(most, np.bool_)
+    # Per (node, side) group of a document: its key, entries, least kept label depth under it,
+    # the other side's least (its twin's), its twin (-1: none), held, and not a root.
+    g_key = np.empty(widest, np.int32)
+    g_size = np.empty(widest, np.int32)
+    g_least = np.empty(widest, np.int32)
+    g_other = np.empty(widest, np.int32)
+    g_twin = np.empty(widest, np.int32)
+    g_held = np.empty(widest, np.bool_)
+    g_counted = np.empty(widest, np.bool_)
+    slot = np.full(2 * depth.size, -1, np.int32)  # per (node, side) key: its group, or -1
     i = 0
+    n = code.size
     while i < n:
         j = i
         while j < n and doc[j] == doc[i]:
             j += 1
-        e = _entries(i, j, code, pred, anc_ptr, anc_node, depth, entry, per_label)
-        if e > 0:
-            groups = _groups(e, entry, group, slot)
-            _drop_and_pair(e, groups, entry, group, per_label, depth, slot)
-            _count(doc[i], e, groups, entry, group, per_label, depth, is_root, out)
-            for g in range(groups):  # the slots are clean for the next document
-                slot[group[_G_KEY, g]] = -1
+        groups = _group(
+            i, j, code, pred, anc_ptr, chain_key, chain_depth, chain_counted, code_depth,
+            code_own, slot, e_group, e_depth, l_first, l_depth, l_own,
+            g_key, g_size, g_least, g_held, g_counted,
+        )  # fmt: skip
+        labels = j - i
+        _least(labels, e_group, l_first, l_depth, l_own, l_kept, g_size, g_least)
+        _twins(groups, slot, g_key, g_least, g_other, g_twin)
+        _hold(labels, e_group, e_depth, l_first, l_depth, l_kept, g_other, g_held)
+        _count(doc[i], groups, slot, g_key, g_twin, g_held, g_counted, out)
         i = j
 
 
+def _chains(anc_ptr, anc_node, depth, is_root):
+    """Per chain entry (``anc_node``'s order): its node's group key on the gold side (the
+    predicted side is the key + 1), depth, and whether it is counted (not a root); per code,
+    its depth (its deepest node's) and the position of its own node in ``anc_node``: the last
+    of the chain at that depth (as the vectorised version decides), -1 for an empty chain."""
+    chain_key = np.empty(anc_node.size, np.int32)
+    chain_depth = np.empty(anc_node.size, np.int32)
+    chain_counted = np.empty(anc_node.size, np.bool_)
+    n_codes = anc_ptr.size - 1
+    code_depth = np.zeros(n_codes, np.int32)
+    code_own = np.full(n_codes, -1, np.int32)
+    for c in range(n_codes):
+        deepest = -1
+        for q in range(anc_ptr[c], anc_ptr[c + 1]):
+            node = anc_node[q]
+            k = depth[node]
+            chain_key[q] = node * 2
+            chain_depth[q] = k
+            chain_counted[q] = not is_root[node]
+            if k >= deepest:
+                deepest = k
+                code_own[c] = q
+        code_depth[c] = max(deepest, 0)
+    return chain_key, chain_depth, chain_counted, code_depth, code_own
+
+
 def _widest(doc, code, anc_ptr):
-    """The most (label, ancestor) entries of one document: the scratch arrays' width."""
-    widest, entries = 0, 0
+    """The most (label, ancestor) entries and the most labels of one document: the scratch
+    arrays' sizes."""
+    widest, entries, most, labels = 0, 0, 0, 0
     for i in range(code.size):
         if i > 0 and doc[i] != doc[i - 1]:
-            entries = 0
+            entries, labels = 0, 0
         entries += anc_ptr[code[i] + 1] - anc_ptr[code[i]]
+        labels += 1
         widest = max(widest, entries)
-    return widest
+        most = max(most, labels)
+    return widest, most
 
 
-def _entries(i, j, code, pred, anc_ptr, anc_node, depth, entry, per_label):  # noqa: PLR0913 (numba: arrays)
-    """The entries of labels ``i`` to ``j`` - 1, a label's chain adjacent (as the vectorised
-    version lists them); each label's depth (its deepest node's). Returns their number."""
-    e = 0
-    for lab in range(i, j):
-        deepest = 0
-        for q in range(anc_ptr[code[lab]], anc_ptr[code[lab] + 1]):
-            entry[_NODE, e] = anc_node[q]
-            entry[_LABEL, e] = lab
-            entry[_KEY, e] = anc_node[q] * 2 + pred[lab]
-            deepest = max(deepest, depth[anc_node[q]])
+def _group(  # noqa: PLR0913 (numba: arrays)
+    i, j, code, pred, anc_ptr, chain_key, chain_depth, chain_counted, code_depth, code_own,
+    slot, e_group, e_depth, l_first, l_depth, l_own, g_key, g_size, g_least, g_held, g_counted,
+):  # fmt: skip
+    """Labels ``i`` to ``j`` - 1's entries (a label's chain adjacent, as the vectorised version
+    lists them) grouped by (node, side), groups numbered as first met: no sort, since only a
+    group's size, minimum and maximum are taken. Returns the number of groups."""
+    groups, e = 0, 0
+    for t in range(j - i):
+        lab = i + t
+        side = pred[lab]
+        first = anc_ptr[code[lab]]
+        l_first[t] = e
+        for q in range(first, anc_ptr[code[lab] + 1]):
+            key = chain_key[q] + side
+            g = slot[key]
+            if g < 0:
+                g = groups
+                slot[key] = g
+                g_key[g] = key
+                g_size[g] = 0
+                g_least[g] = _DEPTHS
+                g_held[g] = False
+                g_counted[g] = chain_counted[q]
+                groups += 1
+            g_size[g] += 1
+            e_group[e] = g
+            e_depth[e] = chain_depth[q]
             e += 1
-        per_label[_DEPTH, lab] = deepest
-        per_label[_DROPPED, lab] = 0
-        per_label[_BEST, lab] = _NONE
-    return e
-
-
-def _groups(e, entry, group, slot):
-    """(node, side) groups numbered as first met: no sort, since only a group's size, minimum
-    and maximum are taken. Returns their number."""
-    groups = 0
-    for x in range(e):
-        key = entry[_KEY, x]
-        g = slot[key]
-        if g < 0:
-            g = groups
-            slot[key] = g
-            group[_G_KEY, g] = key
-            group[_G_SIZE, g] = 0
-            group[_G_LEAST, g] = _DEPTHS
-            group[_G_HELD, g] = 0
-            groups += 1
-        entry[_GROUP, x] = g
-        group[_G_SIZE, g] += 1
+        own = code_own[code[lab]]
+        l_own[t] = e_group[l_first[t] + own - first] if own >= 0 else -1
+        l_depth[t] = code_depth[code[lab]]
+    l_first[j - i] = e
     return groups
 
 
-def _drop_and_pair(e, groups, entry, group, per_label, depth, slot):
-    """Steps 1 and 2: a label whose own (deepest) node's group holds another label of its set
-    is dropped (entry order, the last own entry deciding, as in the vectorised version); each
-    kept label's nearest other-side label through each ancestor, the deepest LCA among equals
-    (``per_label[_BEST]``: distance and depth packed)."""
-    for x in range(e):
-        lab = entry[_LABEL, x]
-        if depth[entry[_NODE, x]] == per_label[_DEPTH, lab]:
-            per_label[_DROPPED, lab] = group[_G_SIZE, entry[_GROUP, x]] > 1
-    for x in range(e):
-        lab, g = entry[_LABEL, x], entry[_GROUP, x]
-        if not per_label[_DROPPED, lab]:
-            group[_G_LEAST, g] = min(group[_G_LEAST, g], per_label[_DEPTH, lab])
-    for g in range(groups):
-        group[_G_TWIN, g] = slot[group[_G_KEY, g] ^ 1]  # the same node's other side
-    for x in range(e):
-        lab = entry[_LABEL, x]
-        twin = group[_G_TWIN, entry[_GROUP, x]]
-        if per_label[_DROPPED, lab] or twin < 0 or group[_G_LEAST, twin] >= _DEPTHS:
+def _least(labels, e_group, l_first, l_depth, l_own, l_kept, g_size, g_least):
+    """Step 1 and the least depths: a label whose own node's group holds another label of its
+    set is dropped; each group's least depth of the kept labels under it."""
+    for t in range(labels):
+        own = l_own[t]
+        l_kept[t] = own >= 0 and g_size[own] == 1
+        if not l_kept[t]:
             continue
-        k = depth[entry[_NODE, x]]
-        distance = per_label[_DEPTH, lab] - 2 * k + group[_G_LEAST, twin]
-        per_label[_BEST, lab] = min(per_label[_BEST, lab], distance * _DEPTHS + _DEPTHS - 1 - k)
+        d = l_depth[t]
+        for x in range(l_first[t], l_first[t + 1]):
+            g = e_group[x]
+            g_least[g] = min(g_least[g], d)
 
 
-def _count(d, e, groups, entry, group, per_label, depth, is_root, out):  # noqa: PLR0913 (numba: arrays)
-    """Step 3: the augmented sets (each kept label's chain up to its LCA, the root left out)
-    counted per side and on both sides, into document ``d``'s column of ``out``."""
-    for x in range(e):
-        lab, node = entry[_LABEL, x], entry[_NODE, x]
-        if per_label[_DROPPED, lab] or is_root[node]:
-            continue
-        best = per_label[_BEST, lab]
-        lca = per_label[_DEPTH, lab] if best >= _NONE else _DEPTHS - 1 - best % _DEPTHS
-        if depth[node] >= lca:
-            group[_G_HELD, entry[_GROUP, x]] = 1
+def _twins(groups, slot, g_key, g_least, g_other, g_twin):
+    """Each group's twin (the same node's other side, -1 if none) and the twin's least depth
+    (``_DEPTHS`` if none)."""
     for g in range(groups):
-        if not group[_G_HELD, g]:
+        twin = slot[g_key[g] ^ 1]
+        g_twin[g] = twin
+        g_other[g] = g_least[twin] if twin >= 0 else _DEPTHS
+
+
+def _hold(labels, e_group, e_depth, l_first, l_depth, l_kept, g_other, g_held):
+    """Steps 2 and 3, label by label: the nearest other-side label through each ancestor, the
+    deepest LCA among equals (distance and depth packed into one score); then the label's
+    chain up to its LCA is held (the root is left out when counting)."""
+    for t in range(labels):
+        if not l_kept[t]:
             continue
-        if group[_G_KEY, g] & 1:
+        d = l_depth[t]
+        best = _NONE
+        for x in range(l_first[t], l_first[t + 1]):
+            other = g_other[e_group[x]]
+            if other < _DEPTHS:
+                k = e_depth[x]
+                best = min(best, (d - 2 * k + other) * _DEPTHS + _DEPTHS - 1 - k)
+        lca = d if best >= _NONE else _DEPTHS - 1 - best % _DEPTHS
+        for x in range(l_first[t], l_first[t + 1]):
+            if e_depth[x] >= lca:
+                g_held[e_group[x]] = True
+
+
+def _count(d, groups, slot, g_key, g_twin, g_held, g_counted, out):
+    """The augmented sets' sizes per side and on both sides, into document ``d``'s column of
+    ``out``; the slots are left clean for the next document."""
+    for g in range(groups):
+        key = g_key[g]
+        slot[key] = -1
+        if not (g_held[g] and g_counted[g]):
+            continue
+        if key & 1:
             out[0, d] += 1
-            twin = group[_G_TWIN, g]
-            if twin >= 0 and group[_G_HELD, twin]:
+            twin = g_twin[g]
+            if twin >= 0 and g_held[twin]:  # the same node: counted alike
                 out[2, d] += 1
         else:
             out[1, d] += 1
 
 
 # Helpers first: each is resolved as compiled when the kernel compiles.
+_chains = compiled(_chains)
 _widest = compiled(_widest)
-_entries = compiled(_entries)
-_groups = compiled(_groups)
-_drop_and_pair = compiled(_drop_and_pair)
+_group = compiled(_group)
+_least = compiled(_least)
+_twins = compiled(_twins)
+_hold = compiled(_hold)
 _count = compiled(_count)
 lca_sums = compiled(_lca_sums_py)
 
 
 def slice_lca_sums(doc, code, pred, *, space, depth) -> np.ndarray:
     """:data:`hieval.engine.lca.LCA_SUMS` per document of a slice's labels (``doc`` sorted,
-    slice-local) over ``space``'s ancestor chains, as a (3, documents) int64 array. Every
-    argument is handed over as int64 (or bool), so one compiled signature serves all."""
+    slice-local) over ``space``'s ancestor chains, as a (3, documents) int64 array. The labels
+    and chains are handed over as int64, the depths as int32 (as
+    :func:`~hieval.engine.lca.node_depths` gives them), so one compiled signature serves all."""
     n_docs = int(doc[-1]) + 1 if doc.size else 0
     out = np.zeros((3, n_docs), dtype=np.int64)
-    lca_sums(*_int64(doc, code, pred, space.anc_ptr, space.anc_node, depth),
+    lca_sums(*_int64(doc, code, pred, space.anc_ptr, space.anc_node),
+             np.ascontiguousarray(depth, dtype=np.int32),
              np.ascontiguousarray(space.is_root, dtype=np.bool_), out)  # fmt: skip
     return out
 
@@ -175,5 +237,5 @@ def warm() -> None:
     """Load (or compile) the kernel now, on empty input: called in the background before a
     large count, so that its first slice does not wait for it."""
     empty = np.zeros(0, dtype=np.int64)
-    lca_sums(empty, empty, empty, np.zeros(1, dtype=np.int64), empty, empty,
+    lca_sums(empty, empty, empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0, np.int32),
              np.zeros(0, dtype=np.bool_), np.zeros((3, 0), dtype=np.int64))  # fmt: skip
