@@ -3,15 +3,20 @@
 inputs (importing numba costs a fifth of a second, more than a small input's whole LCA-F).
 
 Why: the vectorised version makes about twenty passes over every (label, ancestor) entry of a
-slice and sorts them all; at 100x MIMIC-III (54M entries) that was about a third of
+slice and sorts them all; at 100x MIMIC-III (58M entries) that was about a third of
 ``hieval evaluate``'s CPU time. A document's entries (a few hundred at most) fit in the
 caches, so here each document is grouped alone, through a table from (node, side) to group
-instead of a sort. What the entries need of the tree (each chain's node keys and depths, each
-code's depth and own node) is laid out once per slice, in chain order, so that a document
-reads it in sequence rather than looking every node up; the steps that only need a label's
-own entries run label by label, in three passes over a document's entries (grouping, the
-least depths, pairing and holding), with 32-bit scratch. Same integers, tested against the
-vectorised version (``tests/test_lca_compiled.py``, ``tests/test_lca_kernel.py``).
+instead of a sort: about 4x faster.
+
+What bounds these loops is stores, not lookups (measured with ``benchmarks/lca_kernel.py``:
+grouping without the table's lookups took as long as with them, while each store taken out of
+the per-entry loops paid). So a document's scratch is one group per entry and little per group:
+what the entries need of the tree (each chain's node keys and depths, each code's depth and own
+node) is laid out once per slice in chain order and read from there; the root check is made
+per held group when counting; a group's least depth is written only when it falls; and a label
+that meets the other side at its own node (an exact hit: nothing can be nearer or deeper) skips
+the search for its LCA. Same integers, tested against the vectorised version
+(``tests/test_lca_compiled.py``, ``tests/test_lca_kernel.py``).
 """
 
 from __future__ import annotations
@@ -27,28 +32,24 @@ _NONE = np.iinfo(np.int32).max
 def _lca_sums_py(doc, code, pred, anc_ptr, anc_node, depth, is_root, out):
     """Add each document's (predicted, gold, both) augmented set sizes to ``out`` (3 x
     documents); ``doc`` is sorted (a slice's labels are), so a document's labels are a run."""
-    chain_key, chain_depth, chain_counted, code_depth, code_own = _chains(
-        anc_ptr, anc_node, depth, is_root
-    )
+    chain_key, chain_depth, code_depth, code_own = _chains(anc_ptr, anc_node, depth)
     widest, most = _widest(doc, code, anc_ptr)
-    # Per entry of a document: its group and its node's depth.
-    e_group = np.empty(widest, np.int32)
-    e_depth = np.empty(widest, np.int32)
-    # Per label of a document: its first entry (one more closes the last), depth, own group
-    # (-1: no chain), and whether it is kept (no label of its set under it).
+    e_group = np.empty(widest, np.int32)  # per entry of a document: its group
+    # Per label of a document: its first entry (one more closes the last), the offset from its
+    # entries to its chain's, its depth, its own node's group (-1: no chain), kept or dropped.
     l_first = np.empty(most + 1, np.int32)
+    l_chain = np.empty(most, np.int64)
     l_depth = np.empty(most, np.int32)
     l_own = np.empty(most, np.int32)
     l_kept = np.empty(most, np.bool_)
-    # Per (node, side) group of a document: its key, entries, least kept label depth under it,
-    # the other side's least (its twin's), its twin (-1: none), held, and not a root.
+    # Per (node, side) group of a document: its key, entries, least depth of the kept labels
+    # under it, the same on the other side (its twin's), its twin (-1: none), held.
     g_key = np.empty(widest, np.int32)
     g_size = np.empty(widest, np.int32)
     g_least = np.empty(widest, np.int32)
     g_other = np.empty(widest, np.int32)
     g_twin = np.empty(widest, np.int32)
     g_held = np.empty(widest, np.bool_)
-    g_counted = np.empty(widest, np.bool_)
     slot = np.full(2 * depth.size, -1, np.int32)  # per (node, side) key: its group, or -1
     i = 0
     n = code.size
@@ -57,26 +58,27 @@ def _lca_sums_py(doc, code, pred, anc_ptr, anc_node, depth, is_root, out):
         while j < n and doc[j] == doc[i]:
             j += 1
         groups = _group(
-            i, j, code, pred, anc_ptr, chain_key, chain_depth, chain_counted, code_depth,
-            code_own, slot, e_group, e_depth, l_first, l_depth, l_own,
-            g_key, g_size, g_least, g_held, g_counted,
+            i, j, code, pred, anc_ptr, chain_key, code_depth, code_own, slot,
+            e_group, l_first, l_chain, l_depth, l_own, g_key, g_size,
         )  # fmt: skip
+        g_least[:groups] = _DEPTHS
+        g_held[:groups] = False
         labels = j - i
         _least(labels, e_group, l_first, l_depth, l_own, l_kept, g_size, g_least)
         _twins(groups, slot, g_key, g_least, g_other, g_twin)
-        _hold(labels, e_group, e_depth, l_first, l_depth, l_kept, g_other, g_held)
-        _count(doc[i], groups, slot, g_key, g_twin, g_held, g_counted, out)
+        _hold(labels, e_group, chain_depth, l_first, l_chain, l_depth, l_own, l_kept, g_other,
+              g_held)  # fmt: skip
+        _count(doc[i], groups, slot, g_key, g_twin, g_held, is_root, out)
         i = j
 
 
-def _chains(anc_ptr, anc_node, depth, is_root):
-    """Per chain entry (``anc_node``'s order): its node's group key on the gold side (the
-    predicted side is the key + 1), depth, and whether it is counted (not a root); per code,
-    its depth (its deepest node's) and the position of its own node in ``anc_node``: the last
-    of the chain at that depth (as the vectorised version decides), -1 for an empty chain."""
+def _chains(anc_ptr, anc_node, depth):
+    """Per chain entry (``anc_node``'s order), its node's group key on the gold side (the
+    predicted side's is one more) and its depth; per code, its depth (its deepest node's) and
+    its own node's place in its chain: the last at that depth (as the vectorised version
+    decides), -1 for an empty chain."""
     chain_key = np.empty(anc_node.size, np.int32)
     chain_depth = np.empty(anc_node.size, np.int32)
-    chain_counted = np.empty(anc_node.size, np.bool_)
     n_codes = anc_ptr.size - 1
     code_depth = np.zeros(n_codes, np.int32)
     code_own = np.full(n_codes, -1, np.int32)
@@ -87,12 +89,11 @@ def _chains(anc_ptr, anc_node, depth, is_root):
             k = depth[node]
             chain_key[q] = node * 2
             chain_depth[q] = k
-            chain_counted[q] = not is_root[node]
             if k >= deepest:
                 deepest = k
-                code_own[c] = q
+                code_own[c] = q - anc_ptr[c]
         code_depth[c] = max(deepest, 0)
-    return chain_key, chain_depth, chain_counted, code_depth, code_own
+    return chain_key, chain_depth, code_depth, code_own
 
 
 def _widest(doc, code, anc_ptr):
@@ -110,37 +111,35 @@ def _widest(doc, code, anc_ptr):
 
 
 def _group(  # noqa: PLR0913 (numba: arrays)
-    i, j, code, pred, anc_ptr, chain_key, chain_depth, chain_counted, code_depth, code_own,
-    slot, e_group, e_depth, l_first, l_depth, l_own, g_key, g_size, g_least, g_held, g_counted,
+    i, j, code, pred, anc_ptr, chain_key, code_depth, code_own, slot,
+    e_group, l_first, l_chain, l_depth, l_own, g_key, g_size,
 ):  # fmt: skip
     """Labels ``i`` to ``j`` - 1's entries (a label's chain adjacent, as the vectorised version
     lists them) grouped by (node, side), groups numbered as first met: no sort, since only a
     group's size, minimum and maximum are taken. Returns the number of groups."""
     groups, e = 0, 0
     for t in range(j - i):
-        lab = i + t
-        side = pred[lab]
-        first = anc_ptr[code[lab]]
+        c = code[i + t]
+        side = pred[i + t]
+        first = anc_ptr[c]
         l_first[t] = e
-        for q in range(first, anc_ptr[code[lab] + 1]):
+        l_chain[t] = first - e
+        for q in range(first, anc_ptr[c + 1]):
             key = chain_key[q] + side
             g = slot[key]
             if g < 0:
                 g = groups
                 slot[key] = g
                 g_key[g] = key
-                g_size[g] = 0
-                g_least[g] = _DEPTHS
-                g_held[g] = False
-                g_counted[g] = chain_counted[q]
+                g_size[g] = 1
                 groups += 1
-            g_size[g] += 1
+            else:
+                g_size[g] += 1
             e_group[e] = g
-            e_depth[e] = chain_depth[q]
             e += 1
-        own = code_own[code[lab]]
-        l_own[t] = e_group[l_first[t] + own - first] if own >= 0 else -1
-        l_depth[t] = code_depth[code[lab]]
+        own = code_own[c]
+        l_own[t] = e_group[l_first[t] + own] if own >= 0 else -1
+        l_depth[t] = code_depth[c]
     l_first[j - i] = e
     return groups
 
@@ -156,7 +155,8 @@ def _least(labels, e_group, l_first, l_depth, l_own, l_kept, g_size, g_least):
         d = l_depth[t]
         for x in range(l_first[t], l_first[t + 1]):
             g = e_group[x]
-            g_least[g] = min(g_least[g], d)
+            if d < g_least[g]:  # written only when it falls: fewer stores
+                g_least[g] = d
 
 
 def _twins(groups, slot, g_key, g_least, g_other, g_twin):
@@ -168,33 +168,39 @@ def _twins(groups, slot, g_key, g_least, g_other, g_twin):
         g_other[g] = g_least[twin] if twin >= 0 else _DEPTHS
 
 
-def _hold(labels, e_group, e_depth, l_first, l_depth, l_kept, g_other, g_held):
+def _hold(  # noqa: PLR0913 (numba: arrays)
+    labels, e_group, chain_depth, l_first, l_chain, l_depth, l_own, l_kept, g_other, g_held
+):
     """Steps 2 and 3, label by label: the nearest other-side label through each ancestor, the
-    deepest LCA among equals (distance and depth packed into one score); then the label's
-    chain up to its LCA is held (the root is left out when counting)."""
+    deepest LCA among equals (distance and depth packed into one score; an other-side label
+    at the own node's depth under it is distance 0 at the deepest node, so it wins outright);
+    then the label's chain up to its LCA is held."""
     for t in range(labels):
         if not l_kept[t]:
             continue
         d = l_depth[t]
-        best = _NONE
+        lca = d
+        at = l_chain[t]
+        if g_other[l_own[t]] != d:
+            best = _NONE
+            for x in range(l_first[t], l_first[t + 1]):
+                other = g_other[e_group[x]]
+                if other < _DEPTHS:
+                    k = chain_depth[at + x]
+                    best = min(best, (d - 2 * k + other) * _DEPTHS + _DEPTHS - 1 - k)
+            lca = d if best >= _NONE else _DEPTHS - 1 - best % _DEPTHS
         for x in range(l_first[t], l_first[t + 1]):
-            other = g_other[e_group[x]]
-            if other < _DEPTHS:
-                k = e_depth[x]
-                best = min(best, (d - 2 * k + other) * _DEPTHS + _DEPTHS - 1 - k)
-        lca = d if best >= _NONE else _DEPTHS - 1 - best % _DEPTHS
-        for x in range(l_first[t], l_first[t + 1]):
-            if e_depth[x] >= lca:
+            if chain_depth[at + x] >= lca:
                 g_held[e_group[x]] = True
 
 
-def _count(d, groups, slot, g_key, g_twin, g_held, g_counted, out):
-    """The augmented sets' sizes per side and on both sides, into document ``d``'s column of
-    ``out``; the slots are left clean for the next document."""
+def _count(d, groups, slot, g_key, g_twin, g_held, is_root, out):
+    """Step 3's augmented sets, the root left out: their sizes per side and on both sides,
+    into document ``d``'s column of ``out``; the slots are left clean for the next document."""
     for g in range(groups):
         key = g_key[g]
         slot[key] = -1
-        if not (g_held[g] and g_counted[g]):
+        if not g_held[g] or is_root[key >> 1]:
             continue
         if key & 1:
             out[0, d] += 1
