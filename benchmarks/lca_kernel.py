@@ -95,6 +95,8 @@ def main() -> None:
     args.pred = args.pred or Path(f"{stem}_pred.parquet")
     if args.ancestors is None:
         args.ancestors, args.levels = _default_tables(args.bench)
+    if args.ancestors is None:
+        parser.error(f"no built hierarchy under {args.bench}/cache: pass --bench or --ancestors")
     args.levels = args.levels or args.ancestors.with_name("levels.parquet")
 
     from hieval.engine import lca_compiled

@@ -3,10 +3,11 @@ slice by slice, against the vectorised version (:func:`hieval.engine.lca.vectori
 numpy over all entries at once, nothing shared with the kernel): every per-document integer.
 
 Why beside ``test_lca_compiled``: the kernel lays the chains out per slice, decides a label's
-own node, pairs and holds label by label and skips nothing by side; these cases reach each of
-those paths alone: documents with labels on one side only, deep chains, labels at inner nodes
-(a code and its ancestor in one set), codes placed nowhere, repeated labels, and arbitrary
-chains (not a tree: several nodes of a chain at one depth, roots anywhere)."""
+own node, pairs and holds label by label, and lets an exact hit skip its LCA search; these
+cases reach each of those paths alone: documents with labels on one side only, deep chains,
+labels at inner nodes (a code and its ancestor in one set), codes placed nowhere, repeated
+labels, and arbitrary chains (not a tree: several nodes of a chain at one depth, roots
+anywhere)."""
 
 from __future__ import annotations
 
