@@ -120,7 +120,7 @@ def _arbitrary_space(rng: np.random.Generator, n_codes: int, n_nodes: int):
     return space, depth
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", range(40))
 def test_arbitrary_chains_and_repeated_labels(seed):
     """The same steps on any chains, not only a tree's: the label's own node is the last of
     its chain at its depth, as the vectorised version decides; repeated labels (never from the

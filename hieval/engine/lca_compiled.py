@@ -12,11 +12,12 @@ What bounds these loops is stores, not lookups (measured with ``benchmarks/lca_k
 grouping without the table's lookups took as long as with them, while each store taken out of
 the per-entry loops paid). So a document's scratch is one group per entry and little per group:
 what the entries need of the tree (each chain's node keys and depths, each code's depth and own
-node) is laid out once per slice in chain order and read from there; the root check is made
-per held group when counting; a group's least depth is written only when it falls; and a label
-that meets the other side at its own node (an exact hit: nothing can be nearer or deeper) skips
-the search for its LCA. Same integers, tested against the vectorised version
-(``tests/test_lca_compiled.py``, ``tests/test_lca_kernel.py``).
+node) is laid out once per slice and read from there, each chain deepest first, so that a
+label's held entries are a prefix and its LCA search stops where shallower ancestors can be no
+nearer; the root check is made per held group when counting; a group's least depth is written
+only when it falls; and a label that meets the other side at its own node (an exact hit:
+nothing can be nearer or deeper) skips the search for its LCA. Same integers, tested against
+the vectorised version (``tests/test_lca_compiled.py``, ``tests/test_lca_kernel.py``).
 """
 
 from __future__ import annotations
@@ -73,26 +74,33 @@ def _lca_sums_py(doc, code, pred, anc_ptr, anc_node, depth, is_root, out):
 
 
 def _chains(anc_ptr, anc_node, depth):
-    """Per chain entry (``anc_node``'s order), its node's group key on the gold side (the
-    predicted side's is one more) and its depth; per code, its depth (its deepest node's) and
-    its own node's place in its chain: the last at that depth (as the vectorised version
-    decides), -1 for an empty chain."""
+    """Per code, its chain laid out deepest first (stable: nodes at one depth in ``anc_node``'s
+    order), each entry's node's group key on the gold side (the predicted side's is one more)
+    and depth; per code, its depth (its deepest node's) and its own node's place in the layout:
+    the last at that depth in ``anc_node``'s order (as the vectorised version decides), -1 for
+    an empty chain."""
     chain_key = np.empty(anc_node.size, np.int32)
     chain_depth = np.empty(anc_node.size, np.int32)
     n_codes = anc_ptr.size - 1
     code_depth = np.zeros(n_codes, np.int32)
     code_own = np.full(n_codes, -1, np.int32)
     for c in range(n_codes):
-        deepest = -1
-        for q in range(anc_ptr[c], anc_ptr[c + 1]):
-            node = anc_node[q]
-            k = depth[node]
-            chain_key[q] = node * 2
-            chain_depth[q] = k
-            if k >= deepest:
-                deepest = k
-                code_own[c] = q - anc_ptr[c]
-        code_depth[c] = max(deepest, 0)
+        start = anc_ptr[c]
+        for q in range(start, anc_ptr[c + 1]):  # insertion sort, deepest first, stable
+            key, k = anc_node[q] * 2, depth[anc_node[q]]
+            x = q
+            while x > start and chain_depth[x - 1] < k:
+                chain_key[x] = chain_key[x - 1]
+                chain_depth[x] = chain_depth[x - 1]
+                x -= 1
+            chain_key[x] = key
+            chain_depth[x] = k
+        if anc_ptr[c + 1] > start:
+            code_depth[c] = chain_depth[start]
+            own = start
+            while own + 1 < anc_ptr[c + 1] and chain_depth[own + 1] == chain_depth[start]:
+                own += 1
+            code_own[c] = own - start
     return chain_key, chain_depth, code_depth, code_own
 
 
@@ -174,7 +182,10 @@ def _hold(  # noqa: PLR0913 (numba: arrays)
     """Steps 2 and 3, label by label: the nearest other-side label through each ancestor, the
     deepest LCA among equals (distance and depth packed into one score; an other-side label
     at the own node's depth under it is distance 0 at the deepest node, so it wins outright);
-    then the label's chain up to its LCA is held."""
+    then the label's chain up to its LCA is held. A chain is laid out deepest first: through
+    an ancestor at depth k a label is at least d - k away, so the search stops once that
+    reaches the best distance found (a shallower LCA loses ties), and the held entries are a
+    prefix."""
     for t in range(labels):
         if not l_kept[t]:
             continue
@@ -182,16 +193,21 @@ def _hold(  # noqa: PLR0913 (numba: arrays)
         lca = d
         at = l_chain[t]
         if g_other[l_own[t]] != d:
-            best = _NONE
+            best, reach = _NONE, 4 * _DEPTHS
             for x in range(l_first[t], l_first[t + 1]):
+                k = chain_depth[at + x]
+                if d - k >= reach:  # shallower ancestors are no nearer, nor deeper
+                    break
                 other = g_other[e_group[x]]
                 if other < _DEPTHS:
-                    k = chain_depth[at + x]
-                    best = min(best, (d - 2 * k + other) * _DEPTHS + _DEPTHS - 1 - k)
+                    score = (d - 2 * k + other) * _DEPTHS + _DEPTHS - 1 - k
+                    if score < best:
+                        best, reach = score, d - 2 * k + other
             lca = d if best >= _NONE else _DEPTHS - 1 - best % _DEPTHS
         for x in range(l_first[t], l_first[t + 1]):
-            if chain_depth[at + x] >= lca:
-                g_held[e_group[x]] = True
+            if chain_depth[at + x] < lca:  # deepest first: the rest is above the LCA
+                break
+            g_held[e_group[x]] = True
 
 
 def _count(d, groups, slot, g_key, g_twin, g_held, is_root, out):
