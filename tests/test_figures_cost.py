@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 import polars as pl
 import pytest
 
+from hieval import collector
 from hieval.reports import changes, error_sections, figures
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -23,25 +24,27 @@ def collector_on():
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
+    if was:
+        gc.enable()
+    else:
         gc.disable()
 
 
 def test_the_collector_is_paused_inside_and_back_after(collector_on):
-    with figures.collector_paused():
+    with collector.collector_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
 
 
 def test_the_collector_is_back_after_a_failure(collector_on):
-    with pytest.raises(RuntimeError, match="drawing failed"), figures.collector_paused():
+    with pytest.raises(RuntimeError, match="drawing failed"), collector.collector_paused():
         raise RuntimeError("drawing failed")
     assert gc.isenabled()
 
 
 def test_a_disabled_collector_stays_disabled(collector_on):
     gc.disable()
-    with figures.collector_paused():
+    with collector.collector_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
 

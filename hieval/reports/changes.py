@@ -33,10 +33,11 @@ import numpy as np
 import polars as pl
 
 from hieval.atomic import write_text
+from hieval.collector import collector_paused
 from hieval.reports.escaping import markdown as md
 
 # the figure conventions of the report's other figures (one style, reproducible SVG)
-from hieval.reports.figures import _STYLE, _pyplot, _svg, collector_paused
+from hieval.reports.figures import _STYLE, _pyplot, _svg
 from hieval.reports.history import HISTORY_METRICS
 
 #: Headline metrics shown as percentages; ICM has no fixed range and is shown as it is.

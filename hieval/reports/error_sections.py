@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from hieval import paths
+from hieval.collector import collector_paused
 from hieval.reports import figures
 
 #: Confusions and codes shown per model (the files hold them all).
@@ -94,7 +95,7 @@ def _table(headers: list[str], rows: list[list[str]], *, table_id: str | None = 
     )
 
 
-@figures.collector_paused()
+@collector_paused()
 def distance_figure(errors: pl.DataFrame, *, models: list[str], levels: list[str]) -> str:
     """Stacked bars: each model's FN and FP (side by side) split by the level at which they
     meet the nearest error of the other kind (statuses pooled)."""
