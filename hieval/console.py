@@ -63,6 +63,11 @@ def loaded() -> None:
     collection of a run walked them all, about 0.05 s apiece at 100x MIMIC-III, holding the
     interpreter's lock the reading threads need; only the process's own entry points call it,
     never a library call (a notebook's objects of the moment would never be freed). Its
-    background imports may then pause the collector too (:mod:`hieval.collector`)."""
+    background imports may then pause the collector too (:mod:`hieval.collector`).
+
+    The objects are unfrozen at exit, before the interpreter tears its modules down: frozen,
+    they are never collected, and DuckDB's bindings then report every one of its objects as
+    leaked on stderr (a screenful after ``hieval --help``)."""
     gc.freeze()
+    atexit.register(gc.unfreeze)
     own_process()
