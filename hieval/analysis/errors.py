@@ -262,7 +262,7 @@ def error_rows(errors: ModelErrors) -> pl.DataFrame:
     tree = errors.tree
     status = (
         pl.DataFrame({"code": errors.space.codes})
-        .join(tree.statuses, on="code", how="left")
+        .join(tree.statuses, on="code", how="left", maintain_order="left")  # row i: code i
         .select(
             pl.col("code_status")
             .fill_null(CODE_STATUSES[0])
@@ -331,10 +331,16 @@ def share_intervals(
     bounds are those of the other replicates. ``table`` keeps :func:`error_rows`' integer
     cells as ``_kind, _lca_level, _code_status``."""
     cells = table.with_row_index("_cell").select(*(pl.col(f"_{c}").alias(c) for c in CELL), "_cell")
-    per_doc = rows.join(cells, on=list(CELL)).group_by("doc", "_cell").agg(pl.len().alias("n"))
+    per_doc = (
+        rows.join(cells, on=list(CELL), maintain_order="none")
+        .group_by("doc", "_cell")
+        .agg(pl.len().alias("n"))
+    )
     # Documents in doc_id order (their numbers are): the order the sums below add them in.
     docs = per_doc["doc"].unique().sort()
-    doc_index = per_doc.join(pl.DataFrame({"doc": docs}).with_row_index("_doc"), on="doc")
+    doc_index = per_doc.join(  # cells placed by their indices: any order
+        pl.DataFrame({"doc": docs}).with_row_index("_doc"), on="doc", maintain_order="none"
+    )
     from scipy import sparse  # on use: importing the CLI must not load scipy
 
     counts = sparse.csr_matrix(

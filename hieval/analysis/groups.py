@@ -100,7 +100,9 @@ def assignment(doc_ids: pl.Series, groups: pl.DataFrame) -> pl.DataFrame:
     """``doc_id, attribute, group`` for every document of ``doc_ids`` (the gold's) and every
     attribute; documents the table lacks, and empty values, are the group ``(missing)``."""
     attributes = [c for c in groups.columns if c != "doc_id"]
-    frame = pl.DataFrame({"doc_id": doc_ids}).join(groups, on="doc_id", how="left")
+    frame = pl.DataFrame({"doc_id": doc_ids}).join(
+        groups, on="doc_id", how="left", maintain_order="left"
+    )
     return frame.unpivot(
         attributes, index="doc_id", variable_name="attribute", value_name="group"
     ).with_columns(
@@ -121,7 +123,8 @@ def headline_counts(docs: pl.DataFrame, doc_ids: pl.Series) -> dict[tuple[str, s
         if level != OVERALL:
             rows = rows.filter(pl.col("level") == level)
         summed = rows.group_by("doc_id").agg(pl.col("tp", "fp", "fn").sum())
-        aligned = index.join(summed, on="doc_id", how="left").sort("_doc").fill_null(0)
+        aligned = index.join(summed, on="doc_id", how="left", maintain_order="none")
+        aligned = aligned.sort("_doc").fill_null(0)
         out[(family, level)] = aligned.select("tp", "fp", "fn").to_numpy().astype(np.float64)
     return out
 

@@ -28,7 +28,9 @@ def node_labels(labels: pl.DataFrame, tree: Tree, levels: tuple[str, ...]) -> pl
     once per document)."""
     return (
         labels_of(labels)
-        .join(tree.ancestors.filter(pl.col("level").is_in(levels)), on="code")
+        .join(
+            tree.ancestors.filter(pl.col("level").is_in(levels)), on="code", maintain_order="none"
+        )
         .select("doc_id", "level", pl.col("ancestor").alias("code"))
         .unique()
     )
@@ -60,7 +62,7 @@ def code_table(
     table = counts.with_columns(
         (tp + fn).alias("support"),
         *(formula(tp, fp, fn).alias(name) for name, formula in PRF_MEASURES.items()),
-    ).join(tree.titles, on="code", how="left")
+    ).join(tree.titles, on="code", how="left", maintain_order="none")  # sorted below
     columns = list(COLUMNS)
     if train_gold is not None:
         frequency = (
@@ -68,9 +70,9 @@ def code_table(
             .group_by("level", "code")
             .agg(pl.len().cast(pl.Int64).alias("train_frequency"))
         )
-        table = table.join(frequency, on=["level", "code"], how="left").with_columns(
-            pl.col("train_frequency").fill_null(0)
-        )
+        table = table.join(
+            frequency, on=["level", "code"], how="left", maintain_order="none"
+        ).with_columns(pl.col("train_frequency").fill_null(0))
         columns.append("train_frequency")
     order = {level: i for i, level in enumerate((*tree.levels, LEAF))}
     return table.sort(pl.col("level").replace_strict(order), "code").select(columns)

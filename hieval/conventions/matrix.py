@@ -82,7 +82,9 @@ def _fill(
     row and column of a pair found by joins on ``rows`` (``doc_id, row``) and ``cols``
     (``code, col``); return how many pairs with a code were outside the label space."""
     frame = frame.filter(pl.col("code").is_not_null() & (pl.col("code") != ""))
-    placed = frame.join(rows, on="doc_id", how="left").join(cols, on="code", how="left")
+    placed = frame.join(rows, on="doc_id", how="left", maintain_order="none").join(
+        cols, on="code", how="left", maintain_order="none"
+    )  # each pair is set where it belongs, in any order
     inside = placed.filter(pl.col("row").is_not_null() & pl.col("col").is_not_null())
     r, c = inside["row"].to_numpy(), inside["col"].to_numpy()
     matrix[r, c] = True if values is None else inside[values].to_numpy()

@@ -235,7 +235,10 @@ class FixedWeights:
         :func:`~hieval.engine.lca.node_depths` when the caller has them already (the
         Evaluator's whole tree, a tenth of a second at ICD-9's size)."""
         aligned = pl.DataFrame({"node": space.tree_nodes}).join(
-            weights.select("node", "delta", "inv_propensity"), on="node", how="left"
+            weights.select("node", "delta", "inv_propensity"),
+            on="node",
+            how="left",
+            maintain_order="left",  # row i is the space's node i
         )
         known = aligned["delta"].is_not_null().to_numpy()
         delta = np.round(aligned["delta"].fill_null(0.0).to_numpy() * FIXED_POINT)

@@ -221,7 +221,7 @@ def write_icd10_demo(
     kinds = table.frame.select("code", "kind")
     hadm = {f"D{i:05d}": 20_000_000 + i for i in range(documents)}
     # code_type of every code, and the undotted spelling MIMIC-IV writes
-    gold = gold.join(kinds, on="code", how="left").with_columns(
+    gold = gold.join(kinds, on="code", how="left", maintain_order="left").with_columns(
         pl.col("doc_id").replace_strict(hadm, return_dtype=pl.Int64).alias("hadm_id"),
         pl.col("code").str.replace(".", "", literal=True).alias("icd_code"),
         pl.lit(10, dtype=pl.Int64).alias("icd_version"),

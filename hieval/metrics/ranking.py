@@ -143,8 +143,8 @@ def encode(gold: pl.DataFrame, scores: pl.DataFrame) -> ScoreArrays:
         return (
             frame.select(cols)
             .drop_nulls("code")
-            .join(doc_index, on="doc_id", how="inner")
-            .join(code_index, on="code", how="inner")
+            .join(doc_index, on="doc_id", how="inner", maintain_order="none")  # keyed below
+            .join(code_index, on="code", how="inner", maintain_order="none")
             .select((pl.col("d") * n_labels + pl.col("c")).alias("key"), *cols[2:])
         )
 

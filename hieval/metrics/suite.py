@@ -126,6 +126,7 @@ def suite_rows(
             docs.filter(pl.col("family") == "flat").select("doc_id", "tp", "fp", "fn"),
             on="doc_id",
             how="left",
+            maintain_order="left",  # one row per item, in the items' order
         )
         .fill_null(0)
     )

@@ -287,6 +287,7 @@ def series_history(history: pl.DataFrame, current: pl.DataFrame, model: str) -> 
             ),
             on="key",
             how="left",
+            maintain_order="left",  # oldest evaluation first
         )
     return wide
 

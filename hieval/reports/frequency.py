@@ -48,7 +48,7 @@ def frequency_bins(nodes: dict[str, pl.DataFrame], frequencies: pl.DataFrame) ->
         flat = (
             table.filter(pl.col("family") == "flat")
             .select(pl.col("node").alias("code"), "tp", "fp", "fn")
-            .join(frequencies, on="code", how="left")
+            .join(frequencies, on="code", how="left", maintain_order="none")  # then grouped
             .with_columns(_bin_of(pl.col("train_docs").fill_null(0)).alias("bin"))
         )
         parts.append(

@@ -308,7 +308,7 @@ def _disagreement(inputs: ReportInputs, titles: dict[str, str], drawn: dict[str,
     counts = pl.concat(
         [
             nodes.filter(pl.col("level") == block_level)
-            .join(group_of, on="node", how="left")
+            .join(group_of, on="node", how="left", maintain_order="none")  # then grouped
             .with_columns(pl.col("group").fill_null(pl.col("node")))
             .group_by("group")
             .agg(pl.col("over", "under").sum())

@@ -385,7 +385,7 @@ def system_table(tidy: pl.DataFrame, systems: dict[str, str]) -> pl.DataFrame:
         schema={"model": pl.String, "system": pl.String},
     )
     return (
-        tidy.join(mapping, on="model", how="inner")
+        tidy.join(mapping, on="model", how="inner", maintain_order="left")  # groups in tidy order
         .group_by("system", "family", "level", "average", "metric", maintain_order=True)
         .agg(
             pl.len().cast(pl.Int64).alias("runs"),
@@ -456,7 +456,12 @@ def node_report(
     rank = {level: i for i, level in enumerate(levels)}
     return (
         nodes.filter(pl.col("family") == "cophe")
-        .join(levels_frame.select(pl.col("code").alias("node"), "title"), on="node", how="left")
+        .join(
+            levels_frame.select(pl.col("code").alias("node"), "title"),
+            on="node",
+            how="left",
+            maintain_order="left",
+        )
         .select(
             "level",
             "node",
