@@ -6,6 +6,13 @@ metrics, reports) into one output folder; ``hieval hierarchy`` only builds the l
 
 from __future__ import annotations
 
+import sys as _sys
+
+if __name__ == "__main__":  # first: the figure workers' imports overlap this module's
+    from hieval.reports import drawing as _drawing
+
+    _drawing.start_early(_sys.argv)
+
 import argparse
 import logging
 import math

@@ -48,6 +48,11 @@ def own_process() -> None:
     _owned = True
 
 
+def owned() -> bool:
+    """Whether :func:`own_process` was called: the process is a command line's."""
+    return _owned
+
+
 def background_paused() -> AbstractContextManager[None]:
     """:func:`collector_paused` for a block in a background thread, in a process hieval owns;
     nothing otherwise (see the module's docstring)."""

@@ -45,6 +45,9 @@ def main() -> int:
     stop = StopSignals()
     try:
         with stop:
+            from hieval.reports import drawing
+
+            drawing.start_early(sys.argv)  # first: the figure workers' imports overlap ours
             from hieval import cli
     except BaseException as exc:
         stopped = stop.stopped(exc)

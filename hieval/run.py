@@ -41,6 +41,7 @@ from hieval.conventions.registry import DEFAULT_PAPER_TABLE
 from hieval.conventions.stage import write_conventions
 from hieval.conventions.table import check_names, check_paper_table
 from hieval.engine.counts import evaluated_levels
+from hieval.engine.groups import default_threads
 from hieval.engine.icm import IcmParams
 from hieval.engine.keys import Source
 from hieval.engine.lca import COMPILED_FROM_LABELS, prefetch_compiled
@@ -77,7 +78,7 @@ from hieval.pipeline import (
     tune_threshold,
     uncertainty,
 )
-from hieval.reports import figures
+from hieval.reports import drawing, figures
 from hieval.resources import Resources, input_rows
 
 log = logging.getLogger(__name__)
@@ -414,6 +415,7 @@ def evaluate_into(
         return _evaluate_into(args, out, progress=progress)
     finally:
         handoff.forget(out)  # counted and analysed (or failed): the kept keys serve no one now
+        drawing.stop()  # the report's figure workers, if any
 
 
 def _evaluate_into(args: EvaluateOptions, out: Path, *, progress: Progress) -> list[str]:
@@ -451,9 +453,12 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
     check_paper_table(config["report"]["paper_table"], config["conventions"])
     if config["doc_groups"]:
         read_doc_groups(config["doc_groups"])  # refused before anything is counted
-    figures.prefetch()  # the report's figures come last; their imports need not wait
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
+    # The report's figures come last; their imports need not wait: in workers of their own
+    # (a command line's process), else in a thread of this one.
+    if not drawing.start(threads=resources.threads or default_threads()):
+        figures.prefetch()
     resources.check_bootstrap(config["uncertainty"]["bootstrap"], models=len(names))
     resources.check_inputs(_matrix_inputs(args))
     if _check_count_plans(args, resources) >= COMPILED_FROM_LABELS:

@@ -218,7 +218,7 @@ LAYERS = (
     ("reports", "analysis"),
     ("resources", "pipeline", "config", "layout", "analysis_stage"),
     ("run",),
-    ("cli", "workflow_script", "console", "api", "evaluator", "memory"),
+    ("cli", "__main__", "workflow_script", "console", "api", "evaluator", "memory"),
     ("experiments",),
 )
 

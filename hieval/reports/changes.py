@@ -34,6 +34,8 @@ import polars as pl
 
 from hieval.atomic import write_text
 from hieval.collector import collector_paused
+from hieval.reports import drawing
+from hieval.reports.drawing import Draw
 from hieval.reports.escaping import markdown as md
 
 # the figure conventions of the report's other figures (one style, reproducible SVG)
@@ -327,10 +329,11 @@ def history_html(
     current: pl.DataFrame | None,
     models: list[str],
     drawn: dict[str, str],
+    draw: Draw = drawing.here,
 ) -> str:
     """The History section: per model with more than one evaluation in its series, a figure
     over time and the table of its evaluations (figures added to ``drawn`` as
-    ``history_<model>``)."""
+    ``history_<model>``, drawn by ``draw``: see :mod:`hieval.reports.drawing`)."""
     if history is None or current is None or current.is_empty():
         return ""
     esc = html.escape
@@ -342,7 +345,7 @@ def history_html(
         if wide.height < 2:
             continue
         name = f"history_{model}"
-        drawn[name] = history_figure(model, wide)
+        drawn[name] = draw(history_figure, model, wide)
         head = "".join(f"<th>{h}</th>" for h in ("When", "Key", *HISTORY_METRICS))
         body = "".join(
             "<tr>"

@@ -17,7 +17,8 @@ import polars as pl
 
 from hieval import paths
 from hieval.collector import collector_paused
-from hieval.reports import figures
+from hieval.reports import drawing, figures
+from hieval.reports.drawing import Draw
 
 #: Confusions and codes shown per model (the files hold them all).
 TOP_CONFUSIONS = 10
@@ -131,13 +132,14 @@ def distance_figure(errors: pl.DataFrame, *, models: list[str], levels: list[str
 
 def how_errors_fall(
     tables: ErrorTables, *, models: list[str], levels: list[str], titles: dict[str, str],
-    drawn: dict[str, str],
+    drawn: dict[str, str], draw: Draw = drawing.here,
 ) -> str:  # fmt: skip
-    """The error distance figure and table, and each model's top confusions."""
+    """The error distance figure and table, and each model's top confusions (the figure drawn
+    by ``draw``: see :mod:`hieval.reports.drawing`)."""
     if not tables.errors.height:
         return "<h2 id='error-distance'>How the errors fall</h2><p class='note'>No errors.</p>"
     present = [lv for lv in levels if lv in set(tables.errors["lca_level"])]
-    svg = distance_figure(tables.errors, models=models, levels=present)
+    svg = draw(distance_figure, tables.errors, models=models, levels=present)
     drawn["error_distance"] = svg
     parts = [
         "<h2 id='error-distance'>How the errors fall</h2><p class='note'>Each missed gold code "
@@ -293,13 +295,13 @@ def who_it_fails(tables: ErrorTables, *, models: list[str]) -> str:
 
 def render(
     tables: ErrorTables | None, *, models: list[str], levels: list[str],
-    titles: dict[str, str], drawn: dict[str, str],
+    titles: dict[str, str], drawn: dict[str, str], draw: Draw = drawing.here,
 ) -> str:  # fmt: skip
     """The three sections ("" without the tables)."""
     if tables is None:
         return ""
     return (
-        how_errors_fall(tables, models=models, levels=levels, titles=titles, drawn=drawn)
+        how_errors_fall(tables, models=models, levels=levels, titles=titles, drawn=drawn, draw=draw)
         + per_code(tables, models=models)
         + who_it_fails(tables, models=models)
         + f"<script>{SEARCH_JS}</script>"

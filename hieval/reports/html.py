@@ -24,7 +24,15 @@ from hieval.metrics.registry import (
     SUITE,
     paper_level,
 )
-from hieval.reports import changes, conventions_html, error_sections, figures, leaderboard
+from hieval.reports import (
+    changes,
+    conventions_html,
+    drawing,
+    error_sections,
+    figures,
+    leaderboard,
+)
+from hieval.reports.drawing import Draw
 from hieval.reports.generative import rates_html
 
 #: Levels whose nodes are code families (categories), where over- and under-prediction is
@@ -282,16 +290,18 @@ def _family_level(inputs: ReportInputs) -> str:
     return inputs.levels[min(1, len(inputs.levels) - 1)]
 
 
-def _where_wrong(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+def _where_wrong(inputs: ReportInputs, drawn: dict[str, str], draw: Draw) -> str:
     frame = inputs.levels_frame
     titles = dict(zip(frame["code"].to_list(), frame["title"].fill_null("").to_list(), strict=True))
     parts = ["<h2 id='errors'>Where each model goes wrong (CoPHE)</h2>"]
-    parts += _disagreement(inputs, titles, drawn)
+    parts += _disagreement(inputs, titles, drawn, draw)
     parts += _family_tables(inputs, titles)
     return "".join(parts)
 
 
-def _disagreement(inputs: ReportInputs, titles: dict[str, str], drawn: dict[str, str]) -> list[str]:
+def _disagreement(
+    inputs: ReportInputs, titles: dict[str, str], drawn: dict[str, str], draw: Draw
+) -> list[str]:
     """Over- and under-prediction at the highest evaluated level, summed per top-level group:
     the heatmap (added to ``drawn``) and its note."""
     frame = inputs.levels_frame
@@ -339,8 +349,13 @@ def _disagreement(inputs: ReportInputs, titles: dict[str, str], drawn: dict[str,
             f"level <code>{_esc(block_level)}</code>, summed per <code>{_esc(top_level)}"
             "</code>; the 25 groups with most disagreement.</p>"
         )
-        svg = figures.disagreement_heatmap(
-            counts, groups=groups, models=inputs.models, titles=titles, series=_series(inputs)
+        svg = draw(
+            figures.disagreement_heatmap,
+            counts,
+            groups=groups,
+            models=inputs.models,
+            titles=titles,
+            series=_series(inputs),
         )
         drawn["disagreement"] = svg
         parts.append(f"<figure class='wide'>{svg}</figure>")
@@ -410,12 +425,16 @@ def _describe(node: str, title: str | None, context: dict[str, str]) -> str:
     return f"<span class='note'>in: {_esc(block)}</span>" if block else ""
 
 
-def _frequency(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+def _frequency(inputs: ReportInputs, drawn: dict[str, str], draw: Draw) -> str:
     if inputs.frequency_bins is None or inputs.frequency_bins.is_empty():
         return ""
     bins = list(dict.fromkeys(inputs.frequency_bins["bin"].to_list()))
-    svg = figures.frequency_bins(
-        inputs.frequency_bins, bins=bins, models=inputs.models, series=_series(inputs)
+    svg = draw(
+        figures.frequency_bins,
+        inputs.frequency_bins,
+        bins=bins,
+        models=inputs.models,
+        series=_series(inputs),
     )
     drawn["frequency"] = svg
     lookup = {(r["model"], r["bin"]): r["f1"] for r in inputs.frequency_bins.iter_rows(named=True)}
@@ -462,11 +481,11 @@ def _ranges(codes: dict[str, str]) -> bool:
     return any("\u2013" in text for text in codes.values())
 
 
-def _thresholds(inputs: ReportInputs, drawn: dict[str, str]) -> str:
+def _thresholds(inputs: ReportInputs, drawn: dict[str, str], draw: Draw) -> str:
     """The dev sweeps of the models whose threshold was tuned, the chosen one marked."""
     if not inputs.curves:
         return ""
-    drawn["thresholds"] = figures.threshold_curves(inputs.curves)
+    drawn["thresholds"] = draw(figures.threshold_curves, inputs.curves)
     return (
         "<h2 id='thresholds'>Thresholds tuned on the validation set</h2><p class='note'>"
         "Precision, recall and F1 on the dev predictions against the threshold; the dashed line "
@@ -531,10 +550,17 @@ def _warnings(inputs: ReportInputs) -> str:
 
 def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
     """The whole report as one HTML document, and its figures by name (SVG text) for those
-    who want them as files."""
+    who want them as files. The figures are drawn beside the page where there are figure
+    workers (:mod:`hieval.reports.drawing`), the same text either way."""
+    figs = drawing.Figures()
+    draw = figs.draw
     drawn = {
-        "per_level": figures.per_level(
-            inputs.tidy, levels=inputs.levels, models=inputs.models, series=_series(inputs)
+        "per_level": draw(
+            figures.per_level,
+            inputs.tidy,
+            levels=inputs.levels,
+            models=inputs.models,
+            series=_series(inputs),
         )
     }
     sections = [
@@ -552,7 +578,7 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         )
         + ".</p>"
         f"<figure>{drawn['per_level']}</figure>",
-        _where_wrong(inputs, drawn),
+        _where_wrong(inputs, drawn, draw),
         rates_html(inputs.records),
         error_sections.render(
             inputs.analysis,
@@ -560,15 +586,16 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
             levels=[*inputs.all_levels, "none"],
             titles=dict(inputs.levels_frame.select("code", "title").drop_nulls().iter_rows()),
             drawn=drawn,
+            draw=draw,
         ),
-        _thresholds(inputs, drawn),
-        _frequency(inputs, drawn),
+        _thresholds(inputs, drawn, draw),
+        _frequency(inputs, drawn, draw),
         _suite(inputs),
         _kinds(inputs),
         conventions_html.render(
             inputs.conventions, models=inputs.models, tests=inputs.conventions_tests
         ),
-        changes.history_html(inputs.history, inputs.current, inputs.models, drawn),
+        changes.history_html(inputs.history, inputs.current, inputs.models, drawn, draw),
         _provenance(inputs),
     ]
     page = (
@@ -581,4 +608,4 @@ def render(inputs: ReportInputs) -> tuple[str, dict[str, str]]:
         + "</main>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )
-    return page, drawn
+    return figs.resolve(page), {name: figs.resolve(svg) for name, svg in drawn.items()}
