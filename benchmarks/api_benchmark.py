@@ -99,7 +99,7 @@ def run(
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     if step == "cli":
         out, cache = work / "cli-out", work / "cache"
-        command = [sys.executable, "-m", "hieval.cli", "evaluate", "--gold", str(gold),
+        command = [sys.executable, "-m", "hieval", "evaluate", "--gold", str(gold),
                    "--pred", f"m={pred}", "--out", str(out), "--cache", str(cache)]  # fmt: skip
     else:
         command = [sys.executable, __file__, "--child", step, "--gold", str(gold), "--pred",

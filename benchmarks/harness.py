@@ -444,8 +444,11 @@ def measure(step: str, gold: Path, pred: Path, ancestors: Path, options: dict) -
 
 
 def e2e_command(gold: Path, pred: Path, out: Path, cache: Path, threads: int | None) -> list[str]:
-    """``hieval evaluate`` as a user types it (through this interpreter's environment)."""
-    command = [sys.executable, "-m", "hieval.cli", "evaluate", "--gold", str(gold)]
+    """``hieval evaluate`` as a user types it (through this interpreter's environment):
+    ``python -m hieval``, the ``hieval`` script's entry (``hieval.console``). Not ``-m
+    hieval.cli``, which runs that module as ``__main__``: the report's figure workers must then
+    import it again (the fork server does so once; 0.4 CPU-s the script never pays)."""
+    command = [sys.executable, "-m", "hieval", "evaluate", "--gold", str(gold)]
     command += ["--pred", f"{E2E_MODEL}={pred}", "--out", str(out), "--cache", str(cache)]
     return command + (["--threads", str(threads)] if threads else [])
 
