@@ -204,3 +204,17 @@ def test_python_dash_m_hieval_is_the_hieval_command():
     )
     assert done.returncode == 0, done.stderr
     assert "evaluate" in done.stdout and done.stderr == ""
+
+
+def test_no_semaphores_draws_in_its_own_process(monkeypatch):
+    """A machine without POSIX semaphores (no /dev/shm) cannot run a process pool: the
+    figures are drawn here, the run goes on."""
+
+    def refused(*args, **kwargs):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(collector, "_owned", True)
+    monkeypatch.setattr(drawing, "_server_started", True)
+    monkeypatch.setattr(drawing, "ProcessPoolExecutor", refused)
+    assert not drawing.start(threads=2)
+    assert drawing._pool is None

@@ -122,7 +122,11 @@ def start(*, threads: int) -> bool:
     with _lock:
         if _pool is None:
             context = multiprocessing.get_context("forkserver")
-            _pool = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_worker_start)
+            try:
+                _pool = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_worker_start)
+            except (OSError, ImportError) as error:  # no semaphores (/dev/shm): in-process
+                log.debug("figures are drawn in this process: %s", error)
+                return False
     return True
 
 
