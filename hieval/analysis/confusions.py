@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hieval.analysis.errors import ModelErrors, near_pairs
+from hieval.analysis.errors import FN, FP, ModelErrors, near_pairs
 from hieval.analysis.tree import Tree
 
 COLUMNS = ("gold_code", "predicted_code", "lca_level", "documents")
@@ -26,16 +26,37 @@ def pair_counts(errors: ModelErrors) -> pl.DataFrame:
     pairs of a run of documents and the number of its documents each occurs in. The counts of
     runs of other documents add up (:func:`confusion_table`); the rank is the two codes' own."""
     tree = errors.tree
-    pairs = (
-        near_pairs(errors, tree.rank(tree.category))
-        .group_by("gold_code", "predicted_code")
-        .agg(pl.col("lca_rank").first(), pl.len().alias("documents"))
-    )
+    if errors.compiled:  # counted in the kernel, as integers
+        pairs = _compiled_counts(errors, tree.rank(tree.category))
+    else:
+        pairs = (
+            near_pairs(errors, tree.rank(tree.category))
+            .group_by("gold_code", "predicted_code")
+            .agg(pl.col("lca_rank").first(), pl.len().alias("documents"))
+        )
     codes = errors.space.codes
     return pairs.with_columns(
         codes.gather(pairs["gold_code"]).alias("gold_code"),
         codes.gather(pairs["predicted_code"]).alias("predicted_code"),
         pl.col("documents").cast(pl.Int64),
+    )
+
+
+def _compiled_counts(errors: ModelErrors, deepest: int) -> pl.DataFrame:
+    """:func:`pair_counts`' integer columns from the compiled kernel (which skips the errors
+    that meet nothing that near): at 100x MIMIC-III, 0.8M pairs counted without a frame of
+    them or a group-by."""
+    from hieval.analysis import errors_compiled
+
+    counted = errors_compiled.near_pair_counts(
+        errors.fn,
+        errors.fp,
+        errors.level_nodes(),
+        deepest,
+        ranks=(errors.nearest(FN), errors.nearest(FP)),
+    )
+    return pl.DataFrame(
+        dict(zip(("gold_code", "predicted_code", "lca_rank", "documents"), counted, strict=True))
     )
 
 
