@@ -28,6 +28,8 @@ COLUMNS = ("model", "kind", "lca_level", "code_status", "count", "share")
 INTERVAL_COLUMNS = ("low", "high")
 #: Replicate x document cells weighed at once (8 MB of float64), whatever the zoo's size.
 _BLOCK_CELLS = 1 << 20
+#: Error rows whose cells are counted at once (2 MB of cell numbers).
+_SLICE_ROWS = 1 << 18
 #: Labels from which the pairing is compiled (:mod:`hieval.analysis.errors_compiled`); fewer
 #: are paired here, vectorised (importing numba would cost more than their whole pairing).
 COMPILED_FROM_LABELS = 100_000
@@ -272,7 +274,7 @@ def error_rows(errors: ModelErrors) -> pl.DataFrame:
         .to_numpy()
     )
     documents = 1 + max(int(doc.max(initial=-1)) for doc, _ in (errors.fn, errors.fp))
-    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("doc", "kind", *CELL[1:])}
+    parts = []
     for at, kind in enumerate(KINDS):
         doc, code = errors.side(kind)
         # Which documents hold an error of the other kind: a mask over their numbers (no
@@ -283,12 +285,17 @@ def error_rows(errors: ModelErrors) -> pl.DataFrame:
         level = rank.astype(np.uint8)
         apart = rank < 0  # met nothing below the root: the root, or no error to meet
         level[apart] = np.where(meets[doc[apart]], tree.rank(ROOT), tree.rank(NONE))
-        columns["doc"].append(doc)
-        columns["kind"].append(np.full(doc.size, at, dtype=np.uint8))
-        columns["lca_level"].append(level)
-        columns["code_status"].append(status[code])
-    # One frame of whole columns (not a frame per kind, concatenated).
-    return pl.DataFrame({name: np.concatenate(parts) for name, parts in columns.items()})
+        parts.append(
+            pl.DataFrame(
+                {
+                    "doc": doc,  # the errors' own array: Polars takes NumPy's without a copy
+                    "kind": np.full(doc.size, at, dtype=np.uint8),
+                    "lca_level": level,
+                    "code_status": status[code],
+                }
+            )
+        )
+    return pl.concat(parts)
 
 
 def error_distance(
@@ -327,8 +334,12 @@ def _cell_counts(rows: pl.DataFrame, tree: Tree) -> pl.DataFrame:
     a few dozen small integers, so NumPy counts millions of errors in one ``bincount``, a
     tenth of the group-by's CPU."""
     shape = (len(KINDS), len(tree.lca_levels), len(CODE_STATUSES))
-    cell = np.ravel_multi_index(tuple(rows[c].to_numpy() for c in CELL), shape)
-    count = np.bincount(cell, minlength=int(np.prod(shape)))
+    count = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    # A slice at a time: the cell numbers (int64) of a slice fit in the caches, and the
+    # memory they take is reused slice after slice instead of a fresh array of all rows.
+    for part in rows.iter_slices(_SLICE_ROWS):
+        cell = np.ravel_multi_index(tuple(part[c].to_numpy() for c in CELL), shape)
+        count += np.bincount(cell, minlength=count.size)
     held = np.flatnonzero(count)
     kind, level, status = np.unravel_index(held, shape)
     return pl.DataFrame(
