@@ -129,9 +129,8 @@ def test_near_pair_counts_match_the_naive_count(seed, tree):
     node = _random_nodes(rng, codes=codes, levels=int(rng.integers(2, 6)), tree=tree)
     docs = _random_documents(rng, documents=int(rng.integers(0, 60)), codes=codes)
     fn, fp = _sides(docs)
-    ranks = tuple(np.array(r, dtype=np.int64) for r in _naive_nearest(docs, node))
     for deepest in range(node.shape[0]):
-        got = errors_compiled.near_pair_counts(fn, fp, node, deepest, ranks=ranks)
+        got = errors_compiled.near_pair_counts(fn, fp, node, deepest)
         assert all(column.dtype == np.int64 for column in got)
         assert list(zip(*(c.tolist() for c in got), strict=True)) == _naive_pair_counts(
             docs, node, deepest
@@ -140,14 +139,38 @@ def test_near_pair_counts_match_the_naive_count(seed, tree):
 
 @pytest.mark.parametrize(("seed", "tree"), CASES)
 def test_nearest_levels_match_the_naive_ones(seed, tree):
-    """The ranks the pair count is handed, from the compiled kernel (as the CLI hands them)."""
+    """The nearest levels, found in the pass that writes the pairs, alone and with them."""
     rng = np.random.default_rng(100 + seed)
     codes = int(rng.integers(3, 14))
     node = _random_nodes(rng, codes=codes, levels=int(rng.integers(2, 6)), tree=tree)
     docs = _random_documents(rng, documents=int(rng.integers(0, 60)), codes=codes)
     fn, fp = _sides(docs)
-    got = errors_compiled.nearest(fn, fp, node)
-    assert [r.tolist() for r in got] == list(_naive_nearest(docs, node))
+    expected = list(_naive_nearest(docs, node))
+    assert [r.tolist() for r in errors_compiled.nearest(fn, fp, node)] == expected
+    for deepest in range(node.shape[0]):
+        *got, _ = errors_compiled.nearest_and_pair_keys(fn, fp, node, deepest)
+        assert [r.tolist() for r in got] == expected
+
+
+def test_more_pairs_than_the_first_array_holds():
+    """Documents of 40 misses and 40 wrong codes, all near: 1,600 pairs each, more than the
+    kernel's first array of keys holds (1,024 or one per miss), so the pass stops before a
+    document and a longer array takes the rest; the counts are the naive ones."""
+    rng = np.random.default_rng(9)
+    node = np.array([np.arange(100) // 50, np.zeros(100, int), np.full(100, -1)], dtype=np.int64)
+    docs = []
+    for _ in range(7):
+        chosen = rng.permutation(100)[:80]
+        docs.append((sorted(chosen[:40].tolist()), sorted(chosen[40:].tolist())))
+    docs.insert(3, ([], []))
+    fn, fp = _sides(docs)
+    for deepest in (0, 1):
+        got = errors_compiled.near_pair_counts(fn, fp, node, deepest)
+        assert list(zip(*(c.tolist() for c in got), strict=True)) == _naive_pair_counts(
+            docs, node, deepest
+        )
+    _, _, keys = errors_compiled.nearest_and_pair_keys(fn, fp, node, 1)
+    assert keys.size == 7 * 1600
 
 
 def test_pairs_repeat_over_documents():
@@ -156,20 +179,17 @@ def test_pairs_repeat_over_documents():
     node = np.array([[0, 0, 1, 2], [0, 0, 0, 1], [-1, -1, -1, -1]], dtype=np.int64)
     docs = [([0], [1]), ([0], [1, 3]), ([0, 2], [1]), ([2], []), ([3], [2])]
     fn, fp = _sides(docs)
-    ranks = tuple(np.array(r, dtype=np.int64) for r in _naive_nearest(docs, node))
-    got = errors_compiled.near_pair_counts(fn, fp, node, 1, ranks=ranks)
+    got = errors_compiled.near_pair_counts(fn, fp, node, 1)
     # (0, 1) at level 0 in docs 0, 1, 2; (2, 1) at level 1 in doc 2; (0, 3), (3, 2) never meet.
     assert [c.tolist() for c in got] == [[0, 2], [1, 1], [0, 1], [3, 1]]
-    only_leaf = errors_compiled.near_pair_counts(fn, fp, node, 0, ranks=ranks)
+    only_leaf = errors_compiled.near_pair_counts(fn, fp, node, 0)
     assert [c.tolist() for c in only_leaf] == [[0], [1], [0], [3]]
 
 
 def test_no_errors_no_pairs():
     empty = np.zeros(0, dtype=np.int64)
     node = np.zeros((2, 3), dtype=np.int64)
-    got = errors_compiled.near_pair_counts(
-        (empty, empty), (empty, empty), node, 1, ranks=(empty, empty)
-    )
+    got = errors_compiled.near_pair_counts((empty, empty), (empty, empty), node, 1)
     assert [c.size for c in got] == [0, 0, 0, 0]
 
 

@@ -63,19 +63,35 @@ class ModelErrors:
     tree: Tree
     compiled: bool = False  # paired by the compiled kernels (many labels: see model_errors)
     _nearest: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _pair_keys: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def nearest(self, kind: str) -> np.ndarray:
         """:func:`nearest_ranks` of ``kind``, computed once (error rows and confusions both
-        read them; compiled, both kinds at once)."""
+        read them; compiled, both kinds at once, with the confusions' pairs:
+        :meth:`near_pair_keys`)."""
         if kind not in self._nearest:
             if self.compiled:
-                from hieval.analysis import errors_compiled
-
-                ranks = errors_compiled.nearest(self.fn, self.fp, self.level_nodes())
-                self._nearest.update(zip(KINDS, ranks, strict=True))
+                self._pair_pass(self.tree.rank(self.tree.category))
             else:
                 self._nearest[kind] = nearest_ranks(self, kind)
         return self._nearest[kind]
+
+    def near_pair_keys(self, deepest: int) -> np.ndarray:
+        """Compiled: the keys of the pairs meeting at ``tree.levels[deepest]`` or deeper
+        (:func:`hieval.analysis.errors_compiled.nearest_and_pair_keys`), handed once (let go
+        here): those of the category level come from the pass that found the nearest levels."""
+        if deepest not in self._pair_keys:
+            self._pair_pass(deepest)
+        return self._pair_keys.pop(deepest)
+
+    def _pair_pass(self, deepest: int) -> None:
+        from hieval.analysis import errors_compiled
+
+        *ranks, keys = errors_compiled.nearest_and_pair_keys(
+            self.fn, self.fp, self.level_nodes(), deepest
+        )
+        self._nearest.update(zip(KINDS, ranks, strict=True))
+        self._pair_keys[deepest] = keys
 
     def level_nodes(self) -> np.ndarray:
         """Each code's node at each of ``tree.levels`` (rows, deepest first; -1: none, and at

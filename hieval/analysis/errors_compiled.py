@@ -64,28 +64,42 @@ def _first_shared(node, a, b):
     return _FAR
 
 
-def _nearest_py(fn_doc, fn_code, fp_doc, fp_code, node, fn_rank, fp_rank):
+def _nearest_py(  # noqa: PLR0913 (a kernel's arrays, one argument each)
+    fn_doc, fn_code, fp_doc, fp_code, node, deepest, fn_rank, fp_rank, keys, start
+):
     """Each error's nearest level (the first level at which it shares a node with an error of
-    the other kind of its document) into ``fn_rank`` and ``fp_rank`` (-1: none). Both sides
-    are sorted by document."""
-    fn_rank[:] = _FAR
-    fp_rank[:] = _FAR
-    j0 = 0
-    for i in range(fn_doc.size):
+    the other kind of its document) into ``fn_rank`` and ``fp_rank`` (``_FAR``: none yet),
+    and the (miss, wrong code) pairs meeting at level ``deepest`` or before into ``keys``,
+    one integer each, ``gold code * codes + predicted code``: every pair's level is found
+    once, for both. Both sides are sorted by document.
+
+    ``start``: the miss, the wrong code and the key to start from (a document's first each);
+    returns where it stopped in the same form: at the end of the misses, or before a document
+    whose pairs might not fit in ``keys`` (a longer array takes the rest)."""
+    codes = node.shape[1]
+    i, j, k = start
+    while i < fn_doc.size:
         d = fn_doc[i]
-        while j0 < fp_doc.size and fp_doc[j0] < d:
-            j0 += 1
-        j = j0
-        while j < fp_doc.size and fp_doc[j] == d:
-            at = _first_shared(node, fn_code[i], fp_code[j])
-            if at < _FAR:
-                fn_rank[i] = min(fn_rank[i], at)
-                fp_rank[j] = min(fp_rank[j], at)
+        while j < fp_doc.size and fp_doc[j] < d:
             j += 1
-    for rank in (fn_rank, fp_rank):
-        for x in range(rank.size):
-            if rank[x] == _FAR:
-                rank[x] = -1
+        i_end, j_end = i, j
+        while i_end < fn_doc.size and fn_doc[i_end] == d:
+            i_end += 1
+        while j_end < fp_doc.size and fp_doc[j_end] == d:
+            j_end += 1
+        if k + (i_end - i) * (j_end - j) > keys.size:
+            break
+        for a in range(i, i_end):
+            for b in range(j, j_end):
+                at = _first_shared(node, fn_code[a], fp_code[b])
+                if at < _FAR:
+                    fn_rank[a] = min(fn_rank[a], at)
+                    fp_rank[b] = min(fp_rank[b], at)
+                    if at <= deepest:
+                        keys[k] = fn_code[a] * codes + fp_code[b]
+                        k += 1
+        i, j = i_end, j_end
+    return i, j, k
 
 
 def _near_pairs_py(fn_doc, fn_code, fp_doc, fp_code, node, deepest, out, fill):
@@ -112,66 +126,8 @@ def _near_pairs_py(fn_doc, fn_code, fp_doc, fp_code, node, deepest, out, fill):
     return k
 
 
-def _near(rank, deepest):
-    """Whether an error of nearest level ``rank`` (-1: none) meets one at ``deepest`` or
-    before."""
-    return 0 <= rank <= deepest
-
-
-def _near_pair_bound_py(fn_doc, fp_doc, fn_rank, fp_rank, deepest):
-    """At most how many pairs :func:`_near_pair_keys_py` writes: per document, its misses
-    times its wrong codes, of those meeting an error of the other kind at ``deepest`` or
-    before (a pass over the documents, no pairing)."""
-    total = 0
-    i = 0
-    j = 0
-    while i < fn_doc.size:
-        d = fn_doc[i]
-        misses = 0
-        while i < fn_doc.size and fn_doc[i] == d:
-            misses += _near(fn_rank[i], deepest)
-            i += 1
-        while j < fp_doc.size and fp_doc[j] < d:
-            j += 1
-        wrong = 0
-        while j < fp_doc.size and fp_doc[j] == d:
-            wrong += _near(fp_rank[j], deepest)
-            j += 1
-        total += misses * wrong
-    return total
-
-
-def _near_pair_keys_py(  # noqa: PLR0913 (a kernel's arrays, one argument each)
-    fn_doc, fn_code, fp_doc, fp_code, node, deepest, fn_rank, fp_rank, out
-):
-    """The (miss, wrong code) pairs of a document meeting at level ``deepest`` or before as
-    one integer each, ``gold code * codes + predicted code``, into ``out``; returns how many.
-    Only errors whose nearest level (``fn_rank``, ``fp_rank``: :func:`_nearest_py`) is
-    ``deepest`` or before are compared: the others meet no error of the other kind that
-    near (at 100x MIMIC-III, half of each side)."""
-    codes = node.shape[1]
-    k = 0
-    j0 = 0
-    for i in range(fn_doc.size):
-        if not _near(fn_rank[i], deepest):
-            continue
-        d = fn_doc[i]
-        while j0 < fp_doc.size and fp_doc[j0] < d:
-            j0 += 1
-        j = j0
-        while j < fp_doc.size and fp_doc[j] == d:
-            if (
-                _near(fp_rank[j], deepest)
-                and _first_shared(node, fn_code[i], fp_code[j]) <= deepest
-            ):
-                out[k] = fn_code[i] * codes + fp_code[j]
-                k += 1
-            j += 1
-    return k
-
-
 def _pair_runs_py(keys, node, gold, wrong, rank, count):
-    """The runs of equal ``keys`` (sorted pair keys of :func:`_near_pair_keys_py`): each
+    """The runs of equal ``keys`` (sorted pair keys of :func:`_nearest_py`): each
     run's gold code, predicted code, their level and its length, into the four arrays;
     returns how many runs."""
     codes = node.shape[1]
@@ -190,13 +146,10 @@ def _pair_runs_py(keys, node, gold, wrong, rank, count):
     return n
 
 
-_first_shared = compiled(_first_shared)  # the helpers first: resolved as compiled below
-_near = compiled(_near)
+_first_shared = compiled(_first_shared)  # the helper first: resolved as compiled below
 unmatched_kernel = compiled(_unmatched_py)
 nearest_kernel = compiled(_nearest_py)
 near_pairs_kernel = compiled(_near_pairs_py)
-near_pair_bound_kernel = compiled(_near_pair_bound_py)
-near_pair_keys_kernel = compiled(_near_pair_keys_py)
 pair_runs_kernel = compiled(_pair_runs_py)
 
 
@@ -221,10 +174,36 @@ def nearest(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each miss's and each wrong code's nearest level: a row of ``node`` (levels x codes, -1
     where a code has no node), -1 when none (see :func:`_nearest_py`)."""
-    fn_doc, fn_code, fp_doc, fp_code = _int64(*fn, *fp)
-    fn_rank, fp_rank = np.empty(fn_doc.size, np.int64), np.empty(fp_doc.size, np.int64)
-    nearest_kernel(fn_doc, fn_code, fp_doc, fp_code, node, fn_rank, fp_rank)
+    fn_rank, fp_rank, _ = nearest_and_pair_keys(fn, fp, node, -1)
     return fn_rank, fp_rank
+
+
+def nearest_and_pair_keys(
+    fn: tuple[np.ndarray, np.ndarray],
+    fp: tuple[np.ndarray, np.ndarray],
+    node: np.ndarray,
+    deepest: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`nearest`'s levels and the keys of the pairs meeting at level ``deepest`` or
+    before (see :func:`_nearest_py`; any order), found in one pass (the confusions' pairs are
+    among the pairs the nearest levels compare)."""
+    fn_doc, fn_code, fp_doc, fp_code = _int64(*fn, *fp)
+    fn_rank, fp_rank = np.full(fn_doc.size, _FAR), np.full(fp_doc.size, _FAR)
+    keys = np.empty(max(1024, fn_doc.size), np.int64)
+    at = (0, 0, 0)
+    while True:
+        at = nearest_kernel(
+            fn_doc, fn_code, fp_doc, fp_code, node, deepest, fn_rank, fp_rank, keys, at
+        )
+        if at[0] == fn_doc.size:
+            break
+        longer = np.empty(2 * keys.size, np.int64)  # rarely: twice as long, until it fits
+        longer[: at[2]] = keys[: at[2]]
+        keys = longer
+    for rank in (fn_rank, fp_rank):
+        rank[rank == _FAR] = -1
+    keys.resize(at[2], refcheck=False)  # in place, no copy: the array is this function's own
+    return fn_rank, fp_rank, keys
 
 
 def near_pairs(
@@ -247,24 +226,25 @@ def near_pair_counts(
     fp: tuple[np.ndarray, np.ndarray],
     node: np.ndarray,
     deepest: int,
-    ranks: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Gold code, predicted code, level and number of documents of each distinct pair
-    meeting at level ``deepest`` or before, in order of gold code, then predicted code;
-    ``ranks``: each miss's and each wrong code's nearest level (:func:`nearest`).
+    meeting at level ``deepest`` or before, in order of gold code, then predicted code
+    (:func:`pair_counts` of :func:`nearest_and_pair_keys`)."""
+    return pair_counts(nearest_and_pair_keys(fn, fp, node, deepest)[2], node)
+
+
+def pair_counts(
+    keys: np.ndarray, node: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Gold code, predicted code, level and number of documents of each distinct pair of
+    pair ``keys`` (:func:`nearest_and_pair_keys`), in order of gold code, then predicted code.
 
     A document holds each pair once (its misses and its wrong codes are distinct codes), so a
-    pair's number of documents is its number of occurrences: the pairs are written as
-    integers and counted as runs of their sorted values (NumPy sorts a million integers in
-    milliseconds; a frame of the pairs and a group-by took twenty times as long)."""
-    fn_doc, fn_code, fp_doc, fp_code, fn_rank, fp_rank = _int64(*fn, *fp, *ranks)
-    bound = near_pair_bound_kernel(fn_doc, fp_doc, fn_rank, fp_rank, deepest)
-    keys = np.empty(bound, np.int64)
-    written = near_pair_keys_kernel(
-        fn_doc, fn_code, fp_doc, fp_code, node, deepest, fn_rank, fp_rank, keys
-    )
-    keys = np.sort(keys[:written])
-    runs = [np.empty(written, np.int64) for _ in range(4)]
+    pair's number of documents is its number of occurrences: the keys are counted as runs of
+    their sorted values (NumPy sorts a million integers in milliseconds; a frame of the pairs
+    and a group-by took twenty times as long)."""
+    keys = np.sort(keys)
+    runs = [np.empty(keys.size, np.int64) for _ in range(4)]
     n = pair_runs_kernel(keys, node, *runs)
     return tuple(run[:n] for run in runs)
 
@@ -279,6 +259,4 @@ def warm() -> None:
     unmatched(empty)
     nearest((empty, empty), (empty, empty), np.zeros((1, 0), dtype=np.int64))
     near_pairs((empty, empty), (empty, empty), np.zeros((1, 0), dtype=np.int64), 0)
-    near_pair_counts(
-        (empty, empty), (empty, empty), np.zeros((1, 0), dtype=np.int64), 0, (empty, empty)
-    )
+    near_pair_counts((empty, empty), (empty, empty), np.zeros((1, 0), dtype=np.int64), 0)
