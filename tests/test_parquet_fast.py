@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,8 +42,10 @@ def clean_rows(rng: random.Random, *, docs: int, spellings: bool) -> list[tuple[
 
 def write(path: Path, rows: list[tuple[str, str]], *, layout: str) -> Path:
     """The rows as Parquet in one of the layouts a user's file may have."""
+    if layout == "sorted-integer-ids":  # by document number, as most exports write them
+        rows = sorted(rows, key=lambda row: int(row[0][1:]))
     docs, codes = [d for d, _ in rows], [c for _, c in rows]
-    if layout == "integer-ids":
+    if layout in ("integer-ids", "sorted-integer-ids"):
         docs = [int(d[1:]) for d in docs]
     table = pa.table({"doc_id": docs, "code": codes})
     if layout == "large-strings":
@@ -50,7 +53,9 @@ def write(path: Path, rows: list[tuple[str, str]], *, layout: str) -> Path:
     if layout == "dictionary-typed":
         table = pa.table({"doc_id": pa.array(docs).dictionary_encode(), "code": codes})
     pq.write_table(
-        table, path, row_group_size=7 if layout in ("small-row-groups", "integer-ids") else None
+        table,
+        path,
+        row_group_size=7 if layout.endswith(("small-row-groups", "integer-ids")) else None,
     )
     return path
 
@@ -98,7 +103,13 @@ def outputs(out: Path, scores: Path | None) -> tuple[list, list | None]:
     return frame.rows(), (pl.read_parquet(scores).rows() if scores else None)
 
 
-LAYOUTS = ["small-row-groups", "integer-ids", "large-strings", "dictionary-typed"]
+LAYOUTS = [
+    "small-row-groups",
+    "integer-ids",
+    "sorted-integer-ids",
+    "large-strings",
+    "dictionary-typed",
+]
 CASES = [  # (seed, spellings, policy, layout): random files as strings, and every layout
     *((seed, spellings, policy, "strings") for seed in range(3) for spellings in (False, True)
       for policy in ("place", "drop")),
@@ -150,7 +161,7 @@ def test_rank_path_writes_what_the_general_path_writes(
             assert dictionaries_hold_only_their_rows(tmp_path / f"{role}_{tag}.parquet")
     # and both are right: the plain reference (documents as text, as SQL casts them)
     gold_docs = {str(d) for d, *_ in results["ranks"][2][0]}
-    as_text = [(d[1:] if layout == "integer-ids" else d, c) for d, c in pred_rows]
+    as_text = [(d[1:] if layout.endswith("integer-ids") else d, c) for d, c in pred_rows]
     expected_rows, expected = reference(as_text, policy=policy, gold_docs=gold_docs)
     got = results["ranks"][1]
     assert {key: got[key] for key in expected} == expected
@@ -342,3 +353,35 @@ def test_keys_and_documents_built_in_pieces_match_a_plain_computation(monkeypatc
     documents = parquet_fast._documents(keys)
     assert np.array_equal(documents, np.unique(plain >> parquet_fast.RANK_BITS))
     assert parquet_fast._documents(keys[:0]).size == 0
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        [3, 3, 5, 9, 9, 9, 12],
+        [-4, -4, 0, 7],
+        [42],
+        [1, 2, 3, 4, 5],
+        [7, 7, 7],
+        [2**40, 2**40, 2**41],
+    ],
+)
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_a_sorted_integer_column_is_encoded_as_arrow_encodes_it(numbers, chunks):
+    """The runs of a sorted column give the indices and values Arrow's hash encoding gives
+    (first appearance is ascending order), over one chunk or several."""
+    size = -(-len(numbers) // chunks)
+    column = pa.chunked_array(
+        [numbers[at : at + size] for at in range(0, len(numbers), size)], pa.int64()
+    )
+    runs = parquet_fast._sorted_runs(column)
+    encoded = column.combine_chunks().dictionary_encode()
+    assert runs is not None
+    assert runs[0].tolist() == encoded.indices.to_pylist()
+    assert runs[0].dtype == np.int32
+    assert runs[1].to_pylist() == encoded.dictionary.to_pylist()
+
+
+@pytest.mark.parametrize("numbers", [[3, 1, 2], [1, 2, 2, 1], []])
+def test_an_unsorted_or_empty_integer_column_is_left_to_the_hash_encoding(numbers):
+    assert parquet_fast._sorted_runs(pa.chunked_array([numbers], pa.int64())) is None

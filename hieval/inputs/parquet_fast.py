@@ -339,14 +339,8 @@ def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarra
         values = table[column]
         if values.null_count:
             return None
-        if not pa.types.is_dictionary(values.type):
-            values = values.dictionary_encode()  # one dictionary for all chunks
-        indices = np.empty(len(values), dtype=np.int32)
-        at = 0
-        for chunk in values.chunks:  # copied chunk by chunk: no combined copy of the column
-            indices[at : at + len(chunk)] = _numpy(chunk.indices)
-            at += len(chunk)
-        dictionary = values.chunk(0).dictionary if values.num_chunks else pa.nulls(0, pa.string())
+        runs = _sorted_runs(values) if pa.types.is_integer(values.type) else None
+        indices, dictionary = runs if runs is not None else _dictionary_encoded(values)
         if not pa.types.is_string(dictionary.type):
             dictionary = dictionary.cast(pa.string())  # integer documents: text, as SQL casts
         try:  # text that is not UTF-8: the general path words the reader's refusal
@@ -356,6 +350,37 @@ def _read(path: Path, *, is_gold: bool) -> tuple[np.ndarray, pa.Array, np.ndarra
         result += [indices, dictionary]
     del table
     return result[0], result[1], result[2], result[3]
+
+
+def _dictionary_encoded(values: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Each row's index into the column's distinct values, and those values (in order of
+    first appearance, one dictionary for all chunks)."""
+    if not pa.types.is_dictionary(values.type):
+        values = values.dictionary_encode()
+    indices = np.empty(len(values), dtype=np.int32)
+    at = 0
+    for chunk in values.chunks:  # copied chunk by chunk: no combined copy of the column
+        indices[at : at + len(chunk)] = _numpy(chunk.indices)
+        at += len(chunk)
+    dictionary = values.chunk(0).dictionary if values.num_chunks else pa.nulls(0, pa.string())
+    return indices, dictionary
+
+
+def _sorted_runs(values: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
+    """:func:`_dictionary_encoded` of an integer column sorted in ascending order (a file
+    written document by document, as hieval and most exports write them), from its runs of
+    equal values: the same indices and values (first appearance is ascending order), in one
+    pass instead of hashing every row (100x gold: 0.02 s against 0.1 s); None when the column
+    is not sorted."""
+    numbers = pl.Series(values).to_numpy()
+    if numbers.size == 0 or not bool((numbers[1:] >= numbers[:-1]).all()):
+        return None
+    new = np.empty(numbers.size, dtype=bool)
+    new[0] = True
+    np.not_equal(numbers[1:], numbers[:-1], out=new[1:])
+    indices = np.cumsum(new, dtype=np.int32)
+    indices -= 1
+    return indices, pl.Series(numbers[new]).to_arrow()
 
 
 def _numpy(values: pa.Array) -> np.ndarray:
