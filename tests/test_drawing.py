@@ -52,6 +52,15 @@ def _env() -> dict[str, str]:
     return os.environ | {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
 
 
+def _semaphores() -> bool:
+    """Whether this machine gives processes POSIX semaphores (a process pool needs them)."""
+    try:
+        multiprocessing.get_context("forkserver").Lock()
+    except (OSError, ImportError):
+        return False
+    return True
+
+
 def test_a_command_line_run_draws_the_golden_zoo_in_workers_byte_for_byte(tmp_path):
     """The golden zoo (five figures: per level, disagreement, error distance, thresholds,
     training frequency) run as a user runs it: every figure drawn by a worker, every output
@@ -66,7 +75,9 @@ def test_a_command_line_run_draws_the_golden_zoo_in_workers_byte_for_byte(tmp_pa
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     asked = json.loads(record.read_text())
-    assert len(asked) == 5 and all(by_worker for _, by_worker in asked), asked
+    assert len(asked) == 5, asked
+    if _semaphores():  # else drawn in-process, as the run falls back to
+        assert all(by_worker for _, by_worker in asked), asked
     expected = sorted(
         str(p.relative_to(GOLDEN / "zoo")) for p in (GOLDEN / "zoo").rglob("*") if p.is_file()
     )
@@ -85,7 +96,8 @@ def workers(monkeypatch):
     drawing.start_early(["hieval", "evaluate"])
     if not drawing._server_started:
         pytest.skip("no fork server on this machine: figures are drawn in-process")
-    assert drawing.start(threads=2)
+    if not drawing.start(threads=2):
+        pytest.skip("no process pool on this machine (POSIX semaphores): drawn in-process")
     yield
     drawing.stop()
 
