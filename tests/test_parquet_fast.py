@@ -11,6 +11,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,7 @@ def test_normalising_and_encoding_a_clean_file_loads_no_pandas(icd9, tmp_path):
     source = write(tmp_path / "in.parquet", [("d1", "401.9"), ("d2", "412")], layout="strings")
     script = f"""
 import sys
+import threading
 from hieval.engine.driver import encode_labels
 from hieval.hierarchy.table import read_level_table
 from hieval.inputs.normalize import normalize_labels
@@ -385,3 +387,36 @@ def test_a_sorted_integer_column_is_encoded_as_arrow_encodes_it(numbers, chunks)
 @pytest.mark.parametrize("numbers", [[3, 1, 2], [1, 2, 2, 1], []])
 def test_an_unsorted_or_empty_integer_column_is_left_to_the_hash_encoding(numbers):
     assert parquet_fast._sorted_runs(pa.chunked_array([numbers], pa.int64())) is None
+
+
+def test_the_files_checksum_is_computed_beside_its_read(icd9, tmp_path, monkeypatch):
+    """The record's sha256 comes from a thread of its own, started before the read (hashing
+    releases the interpreter's lock), and is the file's."""
+    from hieval import checksums
+
+    seen: list[str] = []
+    real = checksums.sha256_file
+
+    def spy(path):
+        seen.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr("hieval.inputs.detect.sha256_file", spy)
+    gold_in = write(tmp_path / "gold_in.parquet", [("d1", "401.9"), ("d2", "412")], layout="x")
+    record = normalize_labels(
+        path=gold_in, name="gold", role="gold", out=tmp_path / "gold.parquet", hierarchy=icd9
+    )
+    assert seen == ["sha256"]
+    assert record.sha256 == real(gold_in)
+
+
+def test_a_checksum_that_fails_is_reported_by_the_record_not_its_thread(tmp_path, capsys):
+    """A file gone before its hash: the thread prints nothing; asking for the sha256 raises."""
+    from hieval.inputs.detect import LabelFile
+
+    source = LabelFile.__new__(LabelFile)
+    source.path = tmp_path / "gone.parquet"
+    parquet_fast._hash(source)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(OSError):
+        _ = source.sha256

@@ -18,7 +18,9 @@ same rows and the same record (``tests/test_parquet_fast.py`` compares them).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +67,31 @@ def normalize(source: LabelFile, job: LabelJob) -> InputRecord | None:
 
     The file's indices and keys are held in memory (:func:`planned_bytes`): with a
     ``job.memory_budget`` (a user's ``engine.memory_limit``) that the plan exceeds, the file is
-    left to the general path, whose DuckDB spills to disk instead."""
+    left to the general path, whose DuckDB spills to disk instead.
+
+    The file's sha256 (its record's) is computed beside the read, in a thread of its own:
+    hashing releases the interpreter's lock, and at 100x MIMIC-III it was 0.05-0.09 s of each
+    file's normalisation, on the run's critical path."""
     if not _may_take(source, job):
         return None
+    hashing = threading.Thread(target=_hash, args=(source,), name="sha256")
+    hashing.start()
+    try:
+        return _normalize(source, job, hashing)
+    finally:
+        hashing.join()  # whichever way it ends: no thread is left reading the file
+
+
+def _hash(source: LabelFile) -> None:
+    """``source.sha256``, computed (and kept by the file); a failure is left to whoever asks
+    for it next (the record), to be reported there, not printed from this thread."""
+    with contextlib.suppress(Exception):
+        source.sha256  # noqa: B018 (a cached property: computed once, kept)
+
+
+def _normalize(source: LabelFile, job: LabelJob, hashing: threading.Thread) -> InputRecord | None:
+    """:func:`normalize` once the file may take this path; ``hashing``: the thread computing
+    ``source.sha256``, joined before the record takes it."""
     read = _read(source.path, is_gold=job.is_gold)
     if read is None:
         return None
@@ -78,6 +102,7 @@ def normalize(source: LabelFile, job: LabelJob) -> InputRecord | None:
     coded = _rank_codes(code_index, code_values, job)
     if coded is None:
         return None
+    hashing.join()
     record = InputRecord(
         name=source.name,
         path=str(source.path),
