@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -218,15 +219,62 @@ def test_python_dash_m_hieval_is_the_hieval_command():
     assert "evaluate" in done.stdout and done.stderr == ""
 
 
-def test_no_semaphores_draws_in_its_own_process(monkeypatch):
-    """A machine without POSIX semaphores (no /dev/shm) cannot run a process pool: the
-    figures are drawn here, the run goes on."""
+@pytest.mark.parametrize(
+    "refusal", [OSError(38, "Function not implemented"), NotImplementedError("too few")]
+)
+def test_no_semaphores_draws_in_its_own_process(monkeypatch, refusal):
+    """A machine without POSIX semaphores (no /dev/shm, too few) cannot run a process pool:
+    the figures are drawn here, the run goes on."""
 
     def refused(*args, **kwargs):
-        raise OSError(38, "Function not implemented")
+        raise refusal
 
     monkeypatch.setattr(collector, "_owned", True)
     monkeypatch.setattr(drawing, "_server_started", True)
     monkeypatch.setattr(drawing, "ProcessPoolExecutor", refused)
     assert not drawing.start(threads=2)
     assert drawing._pool is None
+
+
+KILLED = """
+import os, signal, time
+from hieval import collector
+from hieval.reports import drawing
+if __name__ == "__main__":
+    drawing.start_early(["hieval", "evaluate"])
+    collector.own_process()
+    if drawing.start(threads=2):
+        drawing.Figures().draw(time.sleep, 60)  # a worker busy when the run is killed
+        time.sleep(1.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_run_killed_outright_takes_its_server_and_workers_with_it(tmp_path):
+    """SIGKILL (or the out-of-memory killer) runs no exit handler: the kernel ends the server
+    with the run and a worker with the server (PR_SET_PDEATHSIG), so none lives on holding
+    the run's stderr open."""
+    if not sys.platform.startswith("linux") or not _semaphores():
+        pytest.skip("Linux with POSIX semaphores only")
+    script, mark = tmp_path / "killed.py", f"hieval-test-{uuid.uuid4()}"
+    script.write_text(KILLED)
+    code = subprocess.call(
+        [sys.executable, str(script)], env=_env() | {"HIEVAL_TEST_MARK": mark},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+    )  # fmt: skip
+    assert code == -9
+    left = _processes_marked(mark)
+    for _ in range(50):  # the kernel's signal, then their exit: a moment
+        if not left:
+            break
+        time.sleep(0.1)
+        left = _processes_marked(mark)
+    assert left == []
+
+
+def test_no_server_for_a_process_allowed_one_core(monkeypatch):
+    """taskset, a SLURM job of one CPU: nothing to draw beside the run."""
+    monkeypatch.setattr(drawing, "_server_started", False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    drawing.start_early(["hieval", "evaluate", "--gold", "g.csv"])
+    assert not drawing._server_started

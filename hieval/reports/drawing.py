@@ -64,6 +64,8 @@ def start_early(argv: list[str]) -> None:
     command = argv[1] if len(argv) > 1 else ""
     if command not in DRAWING_COMMANDS or {"-h", "--help"} & set(argv) or _one_thread(argv):
         return
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) < 2:
+        return  # one core allowed (taskset, a SLURM job of one CPU): nothing to draw beside
     try:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(_preload())
@@ -79,9 +81,11 @@ def start_early(argv: list[str]) -> None:
 
 def _end_server() -> None:
     """At the process's exit: end the server, which may still be importing (after a run that
-    failed early), and reap it. No process of the run outlives it (holding its stderr open
-    for whoever reads it to the end), and the server's and its workers' CPU time count as the
-    run's own (``wait4``, ``time``)."""
+    failed early), and reap it: it does not outlive the run (holding its stderr open for
+    whoever reads it to the end), and its and its workers' CPU time count as the run's own
+    (``wait4``, ``time``). The resource tracker started beside it ends by itself a moment
+    after the run, once no process holds its pipe. A run killed outright runs no exit
+    handler: :func:`die_with_parent` covers that."""
     from multiprocessing import forkserver
 
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
@@ -124,7 +128,7 @@ def start(*, threads: int) -> bool:
             context = multiprocessing.get_context("forkserver")
             try:
                 _pool = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_worker_start)
-            except (OSError, ImportError) as error:  # no semaphores (/dev/shm): in-process
+            except (OSError, ImportError, NotImplementedError) as error:  # no semaphores
                 log.debug("figures are drawn in this process: %s", error)
                 return False
     return True
@@ -141,8 +145,21 @@ def stop() -> None:
 
 def _worker_start() -> None:
     """A worker leaves Ctrl-C to the run, which stops it (a worker interrupted while idle
-    would print a traceback)."""
+    would print a traceback), and ends with its server (:func:`die_with_parent`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
+def die_with_parent() -> None:
+    """Have the kernel end this process when its parent ends (Linux's ``PR_SET_PDEATHSIG``):
+    the server with the run, a worker with the server. A run killed outright (SIGKILL, out of
+    memory) runs no exit handler; without this its server and workers would live on, holding
+    its stderr open for whoever reads it. Elsewhere nothing (no such call)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
 
 
 def _broken(error: BaseException) -> None:

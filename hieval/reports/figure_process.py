@@ -12,6 +12,9 @@ import signal
 import warnings
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+from hieval.reports.drawing import die_with_parent  # noqa: E402
+
+die_with_parent()  # the server ends with the run, even a run killed outright
 warnings.filterwarnings(
     "ignore", message=r"'hieval\.[\w.]+' found in sys\.modules", category=RuntimeWarning
 )
