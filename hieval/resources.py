@@ -7,10 +7,12 @@ jobs' memory model lives here too, because the workflow sizes SLURM requests fro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,7 +198,28 @@ def duckdb_default_limit() -> str:
     container's memory, fixed while the process runs: a connection to ask costs about 12 ms,
     which every file normalised (every chunk of an Evaluator's batches) would pay again."""
     slurm = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SLURM_")))
-    return _duckdb_default_limit(slurm)
+    with _asking:  # a second caller waits for the first's answer instead of asking again
+        return _duckdb_default_limit(slurm)
+
+
+_asking = threading.Lock()
+
+
+def prefetch_duckdb_limit() -> threading.Thread:
+    """Ask DuckDB for :func:`duckdb_default_limit` in a background thread, now.
+
+    Why: the question opens a database (30–60 ms with other work beside it), and a run's first
+    two normalisations (the gold's and a model's, side by side) both asked it as they started,
+    one waiting for the other, before either read a row. Asked while the run prepares, the
+    answer is there when they start. A failure is left for the first real caller to meet."""
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            duckdb_default_limit()
+
+    thread = threading.Thread(target=ask, name="duckdb-limit", daemon=True)
+    thread.start()
+    return thread
 
 
 @functools.lru_cache(maxsize=8)

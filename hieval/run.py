@@ -79,7 +79,7 @@ from hieval.pipeline import (
     uncertainty,
 )
 from hieval.reports import drawing, figures
-from hieval.resources import Resources, input_rows
+from hieval.resources import Resources, input_rows, prefetch_duckdb_limit
 
 log = logging.getLogger(__name__)
 
@@ -455,6 +455,8 @@ def _prepare(args: EvaluateOptions, out: Path) -> _Run:
         read_doc_groups(config["doc_groups"])  # refused before anything is counted
     params = icm_params(config)
     resources = Resources(threads=args.threads, **config["engine"])
+    if not resources.memory_limit:
+        prefetch_duckdb_limit()  # the normalisations' DuckDB settings need it first thing
     # The report's figures come last; their imports need not wait: in workers of their own
     # (a command line's process), else in a thread of this one.
     if not drawing.start(threads=resources.threads or default_threads()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import duckdb
+import pytest
 
 from hieval.pipeline import _memory_advice
 from hieval.resources import (
@@ -49,3 +50,62 @@ def test_the_advice_never_suggests_less_than_the_limit_that_failed(tmp_path):
         current = parse_bytes(limit or default_duckdb_limit())
         assert suggested >= 2 * current, text
     assert "the default limit" in _memory_advice("gold", small, None)
+
+
+def _slow_answer(monkeypatch) -> list[tuple]:
+    """DuckDB's default replaced by a slow, cached stand-in that records each time it is asked."""
+    import functools
+    import time
+
+    from hieval import resources
+
+    asked: list[tuple] = []
+
+    @functools.lru_cache(maxsize=8)
+    def slow(slurm: tuple) -> str:
+        asked.append(slurm)
+        time.sleep(0.2)
+        return "12.5 GiB"
+
+    monkeypatch.setattr(resources, "_duckdb_default_limit", slow)
+    return asked
+
+
+def test_callers_at_once_ask_duckdb_once(monkeypatch):
+    """The gold's and a model's normalisations start together: the second waits for the
+    first's answer instead of opening a database of its own."""
+    import threading
+
+    asked = _slow_answer(monkeypatch)
+    answers: list[str] = []
+    threads = [threading.Thread(target=lambda: answers.append(duckdb_default_limit()))]
+    threads.append(threading.Thread(target=lambda: answers.append(duckdb_default_limit())))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == ["12.5 GiB", "12.5 GiB"]
+    assert len(asked) == 1
+
+
+def test_the_prefetch_answers_later_callers(monkeypatch):
+    from hieval.resources import prefetch_duckdb_limit
+
+    asked = _slow_answer(monkeypatch)
+    prefetch_duckdb_limit().join()
+    assert len(asked) == 1
+    assert duckdb_default_limit() == "12.5 GiB"
+    assert len(asked) == 1  # answered from the prefetch
+
+
+def test_a_failed_prefetch_is_quiet_and_left_to_the_caller(monkeypatch, capsys):
+    from hieval import resources
+
+    def fail(slurm: tuple) -> str:
+        raise duckdb.IOException("no database")
+
+    monkeypatch.setattr(resources, "_duckdb_default_limit", fail)
+    resources.prefetch_duckdb_limit().join()
+    assert capsys.readouterr().err == ""
+    with pytest.raises(duckdb.IOException, match="no database"):
+        duckdb_default_limit()  # the caller meets the failure
