@@ -225,3 +225,21 @@ def test_evaluate_and_the_evaluator_keep_nothing_once_done(icd9, tmp_path):
         evaluator.update(gold.filter(chosen), {"m": pred.filter(chosen)})
     evaluator.compute()
     assert not handoff._kept
+
+
+def test_a_kept_tables_used_ranks_are_computed_once_and_shared_read_only():
+    """The encoder and the conventions' size check both ask for them (one pass over the keys
+    each at 100x MIMIC-III): the second asker gets the first's answer, which no one may change."""
+    bits = 20
+    table = handoff.KeptLabels(
+        np.array([0 << bits | 1, 0 << bits | 5, 2 << bits | 3], dtype=np.int64),
+        pl.Series(["d0", "d1", "d2"]),
+        pl.Series(list("abcdef")),
+        bits,
+    )
+    assert table.code_positions.tolist() == [1, 3, 5]  # a naive reading: codes b, d, f
+    assert table.doc_positions.tolist() == [0, 2]
+    assert table.code_positions is table.code_positions
+    assert table.doc_positions is table.doc_positions
+    with pytest.raises(ValueError, match="read-only"):
+        table.code_positions[0] = 4
