@@ -743,7 +743,9 @@ def count_model(  # noqa: PLR0913 (rule count's inputs, params and outputs, one 
         read.append(codes)
         return codesystem.placed_codes(codes, table, counted=counted)
 
-    labels = encode_labels(gold, predictions, ancestors, levels=table.levels, placed=placed)
+    labels = encode_labels(
+        gold, predictions, ancestors, levels=table.levels, placed=placed, threads=resources.threads
+    )
     if on_encoded is not None:
         on_encoded(labels, read[0])  # the first: those the kept tables name, if read from them
     result = evaluate_labels(

@@ -243,3 +243,51 @@ def test_a_kept_tables_used_ranks_are_computed_once_and_shared_read_only():
     assert table.doc_positions is table.doc_positions
     with pytest.raises(ValueError, match="read-only"):
         table.code_positions[0] = 4
+
+
+@pytest.mark.parametrize("case", ["all-known", "unknown-codes-dropped", "documents-dropped"])
+def test_the_kept_code_ranks_are_the_codes_the_file_holds(tree, tmp_path, case):
+    """The normaliser hands the encoder its code ranks when every code it read keeps a row;
+    where codes or documents were dropped, the ranks are found from the keys. Either way they
+    name exactly the codes of the written file."""
+    table, _ = tree
+    gold_rows = [(d, KNOWN[i % 4]) for i, d in enumerate(NAMES)]
+    pred_rows = [(d, KNOWN[(i + 1) % 4]) for i, d in enumerate(NAMES)]
+    if case == "unknown-codes-dropped":
+        pred_rows.append((NAMES[0], UNKNOWN[0]))
+    if case == "documents-dropped":  # its code goes with it
+        pred_rows.append(("outside-the-gold", KNOWN[5]))
+    _, pred = normalise(tmp_path, table, gold_rows, pred_rows)
+    kept = handoff.kept(pred)
+    assert (kept.code_ranks is not None) == (case == "all-known")
+    named = kept.codes.gather(kept.code_positions).to_list()
+    assert named == sorted(pl.read_parquet(pred)["code"].unique().to_list())
+    assert KNOWN[5] not in named
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "case", ["same-documents", "fewer-predicted", "later-predicted", "outside-gold", "one-document"]
+)
+def test_keys_remapped_in_two_parts_are_the_files_keys(tree, tmp_path, monkeypatch, seed, case):
+    """A large encoding is remapped and sorted in two parts of documents side by side: cut
+    anywhere (a table with no document in one part, a single document), the keys are those
+    read from the files."""
+    monkeypatch.setattr(keys, "_SPLIT_FROM", 0)  # two parts even for a handful of labels
+    rng = random.Random(f"{seed}-{case}")
+    table, ancestors = tree
+    docs = NAMES[:1] if case == "one-document" else NAMES
+    gold_rows = rows_of(rng, docs, n=60) + [(d, KNOWN[0]) for d in docs]
+    pred_docs = {"fewer-predicted": docs[:3], "later-predicted": docs[-3:]}.get(case, docs)
+    pred_rows = rows_of(rng, pred_docs, n=40)
+    if case == "outside-gold":
+        pred_rows += [("only-predicted", KNOWN[1]), ("0-only", KNOWN[2])]
+    against_gold = case != "outside-gold"
+    gold, pred = normalise(tmp_path, table, gold_rows, pred_rows, against_gold=against_gold)
+    space = keys.CodeSpace.build(ancestors, table.levels)
+    halves = keys._kept_labels(gold, pred, space, threads=2)
+    whole = keys._kept_labels(gold, pred, space, threads=1)
+    handoff.forget()
+    from_files = keys.encode(gold, pred, space)
+    assert_same_labels(halves, from_files)
+    assert_same_labels(whole, from_files)

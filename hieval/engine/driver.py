@@ -114,13 +114,14 @@ def encode_labels(
     *,
     levels: tuple[str, ...],
     placed: Placed = None,
+    threads: int | None = None,
 ) -> Labels:
     """Gold and predicted ``doc_id, code`` tables as sorted keys over the hierarchy's codes; the
     code space holds the part of the tree the labels reach, built from the codes the encoder
     reads (no separate pass over the files).
 
     ``placed``: ancestor rows of codes placed outside the hierarchy by their syntax, or a
-    function giving them for the labels' distinct codes."""
+    function giving them for the labels' distinct codes; ``threads``: :func:`encode`'s."""
     clock = time.monotonic()
 
     def space_for(codes: pl.Series) -> CodeSpace:
@@ -128,7 +129,7 @@ def encode_labels(
         tree = relevant_ancestors(ancestors, placed=rows, codes=codes)
         return CodeSpace.build(tree, tuple(levels), rows)
 
-    labels = encode(gold, predictions, space_for)
+    labels = encode(gold, predictions, space_for, threads=threads)
     # Experiments encode thousands of tiny outputs: only a large job's encoding is news.
     log.log(
         logging.INFO if labels.keys.size >= 1_000_000 else logging.DEBUG,

@@ -36,14 +36,15 @@ MAX_BYTES = 256 * 2**20
 class KeptLabels:
     """A normalised table's rows: sorted distinct ``doc rank << rank_bits | code rank`` keys
     over ``docs`` (sorted distinct document ids, some possibly without rows) and ``codes``
-    (sorted distinct canonical codes, likewise); ``doc_ranks``, when known, the document ranks
-    the keys use (sorted)."""
+    (sorted distinct canonical codes, likewise); ``doc_ranks`` and ``code_ranks``, when known,
+    the document and code ranks the keys use (sorted)."""
 
     keys: np.ndarray
     docs: pl.Series
     codes: pl.Series
     rank_bits: int
     doc_ranks: np.ndarray | None = None
+    code_ranks: np.ndarray | None = None
 
     # Cached (``functools.cached_property`` writes the instance's ``__dict__``, which a frozen
     # dataclass allows): the encoder and the conventions' size check both ask, each pass over
@@ -62,6 +63,8 @@ class KeptLabels:
     @functools.cached_property
     def code_positions(self) -> np.ndarray:
         """The code ranks the keys use (sorted)."""
+        if self.code_ranks is not None:
+            return self.code_ranks
         used = np.bincount(self.keys & ((1 << self.rank_bits) - 1), minlength=self.codes.len())
         codes = np.flatnonzero(used)
         codes.flags.writeable = False  # shared by every caller
@@ -70,7 +73,7 @@ class KeptLabels:
     @property
     def nbytes(self) -> int:
         """The memory the table holds (its keys, documents and codes)."""
-        ranks = self.doc_ranks.nbytes if self.doc_ranks is not None else 0
+        ranks = sum(r.nbytes for r in (self.doc_ranks, self.code_ranks) if r is not None)
         return self.keys.nbytes + self.docs.estimated_size() + self.codes.estimated_size() + ranks
 
 

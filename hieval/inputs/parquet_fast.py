@@ -123,9 +123,10 @@ def _normalize(source: LabelFile, job: LabelJob, hashing: threading.Thread) -> I
     keys = _sorted_keys(doc_index, doc_rank, coded.index, coded.rank)
     del doc_index, code_index
     keys = _distinct(keys, record, docs, coded.codes, source.name)
-    if drop_code.any():
+    dropping = bool(drop_code.any())
+    if dropping:
         keys = keys[~drop_code[keys & _RANK_MASK]]
-    return _finish(keys, docs, coded.codes, record, source, job)
+    return _finish(keys, docs, coded.codes, record, source, job, every_code_used=not dropping)
 
 
 def _may_take(source: LabelFile, job: LabelJob) -> bool:
@@ -236,9 +237,13 @@ def _finish(
     record: InputRecord,
     source: LabelFile,
     job: LabelJob,
+    *,
+    every_code_used: bool = False,
 ) -> InputRecord | None:
     """Apply the unknown-document policy, write the keys (and an empty scores file) and
-    complete the record; None when nothing is left to write."""
+    complete the record; None when nothing is left to write. ``every_code_used``: each of
+    ``codes`` has a key (as read, none dropped): unless documents are dropped here, the kept
+    table's code ranks are then all of them, and the encoder need not find them."""
     gold_docs, policy = job.gold_docs, job.unknown_docs
     path, name = source.path, source.name
     # Refused rather than dropped, unknown documents leave the rows as they are: while the gold
@@ -265,7 +270,11 @@ def _finish(
             extra, _ = _outside_gold(keys, docs, gold_docs)
             check_unknown_docs(extra, policy=policy, path=path, name=name)
     # The engine reads this file next: it may take the keys from memory instead.
-    kept = handoff.KeptLabels(keys, pl.Series(docs), pl.Series(code_values), RANK_BITS, present)
+    every_code_used = every_code_used and not record.unknown_documents_dropped
+    used_codes = np.arange(len(codes)) if every_code_used else None
+    kept = handoff.KeptLabels(
+        keys, pl.Series(docs), pl.Series(code_values), RANK_BITS, present, used_codes
+    )
     handoff.keep(job.out, kept)
     if job.scores_out is not None:  # no scores: an empty table, typed as the general path's
         with atomic_path(job.scores_out) as tmp, pq.ParquetWriter(tmp, _EMPTY_SCORES):
