@@ -946,13 +946,15 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
     train_gold: str | Path | None = None,
     bootstrap: Settings | None = None,
     on_encoded: Callable[[Labels, pl.Series], None] | None = None,
+    on_counted: Callable[[], object] | None = None,
 ) -> None:
     """One model's counts (:func:`count_model`), metric rows (:func:`model_metrics`) and
     score rows (:func:`score_metrics`) from its normalised ``labels``, ``scores`` and input
     ``record``: an unsharded evaluation, in one process (ICM's node weights computed here from
     the whole gold, as :func:`count_model` does without ``weights``); ``bootstrap``: the
     run's uncertainty settings (a dense model's units for them are kept in ``out``);
-    ``on_encoded``: see :func:`count_model`."""
+    ``on_encoded``: see :func:`count_model`; ``on_counted``: called once the counts are
+    written, before the rows."""
     count_model(
         gold,
         labels,
@@ -966,6 +968,8 @@ def count_and_score(  # noqa: PLR0913 (rule evaluate_model's inputs, params and 
         resources=resources,
         on_encoded=on_encoded,
     )
+    if on_counted is not None:
+        on_counted()
     model_rows_and_scores(
         model=model,
         gold=gold,

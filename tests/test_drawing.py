@@ -278,3 +278,27 @@ def test_no_server_for_a_process_allowed_one_core(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     drawing.start_early(["hieval", "evaluate", "--gold", "g.csv"])
     assert not drawing._server_started
+
+
+def test_readied_workers_are_forked_before_the_first_figure_and_draw_the_same(workers):
+    """The run readies its workers once its last model is counted: both are forked and warm
+    before the report asks for a figure, and a warm worker's figure is the one drawn here."""
+    warming = drawing.ready()
+    assert [future.result(timeout=120) for future in warming] == ["", ""]
+    assert len(drawing._pool._processes) == drawing.WORKERS
+    tidy = _tidy()
+    figs = drawing.Figures()
+    page = figs.draw(figures.per_level, tidy, levels=LEVELS, models=MODELS)
+    assert figs.resolve(page) == figures.per_level(tidy, levels=LEVELS, models=MODELS)
+
+
+def test_without_workers_ready_does_nothing(monkeypatch):
+    monkeypatch.setattr(drawing, "_pool", None)
+    assert drawing.ready() == []
+
+
+def test_the_warm_up_figure_is_dropped():
+    plt = figures._pyplot()
+    before = plt.get_fignums()
+    assert figures.warm() == ""
+    assert plt.get_fignums() == before

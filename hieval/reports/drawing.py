@@ -134,6 +134,29 @@ def start(*, threads: int) -> bool:
     return True
 
 
+def ready() -> list[Future]:
+    """Fork the figure workers now, each drawing a small figure first
+    (:func:`hieval.reports.figures.warm`): called when the run's cores are least busy before
+    its report (its last model counted), so that the report's figures start at once on warm
+    workers. Forked on the first figure instead, the second worker started 40 ms after its
+    figure was asked for, and each worker's first figure paid its warm-up. Returns the
+    warm-ups (nothing waits for them; a failed one only leaves a figure colder). Without
+    workers, nothing."""
+    pool = _pool
+    if pool is None:
+        return []
+    from hieval.reports import figures
+
+    warming = []
+    for _ in range(WORKERS):  # a worker is forked for each task asked while none is idle
+        try:
+            warming.append(pool.submit(figures.warm))
+        except (BrokenProcessPool, RuntimeError) as error:  # gone, or shut down meanwhile
+            _broken(error)
+            break
+    return warming
+
+
 def stop() -> None:
     """Let the workers go (after the report, or when the run fails before it)."""
     global _pool

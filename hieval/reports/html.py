@@ -354,7 +354,7 @@ def _disagreement(
             counts,
             groups=groups,
             models=inputs.models,
-            titles=titles,
+            titles={group: titles[group] for group in groups if group in titles},  # to a worker
             series=_series(inputs),
         )
         drawn["disagreement"] = svg
