@@ -17,14 +17,15 @@ from test_counts_reference import (
     to_frame,
 )
 
-from hieval.engine import counts
+from hieval.engine import counts, groups
 from hieval.engine.driver import count
 
 
 @pytest.fixture
 def compiled(monkeypatch):
-    """Every slice, however small, counted by the compiled kernel."""
+    """Every slice, however small, grouped and counted by the compiled kernels."""
     monkeypatch.setattr(counts, "COMPILED_FROM_LABELS", 0)
+    monkeypatch.setattr(groups, "COMPILED_RUNS_FROM", 0)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -46,6 +47,7 @@ def test_compiled_tables_equal_the_vectorised_ones(model, dataset, icd9_ancestor
     args = (to_frame(dataset["gold"]), dataset["frames"][model], icd9_ancestors, LEVELS)
     vectorised = count(*args)
     monkeypatch.setattr(counts, "COMPILED_FROM_LABELS", 0)
+    monkeypatch.setattr(groups, "COMPILED_RUNS_FROM", 0)
     fast = count(*args)
     assert fast[0].equals(vectorised[0])
     assert fast[1].equals(vectorised[1])
@@ -84,3 +86,31 @@ def test_compiled_item_sums_equal_the_vectorised_ones(
     fast = sums()
     assert fast.equals(vectorised)
     assert fast.height == len(dataset["gold"])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_runs_are_the_vectorised_runs(seed):
+    """A slice's groups at an unbroken level from the compiled pass, array for array and type
+    for type, against :meth:`Slice._runs`: documents of one label and of many, codes without a
+    node (-1) between, before and after named ones, and runs of one node across documents."""
+    import numpy as np
+
+    from hieval.engine.counts_compiled import level_runs
+    from hieval.engine.keys import DOC_SHIFT
+
+    rng = np.random.default_rng(seed)
+    n_codes = int(rng.integers(1, 40))
+    node_of = rng.integers(-1, 6, n_codes).astype(np.int32)  # about one code in seven unnamed
+    labels = int(rng.integers(0, 3000))
+    doc = np.sort(rng.integers(0, int(rng.integers(1, 400)), labels))
+    code = rng.integers(0, n_codes, labels)
+    pred = rng.integers(0, 2, labels)
+    keys = np.unique((doc << DOC_SHIFT) | (code << 1) | pred)
+    part = groups.Slice(0, int(doc.max(initial=0)) + 1, keys, space=None)
+    expected = part._runs(node_of.take(part.code))
+    found = level_runs(part.doc, part.code, part.pred, node_of)
+    for want, got in zip(
+        (expected.doc, expected.node, expected.pred, expected.gold), found, strict=True
+    ):
+        assert got.dtype == np.int64
+        assert np.array_equal(got, want)

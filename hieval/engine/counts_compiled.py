@@ -87,7 +87,59 @@ def _leaf_sums_py(doc, node, pred, gold, propensity, sums):
             sums[8, d] += w
 
 
+def _level_run_count_py(doc, code, node_of):
+    """How many groups :func:`_level_runs_py` finds: runs of labels with a node."""
+    runs = 0
+    last_doc = -1
+    last_node = -2
+    for i in range(doc.size):
+        d = doc[i]
+        v = node_of[code[i]]
+        runs += ((d != last_doc) | (v != last_node)) & (v >= 0)
+        last_doc = d
+        last_node = v
+    return runs
+
+
+def _level_runs_py(doc, code, pred, node_of, out):
+    """A slice's (document, node) groups at an unbroken level (each node's codes adjacent in
+    code order), as :meth:`hieval.engine.groups.Slice._runs` finds them: a group starts
+    wherever the document or the node (``node_of[code]``) changes; labels without a node (-1)
+    make runs of their own, which are not groups. Writes each group's document, node,
+    predicted and gold labels into the columns of ``out`` (4 x (groups + 1): the last column
+    takes the runs without a node).
+
+    Without a branch on where a group starts (the data decides it: mispredicted about as often
+    as not above the leaves, it cost more than the rest): every label rewrites its group's
+    column, the counts start again from zero by a multiplication, and a run without a node
+    writes to the spare column."""
+    spare = out.shape[1] - 1
+    group = -1
+    last_doc = -1
+    last_node = -2
+    n_pred = 0
+    n_gold = 0
+    for i in range(doc.size):
+        d = doc[i]
+        v = node_of[code[i]]
+        p = pred[i]
+        new = (d != last_doc) | (v != last_node)
+        named = v >= 0
+        group += new & named
+        n_pred = n_pred * (1 - new) + p
+        n_gold = n_gold * (1 - new) + (1 - p)
+        at = group if named else spare
+        out[0, at] = d
+        out[1, at] = v
+        out[2, at] = n_pred
+        out[3, at] = n_gold
+        last_doc = d
+        last_node = v
+
+
 level_counts_kernel = compiled(_level_counts_py)
+level_run_count_kernel = compiled(_level_run_count_py)
+level_runs_kernel = compiled(_level_runs_py)
 tree_sums_kernel = compiled(_tree_sums_py)
 leaf_sums_kernel = compiled(_leaf_sums_py)
 
@@ -106,6 +158,24 @@ def level_counts(
     array handed over as int64, so one compiled signature serves all)."""
     doc, node, pred, gold = _int64(groups)
     level_counts_kernel(doc, node, pred, gold, leaf, sums, per_doc, present, clipped, cophe)
+
+
+def level_runs(
+    doc: np.ndarray, code: np.ndarray, pred: np.ndarray, node_of: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_level_runs_py`'s groups as four int64 arrays: document, node, predicted and gold
+    labels. Two passes over the labels (one counts the groups, so that the arrays are made to
+    size) where the vectorised version makes a dozen."""
+    arrays = (
+        np.ascontiguousarray(doc, dtype=np.int64),
+        np.ascontiguousarray(code, dtype=np.int64),
+        np.ascontiguousarray(pred, dtype=np.int64),
+        np.ascontiguousarray(node_of, dtype=np.int32),
+    )
+    groups = level_run_count_kernel(arrays[0], arrays[1], arrays[3])
+    out = np.empty((4, groups + 1), dtype=np.int64)
+    level_runs_kernel(*arrays, out)
+    return out[0, :groups], out[1, :groups], out[2, :groups], out[3, :groups]
 
 
 def item_sums(groups, weights, sums: np.ndarray, *, leaf: bool) -> None:
@@ -132,6 +202,9 @@ def warm() -> None:
     level_counts_kernel(empty, empty, empty, empty, True, np.zeros((6, 0)),
                         np.zeros((3, 0, 1), dtype=np.int64), np.zeros((0, 1), dtype=np.bool_),
                         0, 0)  # fmt: skip
+    nodes = np.zeros(0, dtype=np.int32)
+    level_run_count_kernel(empty, empty, nodes)
+    level_runs_kernel(empty, empty, empty, nodes, np.zeros((4, 1), dtype=np.int64))
     sums = np.zeros((9, 0), dtype=np.int64)
     tree_sums_kernel(empty, empty, empty, empty, empty, np.zeros(0, dtype=np.bool_), sums)
     leaf_sums_kernel(empty, empty, empty, empty, empty, sums)
