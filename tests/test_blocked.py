@@ -442,3 +442,33 @@ def test_calibration_in_blocks_is_todays_within_ulps(block_docs):
 def test_calibration_refuses_scores_outside_0_1():
     scores = np.array([[0.2, 1.5]])
     assert blocked_calibration(scores, np.array([0]), np.array([0])) is None
+
+
+@pytest.mark.parametrize("block_docs", [1, 5, 1024])
+def test_levels_side_by_side_give_the_same_bits(block_docs, monkeypatch):
+    """Every level of a block is located and counted on the run's threads at once (each
+    level's blocks still in order): the same AUCs and ranks, bit for bit, as one thread."""
+    import threading
+
+    from hieval.metrics import blocked
+
+    scores, gold = _matrix(23, 37, 17, decimals=1)
+    rows, cols = np.nonzero(gold)
+    alone = blocked_levels(scores, rows, cols, node_of=TREE, block_docs=block_docs, threads=1)
+    where: set[str] = set()
+    inner = blocked._count
+
+    def count(state, block):
+        where.add(threading.current_thread().name)
+        inner(state, block)
+
+    monkeypatch.setattr(blocked, "_count", count)
+    beside = blocked_levels(scores, rows, cols, node_of=TREE, block_docs=block_docs, threads=2)
+    assert {name.split("_")[0] for name in where} == {"levels"}  # not the caller's thread
+    assert list(beside) == list(alone)
+    for level, (aucs, ranks) in beside.items():
+        aucs_alone, ranks_alone = alone[level]
+        assert aucs.micro == aucs_alone.micro
+        assert np.array_equal(aucs.per_label, aucs_alone.per_label, equal_nan=True)
+        for field in ("doc", "position", "precision"):
+            assert np.array_equal(getattr(ranks, field), getattr(ranks_alone, field))

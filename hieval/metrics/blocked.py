@@ -486,24 +486,55 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
         state.values = np.empty(len(scored), dtype=matrix.dtype)
         state.position = np.empty(len(state.rows), dtype=np.int64)
         state.at_least = np.empty(len(scored), dtype=np.int64)
-    for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
-        for name, state in levels.items():
-            _locate(state, by_level[name], number, start)
-    for state in levels.values() if aucs else ():
-        state.micro_sorted = np.sort(state.values)
-        state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
-        state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
-        state.unscored = np.zeros(state.width, dtype=np.int64)
-    visit = second_read(levels) if second_read is not None else None
-    second = aucs or visit is not None
-    blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
-    with _Beside(aucs and visit is not None, threads) as beside:
-        for number, start, by_level in blocks:
-            if visit is not None:  # on the helper thread when the counts run here
-                beside.run(_visit_levels, visit, list(levels), number, start, by_level)
-            for name, state in levels.items() if aucs else ():
-                _count(state, by_level[name])
+    with _EachLevel(levels, threads) as each:
+        for number, start, by_level in _level_blocks(matrix, starts, block_docs, pooling):
+            each.run(lambda name, state: _locate(state, by_level[name], number, start))  # noqa: B023 (waited for)
+        for state in levels.values() if aucs else ():
+            state.micro_sorted = np.sort(state.values)
+            state.counts = [np.zeros(len(state.values), dtype=np.int64) for _ in range(4)]
+            state.columns = ColumnCounts(state.compact[state.scored], state.values, state.width)
+            state.unscored = np.zeros(state.width, dtype=np.int64)
+        visit = second_read(levels) if second_read is not None else None
+        second = aucs or visit is not None
+        blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
+        with _Beside(aucs and visit is not None, threads) as beside:
+            for number, start, by_level in blocks:
+                if visit is not None:  # on the helper thread when the counts run here
+                    beside.run(_visit_levels, visit, list(levels), number, start, by_level)
+                if aucs:
+                    each.run(lambda name, state: _count(state, by_level[name]))  # noqa: B023 (waited for)
     return {name: _results(state, n_docs) for name, state in levels.items()}
+
+
+class _EachLevel:
+    """Runs a step of one block at every level, the levels side by side on the run's threads
+    (``threads``; None: the cores this process may use), and returns once all are done.
+
+    Why: a block's levels are independent (each step reads the block and writes only its own
+    level's state), and their sorts and compiled loops release the GIL; done one after
+    another, a dense model's reads ran on one core (15 s of one model's 22 at MIMIC-IV's
+    size). Each level still takes the blocks one at a time in order, so every sum is added in
+    the same order as before: the same bits."""
+
+    def __init__(self, levels: dict[str, _Level], threads: int | None) -> None:
+        self.levels = levels
+        workers = min(threads or default_threads(), len(levels))
+        self.pool = ThreadPoolExecutor(workers, "levels") if workers > 1 else None
+
+    def run(self, step: Callable[[str, _Level], None]) -> None:
+        if self.pool is None:
+            for name, state in self.levels.items():
+                step(name, state)
+            return
+        for done in [self.pool.submit(step, name, state) for name, state in self.levels.items()]:
+            done.result()
+
+    def __enter__(self) -> _EachLevel:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 def _visit_levels(visit: Callable[..., None], names: list[str], number: int, start: int,
