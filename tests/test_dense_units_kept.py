@@ -138,20 +138,25 @@ def _small_levels(second_read=None, threads=None):
 
 
 def test_the_replicates_read_beside_the_counts_sees_every_block_in_order():
-    """The second read's visits (on a helper thread beside the point AUCs' counts) come for
-    every block and level in block order, and the point estimates are those of a read
-    without visits, bit for bit."""
+    """The second read's visits (a block's levels side by side on the run's threads, each
+    level after its own point AUCs' counts) come for every block and level, each level's in
+    block order and every block's before the next block's; the point estimates are those of
+    a read without visits, bit for bit."""
     seen = []
 
     def second_read(states):
         return lambda name, number, start, block: seen.append((name, number, start, block.shape))
 
-    visited, plain = _small_levels(second_read), _small_levels()
-    assert seen == [
+    visited, plain = _small_levels(second_read, threads=2), _small_levels()
+    assert sorted(seen) == sorted(
         (name, number, 8 * number, (min(8, 50 - 8 * number), width))
         for number in range(7)
         for name, width in (("leaf", 12), ("group", 4))
-    ]
+    )
+    for level in ("leaf", "group"):
+        assert [number for name, number, *_ in seen if name == level] == list(range(7))
+    numbers = [number for _, number, *_ in seen]
+    assert numbers == sorted(numbers)
     for name, (aucs, ranks) in plain.items():
         other_aucs, other_ranks = visited[name]
         assert other_aucs.micro == aucs.micro

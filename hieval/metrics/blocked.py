@@ -34,8 +34,9 @@ benchmark's prototype side.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -446,9 +447,9 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     (:mod:`hieval.metrics.uncertainty.auc_blocks`) ride on the same read. ``aucs=False``
     leaves the point estimates' AUC counts out (every ``BlockedAucs`` is then empty: micro
     None, per label NaN), and with no ``second_read`` the second read too: the bootstrap's
-    units need the document ranks alone (the rows were computed by the score stage). With
-    both, the visits run on a helper thread beside the counts when ``threads`` (None: the
-    cores this process may use) allows two.
+    units need the document ranks alone (the rows were computed by the score stage). A
+    block's levels are read side by side on ``threads`` threads (None: the cores this
+    process may use; :class:`_EachLevel`).
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -497,13 +498,20 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
         visit = second_read(levels) if second_read is not None else None
         second = aucs or visit is not None
         blocks = _level_blocks(matrix, starts if second else (), block_docs, pooling)
-        with _Beside(aucs and visit is not None, threads) as beside:
-            for number, start, by_level in blocks:
-                if visit is not None:  # on the helper thread when the counts run here
-                    beside.run(_visit_levels, visit, list(levels), number, start, by_level)
-                if aucs:
-                    each.run(lambda name, state: _count(state, by_level[name]))  # noqa: B023 (waited for)
+        for number, start, by_level in blocks:
+            read = functools.partial(_second, by_level, number, start, aucs=aucs, visit=visit)
+            each.run(read)
     return {name: _results(state, n_docs) for name, state in levels.items()}
+
+
+def _second(by_level: dict[str, np.ndarray], number: int, start: int, name: str,
+            state: _Level, *, aucs: bool, visit: Callable[..., None] | None) -> None:  # fmt: skip
+    """The second read of one level's block: its AUC counts, then the bootstrap's visit (each
+    writes only its own accumulators)."""
+    if aucs:
+        _count(state, by_level[name])
+    if visit is not None:
+        visit(name, number, start, by_level[name])
 
 
 class _EachLevel:
@@ -511,10 +519,12 @@ class _EachLevel:
     (``threads``; None: the cores this process may use), and returns once all are done.
 
     Why: a block's levels are independent (each step reads the block and writes only its own
-    level's state), and their sorts and compiled loops release the GIL; done one after
-    another, a dense model's reads ran on one core (15 s of one model's 22 at MIMIC-IV's
-    size). Each level still takes the blocks one at a time in order, so every sum is added in
-    the same order as before: the same bits."""
+    level's state: its AUC counts and its bootstrap replicates' accumulator), and their sorts
+    and compiled loops release the GIL. Done one after another, a dense model's reads ran on
+    one core (15 s of one MIMIC-IV-sized model's 22), and with the bootstrap every level's
+    replicates on one helper thread beside the counts (most of five models' five minutes).
+    Each level still takes the blocks one at a time in order, so every sum is added in the
+    same order as before: the same bits."""
 
     def __init__(self, levels: dict[str, _Level], threads: int | None) -> None:
         self.levels = levels
@@ -535,54 +545,6 @@ class _EachLevel:
     def __exit__(self, kind, error, trace) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
-
-
-def _visit_levels(visit: Callable[..., None], names: list[str], number: int, start: int,
-                  by_level: dict[str, np.ndarray]) -> None:  # fmt: skip
-    """The second read's ``visit`` of one block at every level, in the levels' order."""
-    for name in names:
-        visit(name, number, start, by_level[name])
-
-
-class _Beside:
-    """Runs the second read's visits (the bootstrap's AUC replicates) on one helper thread
-    beside the point estimates' counts of the same block, when both are wanted and the
-    run may use two threads (``threads``; None: the cores this process may use); else where
-    they are called.
-
-    Why: the two are independent (each writes only its own accumulators; both only read the
-    block) and their compiled loops and numpy's sorts release the GIL, so on two cores the
-    second read takes the longer of the two, not their sum (issue 36). One visit is in flight
-    at a time, in block order (a level's accumulator places its bins on its first block), so
-    at most two blocks are held and every sum is added in today's order: the same bits."""
-
-    def __init__(self, wanted: bool, threads: int | None) -> None:
-        two = wanted and (threads or default_threads()) > 1
-        self.pool = ThreadPoolExecutor(1, "auc-replicates") if two else None
-        self.pending: Future | None = None
-
-    def run(self, function: Callable[..., None], *args) -> None:
-        if self.pool is None:
-            function(*args)
-            return
-        self.wait()
-        self.pending = self.pool.submit(function, *args)
-
-    def wait(self) -> None:
-        if self.pending is not None:
-            pending, self.pending = self.pending, None
-            pending.result()
-
-    def __enter__(self) -> _Beside:
-        return self
-
-    def __exit__(self, kind, error, trace) -> None:
-        try:
-            if kind is None:
-                self.wait()
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True)
 
 
 def _level(rows, full, full_of, order_of, total: int, scored_rows: int) -> _Level:
