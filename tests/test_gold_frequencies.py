@@ -65,8 +65,17 @@ def group_path(labels):
     return freq, exact
 
 
+@pytest.fixture(params=["vectorised", "compiled"])
+def gold_pass(request, monkeypatch):
+    """Each test of the run count on both its paths: vectorised chunk by chunk (the inputs
+    here are small), and the compiled pass of large inputs, forced from the first label."""
+    if request.param == "compiled":
+        monkeypatch.setattr(frequencies, "COMPILED_FROM", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(3))
-def test_run_count_equals_a_plain_count_and_the_group_path(icd9, icd9_ancestors, seed):
+def test_run_count_equals_a_plain_count_and_the_group_path(icd9, icd9_ancestors, seed, gold_pass):
     gold, labels, ancestors = icd9_labels(icd9, icd9_ancestors, seed)
     freq, exact = gold_frequencies(labels)
     want_nodes, want_codes = plain_count(gold, ancestors)
@@ -89,7 +98,7 @@ def test_documents_cut_across_chunks_count_once(icd9, icd9_ancestors, monkeypatc
     assert np.array_equal(whole[0], chunked[0]) and np.array_equal(whole[1], chunked[1])
 
 
-def test_a_code_without_a_node_between_two_under_it_leaves_one_pair():
+def test_a_code_without_a_node_between_two_under_it_leaves_one_pair(gold_pass):
     """A level whose node's codes are contiguous once codes without a node there are left out
     (the level's contiguity ignores those): in document order c1 (node n), c4 (no node at L),
     c2 (node n), which is one (document, n) pair, as the group path counts it."""
@@ -145,3 +154,13 @@ def test_levels_that_are_not_runs_of_codes_take_the_general_path():
     assert gold_frequencies(labels) is None  # refused, not miscounted
     regular = dataclasses.replace(labels, space=dataclasses.replace(space, tree_slots=None))
     assert gold_frequencies(regular) is None
+
+
+def test_both_paths_count_alike(icd9, icd9_ancestors, monkeypatch):
+    _, labels, _ = icd9_labels(icd9, icd9_ancestors, seed=11)
+    vectorised = gold_frequencies(labels)
+    monkeypatch.setattr(frequencies, "COMPILED_FROM", 0)
+    compiled = gold_frequencies(labels)
+    assert np.array_equal(vectorised[0], compiled[0])
+    assert np.array_equal(vectorised[1], compiled[1])
+    assert compiled[0].dtype == compiled[1].dtype == np.int64

@@ -137,7 +137,36 @@ def _level_runs_py(doc, code, pred, node_of, out):
         last_node = v
 
 
+def _gold_runs_py(keys, doc_shift, low, node_of, per_level, exact):
+    """ICM's gold pass over sorted keys, as :func:`hieval.engine.frequencies.gold_frequencies`
+    counts it: per level (the rows of ``node_of``, levels x codes), one to ``per_level`` for
+    each (document, node) run of the gold labels that have a node there (a label without one
+    does not break a run), and one to ``exact`` for each gold (document, code). The predicted
+    keys (flag 1) and repeated keys (sorted: a repeat follows its key) are skipped."""
+    levels = node_of.shape[0]
+    last = np.full(levels, -2, np.int64)
+    last_doc = -1
+    last_key = -1
+    for i in range(keys.size):
+        key = keys[i]
+        if key & 1 or key == last_key:
+            continue
+        last_key = key
+        doc = key >> doc_shift
+        code = (key & low) >> 1
+        if doc != last_doc:
+            last_doc = doc
+            last[:] = -2
+        exact[code] += 1
+        for level in range(levels):
+            node = node_of[level, code]
+            if node >= 0 and node != last[level]:
+                per_level[level, node] += 1
+                last[level] = node
+
+
 level_counts_kernel = compiled(_level_counts_py)
+gold_runs_kernel = compiled(_gold_runs_py)
 level_run_count_kernel = compiled(_level_run_count_py)
 level_runs_kernel = compiled(_level_runs_py)
 tree_sums_kernel = compiled(_tree_sums_py)
@@ -203,6 +232,8 @@ def warm() -> None:
                         np.zeros((3, 0, 1), dtype=np.int64), np.zeros((0, 1), dtype=np.bool_),
                         0, 0)  # fmt: skip
     nodes = np.zeros(0, dtype=np.int32)
+    gold_runs_kernel(empty, 1, 1, np.zeros((0, 0), dtype=np.int32),
+                     np.zeros((0, 0), dtype=np.int64), empty)  # fmt: skip
     level_run_count_kernel(empty, empty, nodes)
     level_runs_kernel(empty, empty, empty, nodes, np.zeros((4, 1), dtype=np.int64))
     sums = np.zeros((9, 0), dtype=np.int64)
