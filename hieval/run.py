@@ -587,8 +587,9 @@ def _count_models(
             train_gold=run.train_gold,
             bootstrap=settings if settings.bootstrap else None,
             on_encoded=None if encodings is None else encodings.hand(name),
-            # The figure workers are readied once the last model is counted: the cores are
-            # least busy from there to the report (its rows, the conventions, the tables).
+            # The figure workers are readied once the last model is counted, ahead of the
+            # report (for label files the rest, rows, conventions and tables, leaves a core
+            # free; a dense model's ranking follows, which two warm-ups hardly slow).
             on_counted=drawing.ready if number == len(names) else None,
         )
         if encodings is not None:

@@ -70,3 +70,18 @@ def test_the_refusal_is_the_installing_threads_only(tmp_path, monkeypatch):
     finally:
         sys.meta_path.remove(refused)
         sys.modules.pop("hieval_refusal_probe", None)
+
+
+def test_the_command_lines_imports_leave_numba_for_its_count():
+    """The shortcut applies to a module that imports ``hieval.compiled`` once the process is
+    owned (console.loaded: after ``hieval.cli``'s imports): loaded earlier, numba's check
+    would run as usual. ``hieval.cli`` must not import it (nor numba, nor scipy.linalg)."""
+    code = (
+        "import sys, hieval.cli; "
+        "print(*(m in sys.modules for m in ('hieval.compiled', 'numba', 'scipy.linalg')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "False"]

@@ -189,3 +189,30 @@ def test_the_replicates_read_keeps_to_the_threads_given(threads):
 
     _small_levels(second_read, threads=threads)
     assert (where == {threading.current_thread()}) == (threads == 1)
+
+
+def test_both_readings_of_a_dense_model_keep_to_the_threads_given(
+    tmp_path, monkeypatch, icd9_leaves
+):
+    """``--threads 1``: the score stage's reading and the uncertainty stage's (its units
+    computed again) both read the levels on one thread (each was handed the run's threads)."""
+    gold, matrices = _dense_zoo(tmp_path, icd9_leaves)
+    for module in (uncertainty_ranking, blocked_rows, tables):
+        monkeypatch.setattr(module, "AUC_MAX_SCORED_PAIRS", 10)
+    monkeypatch.setattr(pipeline, "_kept_units", lambda *a: None)
+    inner, asked = blocked.blocked_levels, []
+
+    def levels(*args, **kwargs):
+        asked.append((kwargs.get("aucs", True), kwargs.get("threads")))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(blocked, "blocked_levels", levels)
+    preds = []
+    for model, path in zip("mn", matrices, strict=True):
+        preds += ["--pred", f"{model}={path}", "--format", f"{model}=dense"]
+    argv = ["evaluate", "--gold", str(gold), *preds, "--out", str(tmp_path / "out"),
+            "--cache", str(tmp_path / "cache"), "--unknown-docs", "drop", "--bootstrap", "10",
+            "--permutations", "9", "--threads", "1"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert {aucs for aucs, _ in asked} == {True, False}  # both stages read
+    assert {threads for _, threads in asked} == {1}

@@ -283,9 +283,11 @@ def test_no_server_for_a_process_allowed_one_core(monkeypatch):
 def test_readied_workers_are_forked_before_the_first_figure_and_draw_the_same(workers):
     """The run readies its workers once its last model is counted: both are forked and warm
     before the report asks for a figure, and a warm worker's figure is the one drawn here."""
-    warming = drawing.ready()
-    assert [future.result(timeout=120) for future in warming] == ["", ""]
+    thread = drawing.ready()
+    thread.join(timeout=120)
+    assert not thread.is_alive()
     assert len(drawing._pool._processes) == drawing.WORKERS
+    assert [future.result(timeout=120) for future in drawing._warm_workers()] == ["", ""]
     tidy = _tidy()
     figs = drawing.Figures()
     page = figs.draw(figures.per_level, tidy, levels=LEVELS, models=MODELS)
@@ -294,7 +296,8 @@ def test_readied_workers_are_forked_before_the_first_figure_and_draw_the_same(wo
 
 def test_without_workers_ready_does_nothing(monkeypatch):
     monkeypatch.setattr(drawing, "_pool", None)
-    assert drawing.ready() == []
+    assert drawing.ready() is None
+    assert drawing._warm_workers() == []
 
 
 def test_the_warm_up_figure_is_dropped():

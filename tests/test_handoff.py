@@ -243,6 +243,11 @@ def test_a_kept_tables_used_ranks_are_computed_once_and_shared_read_only():
     assert table.doc_positions is table.doc_positions
     with pytest.raises(ValueError, match="read-only"):
         table.code_positions[0] = 4
+    handed = handoff.KeptLabels(table.keys, table.docs, table.codes, bits, np.array([0, 2]),
+                                np.array([1, 3, 5]))  # fmt: skip
+    assert handed.code_positions.tolist() == [1, 3, 5]
+    with pytest.raises(ValueError, match="read-only"):  # the normaliser's, shared as well
+        handed.doc_positions[0] = 1
 
 
 @pytest.mark.parametrize("case", ["all-known", "unknown-codes-dropped", "documents-dropped"])

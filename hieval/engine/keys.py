@@ -464,6 +464,11 @@ def _remapped(
     lookups = [used.lookups(doc_ids=doc_ids, codes=codes) for used in tables]
     size = sum(used.table.keys.size for used in tables)
     parts = min(threads or default_threads(), 2) if size >= _SPLIT_FROM else 1
+    # The cut needs each table's documents in the order of ``doc_ids`` (both sort text by its
+    # bytes and numbers by value); were they not, one part sorts the whole, as before.
+    positions = [of[used.docs] for used, (of, _) in zip(tables, lookups, strict=True)]
+    if not all(np.all(np.diff(position) > 0) for position in positions):
+        parts = 1
     # Each table's key index at the part boundaries: the first key of a document at or after
     # the part's first document position.
     cuts = []

@@ -46,6 +46,11 @@ class KeptLabels:
     doc_ranks: np.ndarray | None = None
     code_ranks: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        for ranks in (self.doc_ranks, self.code_ranks):
+            if ranks is not None:
+                ranks.flags.writeable = False  # shared by every caller, as the computed ones
+
     # Cached (``functools.cached_property`` writes the instance's ``__dict__``, which a frozen
     # dataclass allows): the encoder and the conventions' size check both ask, each pass over
     # the keys costs ~25 ms at 100x MIMIC-III, and the keys never change.

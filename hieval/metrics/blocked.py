@@ -449,7 +449,9 @@ def blocked_levels(  # noqa: PLR0913 (the matrix, its gold, its label space, the
     None, per label NaN), and with no ``second_read`` the second read too: the bootstrap's
     units need the document ranks alone (the rows were computed by the score stage). A
     block's levels are read side by side on ``threads`` threads (None: the cores this
-    process may use; :class:`_EachLevel`).
+    process may use; two at most: :class:`_EachLevel`), so ``second_read``'s function may be
+    called for two levels at once, from two threads: each level's calls come in block order,
+    and every block's before the next block's.
     """
     if block_docs < 1:
         raise ValueError("block_docs must be at least 1")
@@ -514,6 +516,10 @@ def _second(by_level: dict[str, np.ndarray], number: int, start: int, name: str,
         visit(name, number, start, by_level[name])
 
 
+#: Levels a block is read at side by side, at most (see :class:`_EachLevel`).
+LEVELS_AT_ONCE = 2
+
+
 class _EachLevel:
     """Runs a step of one block at every level, the levels side by side on the run's threads
     (``threads``; None: the cores this process may use), and returns once all are done.
@@ -528,7 +534,10 @@ class _EachLevel:
 
     def __init__(self, levels: dict[str, _Level], threads: int | None) -> None:
         self.levels = levels
-        workers = min(threads or default_threads(), len(levels))
+        # Two at most: a level's step holds its own copies of the block (its sorts, the
+        # replicates' bins), and the blocked memory plan (hieval.resources'
+        # BYTES_PER_BLOCK_CELL) was measured with two at once.
+        workers = min(threads or default_threads(), len(levels), LEVELS_AT_ONCE)
         self.pool = ThreadPoolExecutor(workers, "levels") if workers > 1 else None
 
     def run(self, step: Callable[[str, _Level], None]) -> None:

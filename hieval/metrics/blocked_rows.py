@@ -319,7 +319,7 @@ def dense_ranking_units(  # noqa: PLR0913 (ranking_units' options and the thread
     size = block_docs()
     replicates = _replicates(dense, weights)  # drawn here, above the cap, and only here
     # the rows' AUCs were the score stage's: here the ranks, and the replicates' read
-    results = _levels(dense, node_of, size, second_read=replicates, aucs=False)
+    results = _levels(dense, node_of, size, second_read=replicates, aucs=False, threads=threads)
     sums = calibration_sums(dense, block_docs=size)
     return _units(
         dense, results, sums, replicates, ks=ks, levels=levels, model=model, threads=threads

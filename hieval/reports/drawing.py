@@ -134,14 +134,24 @@ def start(*, threads: int) -> bool:
     return True
 
 
-def ready() -> list[Future]:
+def ready() -> threading.Thread | None:
     """Fork the figure workers now, each drawing a small figure first
-    (:func:`hieval.reports.figures.warm`): called when the run's cores are least busy before
-    its report (its last model counted), so that the report's figures start at once on warm
-    workers. Forked on the first figure instead, the second worker started 40 ms after its
-    figure was asked for, and each worker's first figure paid its warm-up. Returns the
-    warm-ups (nothing waits for them; a failed one only leaves a figure colder). Without
-    workers, nothing."""
+    (:func:`hieval.reports.figures.warm`), from a thread of their own: called once the run's
+    last model is counted, so that the report's figures start at once on warm workers. Forked
+    on the first figure instead, the second worker started 40 ms after its figure was asked
+    for, and each worker's first figure paid its warm-up. A thread, because forking through
+    the server waits for it to have imported matplotlib, which a small run may reach before
+    it is done; the run goes on meanwhile. Returns the thread (None without workers);
+    nothing waits for it."""
+    if _pool is None:
+        return None
+    thread = threading.Thread(target=_warm_workers, name="figure-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_workers() -> list[Future]:
+    """:func:`ready`'s work: a warm-up per worker (a failed one only leaves a figure colder)."""
     pool = _pool
     if pool is None:
         return []
